@@ -1,0 +1,5 @@
+import sys
+
+from exactmem.cli import main
+
+sys.exit(main())

@@ -1,0 +1,130 @@
+"""From (model, dataset) to a :class:`~exactmem.verify.Certificate`.
+
+This is the trusted path: evaluate exactly, then judge every promise from the evaluated values.
+Nothing the construction said is consulted; the dataset supplies the expected labels.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable
+
+from exactmem import __version__
+from exactmem.data import (
+    SEPARATION_LIMIT,
+    Dataset,
+    dataset_hash,
+    squared_radius,
+    squared_separation,
+)
+from exactmem.errors import InputError
+from exactmem.evaluate.reference import run
+from exactmem.exact import format_rational
+from exactmem.io import model_hash
+from exactmem.model import MLP, Transformer, resources
+from exactmem.verify import Certificate, activation_summary, check_memorizer, check_outputs
+
+__all__ = ["certify", "library_versions", "point_conflicts"]
+
+
+def library_versions() -> dict:
+    import gmpy2
+    import mpmath
+    import numpy
+
+    versions = {
+        "exactmem": __version__,
+        "python": platform.python_version(),
+        "gmpy2": gmpy2.version(),
+        "numpy": numpy.__version__,
+        "mpmath": mpmath.__version__,
+    }
+    try:
+        import flint
+
+        versions["python-flint"] = flint.__version__
+    except ImportError:  # pragma: no cover - a declared dependency
+        versions["python-flint"] = None
+    return versions
+
+
+def point_conflicts(dataset: Dataset) -> None:
+    """Equal points with different labels cannot be memorized: exit 2 naming both indices."""
+    first: dict[tuple, int] = {}
+    for i, p in enumerate(dataset.points):
+        j = first.setdefault(tuple(p), i)
+        if j != i and dataset.labels[j] != dataset.labels[i]:
+            raise InputError(
+                f"points[{j}] and points[{i}] are equal but labelled "
+                f"{dataset.labels[j]} and {dataset.labels[i]}"
+            )
+
+
+def _geometry(vectors, what: str) -> dict:
+    figures = {what: len(vectors), "r2": format_rational(squared_radius(vectors))}
+    if len(vectors) <= SEPARATION_LIMIT:
+        delta2 = squared_separation(vectors)
+        figures["delta2"] = None if delta2 is None else format_rational(delta2)
+    else:
+        figures["delta2"] = f"not measured (more than {SEPARATION_LIMIT} vectors)"
+    return figures
+
+
+def certify(
+    model: Transformer,
+    dataset: Dataset,
+    *,
+    progress: Callable[[str], None] | None = None,
+    per_layer: bool = True,
+) -> Certificate:
+    """Evaluate ``model`` on ``dataset`` with the reference evaluator and judge it."""
+    if dataset.task != "points":
+        raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
+    if dataset.dim != model.input_dim:
+        raise InputError(
+            f"the model takes inputs of dimension {model.input_dim}, the dataset's points have "
+            f"{dataset.dim}"
+        )
+    point_conflicts(dataset)
+    if model.has_attention:
+        raise InputError("a points model must be token-wise (no attention sub-layers)")
+    trace = run(model, dataset.points, [[i] for i in range(dataset.size)], progress=progress)
+    outs = []
+    for i, (out, y) in enumerate(zip(trace.outputs, dataset.labels, strict=True)):
+        if len(out[0]) != 1:
+            raise InputError(f"the model outputs {len(out[0])} values per input, expected 1")
+        outs.append((f"points[{i}]", out[0][0], y))
+    checks = [check_outputs("labels", outs)]
+    first = model.sublayers[0] if model.sublayers else None
+    if isinstance(first, MLP) and "group_size" in first.meta:
+        expected = {i: y for i, y in enumerate(dataset.labels)}
+        checks += check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
+    subject = {
+        "task": dataset.task,
+        "dataset_sha256": dataset_hash(dataset),
+        "model_sha256": model_hash(model),
+        "construction": model.meta.get("construction"),
+        "options": model.meta.get("options", {}),
+        "layout": [s.meta for s in model.sublayers if isinstance(s, MLP) and s.meta],
+        "versions": library_versions(),
+        "argv": sys.argv[1:],
+    }
+    return Certificate(
+        checks=checks,
+        resources=resources(model),
+        activation=activation_summary(trace.stats, per_layer=per_layer),
+        subject=subject,
+        data={**_geometry(dataset.points, "N"), "C": dataset.num_classes, "d": dataset.dim},
+    )
+
+
+def certificate_json(cert: Certificate) -> dict:
+    return {
+        "verdict": cert.verdict,
+        "subject": cert.subject,
+        "data": cert.data,
+        "resources": cert.resources.as_dict(),
+        "checks": [c.as_dict() for c in cert.checks],
+        "activation": cert.activation,
+    }

@@ -1,0 +1,307 @@
+"""``python -m exactmem <command>`` — a thin layer over the library (DESIGN.md §5).
+
+Results go to stdout (JSON with ``--json``), progress and logs to stderr. Exit codes:
+0 verified, 1 refuted, 2 usage or invalid input, 3 internal error, 4 inconclusive,
+5 nothing selected. Heavy modules are imported inside the commands so ``--help`` is fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from exactmem.errors import (
+    EXIT_INTERNAL,
+    EXIT_REFUTED,
+    EXIT_VERIFIED,
+    ExactmemError,
+    InputError,
+)
+
+CONSTRUCTIONS = {
+    "vys": "Vardi, Yehudai & Shamir 2022, Theorem 3.1 / Kajitsuka & Sato 2025, Lemma C.1 "
+    "(task points)",
+}
+PLANNED = (
+    "ks25-next-token",
+    "ks25-seq2seq",
+    "ks25-token-ids",
+    "ks25-bit-budget",
+    "ks25-deep-sets",
+    "mahdavi24",
+    "dana25",
+)
+VYS_OPTIONS = {
+    "gadget": "peel (integer bit-peel, default) | tent (paper-style tent map)",
+    "group_size": "slots per group K (default: the K of least depth)",
+    "direction_bound": "|w_i| bound of the Stage I direction (default N²)",
+    "bit_widths": "corrected (default) | paper (ρ and c swapped as printed in Lemma C.1)",
+}
+
+EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input, 3 internal error,
+4 inconclusive, 5 nothing selected"""
+
+
+class Progress:
+    """Throttled progress lines on stderr."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.start = time.perf_counter()
+        self.last = 0.0
+
+    def __call__(self, message: str, *, force: bool = False) -> None:
+        now = time.perf_counter()
+        if self.enabled and (force or now - self.last >= 1.0):
+            self.last = now
+            print(f"[{now - self.start:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def _parse_set(items: Sequence[str]) -> dict:
+    options: dict = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set {item!r}: expected KEY=VALUE")
+        if key not in VYS_OPTIONS:
+            raise InputError(
+                f"--set {key}: unknown option for 'vys'; known: {', '.join(VYS_OPTIONS)}"
+            )
+        if key in ("group_size", "direction_bound"):
+            if not value.isdigit() or int(value) < 1:
+                raise InputError(f"--set {key}={value}: expected a positive integer")
+            options[key] = int(value)
+        else:
+            allowed = {"gadget": ("peel", "tent"), "bit_widths": ("corrected", "paper")}[key]
+            if value not in allowed:
+                raise InputError(f"--set {key}={value}: expected one of {', '.join(allowed)}")
+            options[key] = value
+    return options
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from exactmem.data import random_points, save_dataset
+
+    for name in ("N", "d", "C"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name} must be ≥ 1")
+    ds = random_points(args.N, args.d, args.C, args.seed, coord_bound=args.coord_bound)
+    save_dataset(ds, args.out)
+    print(f"wrote {args.out}: {ds.size} points in Q^{ds.dim}, C = {ds.num_classes}")
+    return EXIT_VERIFIED
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from exactmem.constructions import vys
+    from exactmem.data import load_dataset
+    from exactmem.io import save_model
+    from exactmem.model import resources
+
+    if args.construction not in CONSTRUCTIONS:
+        planned = " (not implemented yet)" if args.construction in PLANNED else ""
+        raise InputError(
+            f"--construction {args.construction!r}{planned}; available: {', '.join(CONSTRUCTIONS)}"
+        )
+    progress = Progress(not args.quiet)
+    options = _parse_set(args.set or [])
+    options["seed"] = args.seed
+    dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    progress(f"building {args.construction} for {dataset.size} points", force=True)
+    model, _ = vys.build(dataset, options)
+    digest = save_model(model, args.out)
+    res = resources(model)
+    print(
+        f"wrote {args.out} (sha256 {digest[:16]}…): width {res.width}, depth {res.depth}, "
+        f"{res.dense_parameters} dense / {res.nonzero_parameters} non-zero parameters, "
+        f"max {res.max_bits} bits per parameter"
+    )
+    return EXIT_VERIFIED
+
+
+def _print_certificate(cert) -> None:
+    res = cert.resources
+    data = cert.data
+    print(f"verdict: {cert.verdict.upper()}")
+    print(
+        f"dataset: {data['N']} points in Q^{data['d']}, C = {data['C']}, r² = {data['r2']}, "
+        f"δ² = {data['delta2']}"
+    )
+    layout = cert.subject.get("layout") or [{}]
+    extra = ", ".join(f"{k} {v}" for k, v in layout[0].items() if k != "lemma")
+    print(
+        f"model: sha256 {cert.subject['model_sha256'][:16]}…, "
+        f"construction {cert.subject.get('construction')} ({extra})"
+    )
+    print(
+        f"resources: width {res.width}, depth {res.depth}, {res.dense_parameters} dense / "
+        f"{res.nonzero_parameters} non-zero parameters, max {res.max_bits} bits per parameter, "
+        f"{res.total_bits} bits in all"
+    )
+    for c in cert.checks:
+        print(f"  {'ok  ' if c.passed else 'FAIL'} {c.name:<28} {c.detail}")
+    act = cert.activation
+    print(
+        f"activation: {act['relu_layers']} ReLU layers, smallest non-zero |pre-activation| "
+        f"{act['min_nonzero_preactivation']}, {act['zero_preactivations']} of "
+        f"{act['preactivations']} pre-activations exactly 0"
+    )
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from exactmem.certify import certificate_json, certify
+    from exactmem.data import load_dataset
+    from exactmem.io import load_model, save_certificate
+
+    progress = Progress(not args.quiet)
+    model, _ = load_model(args.model)
+    dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
+    cert = certify(model, dataset, progress=progress)
+    content = certificate_json(cert)
+    if args.certificate:
+        save_certificate(content, args.certificate)
+        progress(f"certificate written to {args.certificate}", force=True)
+    if args.json:
+        json.dump(content, sys.stdout, indent=1)
+        print()
+    else:
+        _print_certificate(cert)
+    return EXIT_VERIFIED if cert.verdict == "verified" else EXIT_REFUTED
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from exactmem.proofs import run_check
+
+    return run_check(
+        pattern=args.k,
+        tier=args.tier,
+        as_json=args.json,
+        proofs_dir=args.proofs,
+        progress=Progress(not args.quiet),
+    )
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m exactmem",
+        description="Build the networks of Transformer memorization theorems, run them in exact "
+        "arithmetic, and certify or refute what the theorems promise.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    c = sub.add_parser(
+        "check", help="run the claim files in proofs/ (the proof regression)", epilog=EPILOG
+    )
+    c.add_argument("-k", metavar="PATTERN", help="only claims whose name contains PATTERN")
+    c.add_argument(
+        "--tier",
+        choices=("quick", "full"),
+        default="quick",
+        help="quick (CI, minutes) or full (adds the large instances)",
+    )
+    c.add_argument("--json", action="store_true", help="JSON report on stdout")
+    c.add_argument(
+        "--proofs",
+        metavar="DIR",
+        help="claim directory (default: ./proofs or the copy shipped with the package)",
+    )
+    c.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    c.set_defaults(func=cmd_check)
+
+    b = sub.add_parser(
+        "build",
+        help="build a construction's model for a dataset",
+        epilog="constructions:\n"
+        + "\n".join(f"  {k:<16} {v}" for k, v in CONSTRUCTIONS.items())
+        + "\n  planned: "
+        + ", ".join(PLANNED)
+        + "\n\noptions of vys (--set KEY=VALUE):\n"
+        + "\n".join(f"  {k:<16} {v}" for k, v in VYS_OPTIONS.items())
+        + "\n\n"
+        + EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    b.add_argument("--construction", required=True, metavar="NAME")
+    b.add_argument("--data", required=True, metavar="FILE", help="dataset (.json or .json.gz)")
+    b.add_argument("--out", required=True, metavar="MODEL", help="model file to write")
+    b.add_argument("--seed", type=int, default=0, help="seed of the random choices (default 0)")
+    b.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="construction option, repeatable"
+    )
+    b.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in the dataset, converted exactly (dyadic)",
+    )
+    b.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    b.set_defaults(func=cmd_build)
+
+    v = sub.add_parser(
+        "verify", help="evaluate a model exactly on a dataset and certify it", epilog=EPILOG
+    )
+    v.add_argument("model", metavar="MODEL")
+    v.add_argument("--data", required=True, metavar="FILE")
+    v.add_argument(
+        "--evaluator",
+        choices=("reference",),
+        default="reference",
+        help="exact evaluator (reference: plain Python integers)",
+    )
+    v.add_argument("--json", action="store_true", help="certificate as JSON on stdout")
+    v.add_argument("--certificate", metavar="OUT", help="also write the certificate file")
+    v.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in the dataset, converted exactly (dyadic)",
+    )
+    v.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    v.set_defaults(func=cmd_verify)
+
+    g = sub.add_parser("generate", help="write a random dataset file", epilog=EPILOG)
+    g.add_argument("family", choices=("points",))
+    g.add_argument("--N", type=int, required=True, help="number of points")
+    g.add_argument("--d", type=int, default=8, help="dimension (default 8)")
+    g.add_argument("--C", type=int, default=10, help="number of classes (default 10)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument(
+        "--coord-bound",
+        type=int,
+        default=1000,
+        help="integer coordinates in [-B, B] (default 1000)",
+    )
+    g.add_argument("--out", required=True, metavar="FILE")
+    g.set_defaults(func=cmd_generate)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    sys.set_int_max_str_digits(0)
+    try:
+        return args.func(args)
+    except ExactmemError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERNAL
+    except Exception as exc:  # noqa: BLE001 - the contract: internal errors exit 3
+        if os.environ.get("EXACTMEM_DEBUG"):
+            raise
+        print(
+            f"internal error: {type(exc).__name__}: {exc} (set EXACTMEM_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL

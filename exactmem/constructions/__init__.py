@@ -1,0 +1,1 @@
+"""One module per paper; constructions are pure functions returning (model, witness)."""

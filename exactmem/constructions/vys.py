@@ -1,0 +1,494 @@
+"""The memorizing ReLU network of Vardi, Yehudai & Shamir 2022 (Theorem 3.1), in the extended
+form that Kajitsuka & Sato 2025 use twice (Lemma C.1: extra points that must map to 0).
+
+Three stages (bit_extraction_and_priors.md §A; kajitsuka_sato_2025.md §2.10):
+
+* **Stage I** — exact projection (Lemma C.2, [RECONSTRUCTION] of the digest's §2.4): scale the
+  rational inputs by their common denominator L, draw an integer direction w ∈ [−K, K]^d with
+  K = V², resample until the V projections are distinct, and set
+  ``t(x) = 2·(L·wᵀx − p_min) + 2``. Keys are integers ≥ 2, pairwise ≥ 2 apart.
+* **Stage II** — group selection (Lemma G.3): the labelled keys, sorted, form m groups of K
+  slots; each group owns two packed integers, u_j (keys, ρ bits each) and w_j (labels, c bits
+  each), slot 0 most significant. A telescoping sum of integer steps ``S_{a_j}(t)`` selects
+  (u_j, w_j) in m − 1 layers. Padding slots hold key 0 and label 0: no key is below 2, and a
+  matched pad would output 0 anyway.
+* **Stage III** — bit extraction (Lemma G.6 with G.4/G.5). Two gadgets:
+
+  - ``peel`` (default): the integer bit-peel of the digest's G3. Slot k's match is read
+    without assembling its key: with U the remaining packed keys (slot k on top, at bit
+    P = ρ(K−1−k)), ``t = key_k  ⇔  0 ≤ U − t·2^P < 2^P``. Label bits are gated by the match
+    with σ(b + m − 1) and summed into the output. One layer per bit, U and W in parallel.
+  - ``tent``: paper style, Telgarsky's tent map on a pair of trajectories (Lemma A.7 / G.4)
+    with the affine read-out b_k = ½ − 2^{n−k}·D_k, then a two-layer hat for the match and a
+    select unit σ(y − 2^c(1 − m)).
+
+ρ = bitlen(max key) and c = bitlen(C) — the paper swaps the two (erratum 2 of the digest).
+The group size K is chosen to minimise the actual depth; the paper's ⌈√(N / log₂ N)⌉ is
+reported beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gmpy2 import mpq
+
+from exactmem.circuit import Circuit, Lin, const, var
+from exactmem.data import Dataset
+from exactmem.errors import InputError
+from exactmem.exact import bitlen
+from exactmem.gadgets import and_bit, interval_match, interval_match_finish, step, tent
+from exactmem.model import MLP, Transformer
+
+__all__ = [
+    "GADGETS",
+    "MemorizerWitness",
+    "Projection",
+    "build",
+    "build_memorizer",
+    "choose_group_size",
+    "integer_projection",
+    "paper_group_size",
+    "stage3_layers",
+]
+
+GADGETS = ("peel", "tent")
+Vector = Sequence[mpq]
+
+
+# --------------------------------------------------------------------------- Stage I
+
+
+@dataclass(frozen=True)
+class Projection:
+    """``t(x) = factor·scale·directionᵀx + shift``: an integer on the data (Lemma C.2).
+
+    The Stage I map uses factor 2 and shift 2 − 2·p_min, so keys are ≥ 2 and ≥ 2 apart;
+    :meth:`identity` (t = x) serves integer keys given directly (the §A.8 test vector).
+    """
+
+    scale: int
+    direction: tuple[int, ...]
+    shift: int
+    factor: int = 2
+
+    @classmethod
+    def identity(cls) -> Projection:
+        return cls(1, (1,), 0, 1)
+
+    def key(self, x: Vector) -> int:
+        dot = sum((mpq(w) * xi for w, xi in zip(self.direction, x, strict=True)), mpq(0))
+        value = self.factor * self.scale * dot + self.shift
+        if value.denominator != 1:
+            raise InputError(f"point {tuple(map(str, x))} is off the projection's integer lattice")
+        return int(value)
+
+    def expr(self, inputs: Sequence[str]) -> Lin:
+        f = self.factor * self.scale
+        terms = {name: mpq(f * w) for name, w in zip(inputs, self.direction, strict=True) if w}
+        return Lin(terms, mpq(self.shift))
+
+
+def integer_projection(
+    points: Sequence[Vector], rng: random.Random, *, bound: int | None = None, attempts: int = 64
+) -> Projection:
+    """Stage I: an integer direction that keeps all points apart (resampled until it does).
+
+    For a fixed pair P(wᵀ(x − x') = 0) ≤ 1/(2K + 1), so with K = V² one draw succeeds with
+    probability > ½ (bit_extraction_and_priors.md §A.2, exact-arithmetic variant).
+    """
+    V = len(points)
+    d = len(points[0])
+    scale = math.lcm(*[int(x.denominator) for p in points for x in p])
+    integral = [[int(x * scale) for x in p] for p in points]
+    K = bound if bound is not None else max(V * V, 1)
+    for _ in range(attempts):
+        w = [rng.randint(-K, K) for _ in range(d)]
+        proj = [sum(wi * xi for wi, xi in zip(w, p, strict=True)) for p in integral]
+        if len(set(proj)) == V:
+            return Projection(scale, tuple(w), 2 - 2 * min(proj))
+    raise InputError(
+        f"no injective projection found in {attempts} draws with |w_i| ≤ {K}: are two points equal?"
+    )
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def paper_group_size(N: int) -> int:
+    """K = max(1, ⌈√(N / log₂ max(N, 2))⌉) (digest erratum 4)."""
+    return max(1, math.ceil(math.sqrt(N / math.log2(max(N, 2)))))
+
+
+def stage3_layers(gadget: str, K: int, rho: int, c: int) -> int:
+    """Hidden layers of Stage III for K slots (mirrors the layouts built below)."""
+    if gadget == "peel":
+        L = max(rho, c)
+        spill = 1 if max(c, 2) == L else 0
+        return K * L + spill
+    return K * (rho + max(c, 2) + 1)
+
+
+def choose_group_size(N: int, gadget: str, rho: int, c: int) -> int:
+    """The group size K that minimises total depth (m − 1) + Stage III + 1."""
+    best_K, best = 1, None
+    top = min(N, 4 * math.isqrt(N) + 4)
+    for K in range(1, top + 1):
+        depth = (math.ceil(N / K) - 1) + stage3_layers(gadget, K, rho, c) + 1
+        if best is None or depth < best:
+            best_K, best = K, depth
+    return best_K
+
+
+# --------------------------------------------------------------------------- witness
+
+
+@dataclass(frozen=True)
+class MemorizerWitness:
+    """What the construction intends (untrusted: the verifier measures everything itself)."""
+
+    gadget: str
+    key_bits: int  # ρ
+    label_bits: int  # c
+    group_size: int  # K
+    groups: int  # m
+    paper_group_size: int
+    thresholds: tuple[int, ...]  # a_1..a_{m-1}: first key of groups 1..m-1
+    packed_keys: tuple[int, ...]  # u_j
+    packed_labels: tuple[int, ...]  # w_j
+    keys: tuple[int, ...]  # t(x) of every point, labelled first, then extra
+    labels: tuple[int, ...]  # label of every point (0 for extra points)
+    group_of: tuple[int, ...]
+    slot_of: tuple[int, ...]  # −1 for extra points
+    projection: Projection
+
+    def as_dict(self) -> dict:
+        return {
+            "gadget": self.gadget,
+            "key_bits": self.key_bits,
+            "label_bits": self.label_bits,
+            "group_size": self.group_size,
+            "groups": self.groups,
+            "paper_group_size": self.paper_group_size,
+        }
+
+
+# --------------------------------------------------------------------------- Stage II
+
+
+def _stage2(circ: Circuit, t: Lin, thresholds, us, ws) -> tuple[Lin, Lin, Lin]:
+    """Telescoping group selection: U = u_1 + Σ_j (u_j − u_{j−1})·S_{a_j}(t) (Lemma G.3)."""
+    U, W = const(us[0]), const(ws[0])
+    for j in range(1, len(us)):
+        units, s = step(f"s2.{j}", t, thresholds[j - 1])
+        circ.layer({"t": t, "U": U, "W": W, **units})
+        circ.probe(f"step[{j}]", s)
+        t = var("t")
+        U = var("U") + (us[j] - us[j - 1]) * s
+        W = var("W") + (ws[j] - ws[j - 1]) * s
+    return t, U, W
+
+
+# --------------------------------------------------------------------------- Stage III
+
+
+def _stage3_peel(circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int) -> Lin:
+    """Integer bit-peel extraction; one layer per bit, U and W in parallel (width ≤ 11)."""
+    L = max(rho, c)
+    total = stage3_layers("peel", K, rho, c)
+    last_slot = (K - 1) * L
+    out: Lin | None = None
+    m: Lin | None = None
+    due: list[tuple[str, Lin, Lin, int]] = []  # AND units for this layer: name, bit, flag, weight
+    b0: tuple[str, Lin] | None = None
+    for g in range(total):
+        k, i = divmod(g, L)
+        units: dict[str, Lin] = {}
+        if g == 0 or g < last_slot:
+            units["t"] = t
+        slot_start = k < K and i == 0
+        if g < last_slot + rho - 1 or slot_start:
+            units["U"] = U
+        if g < last_slot + c - 1 or slot_start:
+            units["W"] = W
+        if out is not None:
+            units["out"] = out
+        next_due: list[tuple[str, Lin, Lin, int]] = []
+        and_names = []
+        for name, bit, flag, weight in due:
+            units[name] = and_bit(bit, flag)
+            and_names.append((name, weight))
+        u_bit = w_bit = None
+        if k < K:
+            P, Q = rho * (K - 1 - k), c * (K - 1 - k)
+            if i == 0:
+                units.update(interval_match(f"s3.{k}", U - t * 2**P, 2**P))
+            elif i == 1:
+                units[f"s3.{k}.m"] = interval_match_finish(f"s3.{k}")
+            else:
+                units[f"s3.{k}.m"] = m
+            if i == 1 and b0 is not None:
+                units[b0[0]] = b0[1]
+                next_due.append((f"s3.{k}.and0", var(b0[0]), var(f"s3.{k}.m"), 2 ** (c - 1)))
+                b0 = None
+            if i < rho:
+                p = P + rho - 1 - i
+                su, u_bit = step(f"s3.{k}.u{i}", U, 2**p)
+                units.update(su)
+            if i < c:
+                q = Q + c - 1 - i
+                sw, w_bit = step(f"s3.{k}.w{i}", W, 2**q)
+                units.update(sw)
+        circ.layer(units)
+        if k < K and i == 0:
+            circ.probe(f"U[{k}]", var("U"))
+            circ.probe(f"W[{k}]", var("W"))
+            if g == 0:
+                circ.probe("key", var("t"))
+        if k < K and i == 1:
+            circ.probe(f"match[{k}]", var(f"s3.{k}.m"))
+        # expressions over this layer, for the next one
+        t = var("t")
+        U = var("U") - (2 ** (P + rho - 1 - i)) * u_bit if u_bit is not None else var("U")
+        W = var("W") - (2 ** (Q + c - 1 - i)) * w_bit if w_bit is not None else var("W")
+        if and_names:
+            out = (var("out") if out is not None else const(0)) + sum(
+                (var(n) * wt for n, wt in and_names), const(0)
+            )
+        elif out is not None:
+            out = var("out")
+        if k < K and i >= 1:
+            m = var(f"s3.{k}.m")
+        if w_bit is not None:
+            if i == 0:
+                b0 = (f"s3.{k}.b0", w_bit)
+            else:
+                next_due.append((f"s3.{k}.and{i}", w_bit, m, 2 ** (c - 1 - i)))
+        due = next_due
+    if due or b0 is not None:
+        raise AssertionError("peel layout left label bits unread")  # stage3_layers is wrong
+    return out
+
+
+def _stage3_tent(circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int) -> Lin:
+    """Paper-style extraction: tent-map trajectory pairs (Lemma G.4), hat match, select."""
+    Su, Sw = 2 ** (K * rho + 1), 2 ** (K * c + 1)
+    zu, zu2 = 2 * U, 2 * U + 1  # z = u/2^n and z' = z + 2^{-(n+1)}, in units of 2^{-(n+1)}
+    zw, zw2 = 2 * W, 2 * W + 1
+    out: Lin = const(0)
+    span = max(c, 2)
+    for k in range(K):
+        v: Lin = const(0)
+        y: Lin = const(0)
+        m: Lin | None = None
+        more = k < K - 1
+        for i in range(rho + span + 1):
+            units: dict[str, Lin] = {"out": out} if k else {}
+            if more or i < rho:
+                units["t"] = t
+            if more and i >= rho:
+                units["zu"], units["zu2"] = zu, zu2
+            if i < rho or (more and i >= rho + c):
+                units["zw"], units["zw2"] = zw, zw2
+            if 1 <= i <= rho:
+                units["v"] = v
+            if i > rho:
+                units["y"] = y
+            if i < rho:
+                a, zu_next = tent(f"s3.{k}.zu{i}", zu, Su)
+                b, zu2_next = tent(f"s3.{k}.zv{i}", zu2, Su)
+                units.update(a)
+                units.update(b)
+            if i == rho:
+                units.update(interval_match(f"s3.{k}", t - v, 1))
+            if i == rho + 1:
+                units[f"s3.{k}.m"] = interval_match_finish(f"s3.{k}")
+            elif i > rho + 1:
+                units[f"s3.{k}.m"] = m
+            if rho <= i < rho + c:
+                a, zw_next = tent(f"s3.{k}.zw{i - rho}", zw, Sw)
+                b, zw2_next = tent(f"s3.{k}.zx{i - rho}", zw2, Sw)
+                units.update(a)
+                units.update(b)
+            if i == rho + span:
+                units[f"s3.{k}.sel"] = y - 2**c * (1 - m)
+            circ.layer(units)
+            if i == rho:
+                circ.probe(f"key[{k}]", var("v"))
+            if i == rho + 1:
+                circ.probe(f"match[{k}]", var(f"s3.{k}.m"))
+            if i == rho + span:
+                circ.probe(f"label[{k}]", var("y"))
+            out = var("out") if "out" in units else const(0)
+            t, zu, zu2, zw, zw2 = var("t"), var("zu"), var("zu2"), var("zw"), var("zw2")
+            if i < rho:
+                bit_index = k * rho + i + 1
+                zu, zu2 = zu_next, zu2_next
+                bit = (2**bit_index - (zu2 - zu)) * mpq(1, 2 ** (bit_index + 1))
+                v = (2 * var("v") if i else const(0)) + bit
+            elif i == rho:
+                v = var("v")
+            if rho <= i < rho + c:
+                bit_index = k * c + (i - rho) + 1
+                zw, zw2 = zw_next, zw2_next
+                bit = (2**bit_index - (zw2 - zw)) * mpq(1, 2 ** (bit_index + 1))
+                y = (2 * var("y") if i > rho else const(0)) + bit
+            elif i > rho:
+                y = var("y")
+            if i >= rho + 1:
+                m = var(f"s3.{k}.m")
+            if i == rho + span:
+                out = out + var(f"s3.{k}.sel")
+    return out
+
+
+# --------------------------------------------------------------------------- builder
+
+
+def _pack(values: Sequence[int], bits: int) -> int:
+    total = 0
+    for v in values:
+        total = (total << bits) | v
+    return total
+
+
+def build_memorizer(
+    points: Sequence[Vector],
+    labels: Sequence[int],
+    *,
+    num_classes: int,
+    extra_points: Sequence[Vector] = (),
+    gadget: str = "peel",
+    group_size: int | None = None,
+    seed: int = 0,
+    direction_bound: int | None = None,
+    projection: Projection | None = None,
+    bit_widths: str = "corrected",
+    input_names: Sequence[str] | None = None,
+    label: str = "memorizer",
+) -> tuple[MLP, MemorizerWitness]:
+    """Lemma C.1: a plain MLP Q^d → Q with F(x_i) = y_i and F(extra) = 0, exactly."""
+    if gadget not in GADGETS:
+        raise InputError(f"gadget {gadget!r} is not one of {', '.join(GADGETS)}")
+    if not points:
+        raise InputError("the memorizer needs at least one labelled point")
+    if len(labels) != len(points):
+        raise InputError(f"{len(labels)} labels for {len(points)} points")
+    for i, y in enumerate(labels):
+        if not 1 <= y <= num_classes:
+            raise InputError(f"labels[{i}]: {y} is outside 1..C with C = {num_classes}")
+    everything = list(points) + list(extra_points)
+    d = len(everything[0])
+    for i, p in enumerate(everything):
+        if len(p) != d:
+            raise InputError(f"point {i}: {len(p)} coordinates, expected {d}")
+    seen: dict[tuple, int] = {}
+    for i, p in enumerate(everything):
+        j = seen.setdefault(tuple(p), i)
+        if j != i:
+            raise InputError(f"points {j} and {i} are equal; the memorizer needs distinct points")
+    if projection is None:
+        projection = integer_projection(everything, random.Random(seed), bound=direction_bound)
+    keys = [projection.key(p) for p in everything]
+    if min(keys) < 1 or len(set(keys)) != len(keys):
+        raise InputError("the projection must give distinct keys ≥ 1 on all points")
+    N = len(points)
+    rho = bitlen(max(keys[:N]))
+    c = bitlen(num_classes)
+    if bit_widths == "paper":
+        rho, c = c, rho  # as printed in Lemma C.1, Stage III (digest erratum 2): refuted
+    elif bit_widths != "corrected":
+        raise InputError(f"bit_widths must be 'corrected' or 'paper', got {bit_widths!r}")
+    K = group_size if group_size is not None else choose_group_size(N, gadget, rho, c)
+    if K < 1:
+        raise InputError(f"group_size must be ≥ 1, got {K}")
+    order = sorted(range(N), key=lambda i: keys[i])
+    m = math.ceil(N / K)
+    group_of = [0] * len(everything)
+    slot_of = [-1] * len(everything)
+    us, ws, thresholds = [], [], []
+    for j in range(m):
+        members = order[j * K : (j + 1) * K]
+        for s, i in enumerate(members):
+            group_of[i], slot_of[i] = j, s
+        pad = K - len(members)
+        us.append(_pack([keys[i] for i in members] + [0] * pad, rho))
+        ws.append(_pack([labels[i] for i in members] + [0] * pad, c))
+        if j:
+            thresholds.append(keys[members[0]])
+    for i in range(N, len(everything)):
+        group_of[i] = sum(1 for a in thresholds if keys[i] >= a)
+
+    names = tuple(input_names) if input_names else tuple(f"x{j}" for j in range(d))
+    circ = Circuit(names)
+    t0 = projection.expr(names)
+    t, U, W = _stage2(circ, t0, thresholds, us, ws)
+    stage3 = _stage3_peel if gadget == "peel" else _stage3_tent
+    out = stage3(circ, t, U, W, K, rho, c)
+    layout = {
+        "lemma": "Kajitsuka & Sato 2025, Lemma C.1 (Vardi et al. 2022, Theorem 3.1)",
+        "gadget": gadget,
+        "key_bits": rho,
+        "label_bits": c,
+        "group_size": K,
+        "groups": m,
+        "paper_group_size": paper_group_size(N),
+        "bit_widths": bit_widths,
+    }
+    mlp = circ.finish({"out": out}, residual=False, label=label, meta=layout)
+    witness = MemorizerWitness(
+        gadget=gadget,
+        key_bits=rho,
+        label_bits=c,
+        group_size=K,
+        groups=m,
+        paper_group_size=paper_group_size(N),
+        thresholds=tuple(thresholds),
+        packed_keys=tuple(us),
+        packed_labels=tuple(ws),
+        keys=tuple(keys),
+        labels=tuple(labels) + (0,) * len(extra_points),
+        group_of=tuple(group_of),
+        slot_of=tuple(slot_of),
+        projection=projection,
+    )
+    return mlp, witness
+
+
+def build(dataset: Dataset, options: dict) -> tuple[Transformer, MemorizerWitness]:
+    """``build --construction vys``: memorize a ``points`` dataset (duplicates with equal
+    labels are merged; the verifier still checks every point)."""
+    if dataset.task != "points":
+        raise InputError(
+            f"construction 'vys' needs task 'points', the dataset has {dataset.task!r}"
+        )
+    first: dict[tuple, int] = {}
+    pts, labs = [], []
+    for i, (p, y) in enumerate(zip(dataset.points, dataset.labels, strict=True)):
+        j = first.setdefault(tuple(p), i)
+        if j == i:
+            pts.append(p)
+            labs.append(y)
+        elif dataset.labels[j] != y:
+            raise InputError(
+                f"points[{j}] and points[{i}] are equal but labelled {dataset.labels[j]} and {y}"
+            )
+    mlp, witness = build_memorizer(
+        pts,
+        labs,
+        num_classes=dataset.num_classes,
+        gadget=options.get("gadget", "peel"),
+        group_size=options.get("group_size"),
+        seed=options.get("seed", 0),
+        direction_bound=options.get("direction_bound"),
+        bit_widths=options.get("bit_widths", "corrected"),
+    )
+    model = Transformer(
+        input_dim=dataset.dim,
+        sublayers=(mlp,),
+        meta={"construction": "vys", "options": dict(options)},
+    )
+    return model, witness

@@ -1,0 +1,319 @@
+"""Datasets: the dataset file contract (DESIGN.md §5), validation, and exact geometry.
+
+A dataset is either a list of points in Q^d with labels (task ``points``, plain MLP
+memorization), or sequences of token indices into a vocabulary of vectors in Q^d (tasks
+``next-token`` and ``seq2seq``). Labels are integers in 1..C. Every error names the offending
+index or field.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import random
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from gmpy2 import mpq
+
+from exactmem.errors import InputError
+from exactmem.exact import parse_rational
+
+__all__ = [
+    "FORMAT",
+    "Dataset",
+    "dataset_hash",
+    "dataset_to_json",
+    "load_dataset",
+    "random_points",
+    "read_json_file",
+    "save_dataset",
+    "squared_radius",
+    "squared_separation",
+]
+
+FORMAT = "exactmem.dataset/1"
+TASKS = ("next-token", "seq2seq", "points")
+
+Vector = tuple[mpq, ...]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """An exact dataset. For ``points`` only ``points`` is used; else ``vocab`` + ``sequences``.
+
+    ``labels`` holds an int per point or sequence (a tuple of ints per sequence for seq2seq).
+    ``num_classes`` is C: given in the file as ``"C"``, else the largest label.
+    """
+
+    task: str
+    labels: tuple
+    num_classes: int
+    points: tuple[Vector, ...] = ()
+    vocab: tuple[Vector, ...] = ()
+    sequences: tuple[tuple[int, ...], ...] = ()
+    meta: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def size(self) -> int:
+        """N: the number of points or sequences."""
+        return len(self.points) if self.task == "points" else len(self.sequences)
+
+    @property
+    def dim(self) -> int:
+        rows = self.points if self.task == "points" else self.vocab
+        return len(rows[0]) if rows else 0
+
+
+# --------------------------------------------------------------------------- file format
+
+
+def read_json_file(path: str | Path, what: str) -> object:
+    """Read a ``.json`` or ``.json.gz`` file; every failure is an :class:`InputError`."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{what} file {path}: cannot read ({exc.strerror or exc})") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(
+                f"{what} file {path}: corrupt or truncated gzip data ({exc})"
+            ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} file {path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{what} file {path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+
+
+def _write_json(obj: object, path: Path) -> None:
+    text = json.dumps(obj, separators=(",", ":"))
+    data = text.encode()
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    path.write_bytes(data)
+
+
+def _vector(raw: object, where: str, dim: int | None, allow_floats: bool) -> Vector:
+    if not isinstance(raw, list) or not raw:
+        raise InputError(f"{where}: expected a non-empty list of numbers")
+    if dim is not None and len(raw) != dim:
+        raise InputError(f"{where}: has {len(raw)} coordinates, expected {dim}")
+    return tuple(
+        parse_rational(x, f"{where}[{j}]", allow_floats=allow_floats) for j, x in enumerate(raw)
+    )
+
+
+def _label(raw: object, where: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise InputError(f"{where}: label must be an integer, got {raw!r:.40}")
+    if raw < 1:
+        raise InputError(f"{where}: label {raw} is outside 1..C (labels start at 1)")
+    return raw
+
+
+def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dataset") -> Dataset:
+    """Validate the JSON object of a dataset file and return the exact :class:`Dataset`."""
+    if not isinstance(obj, dict):
+        raise InputError(f"{source}: top level must be a JSON object")
+    fmt = obj.get("format")
+    if fmt != FORMAT:
+        raise InputError(f"{source}: field 'format' is {fmt!r}, expected {FORMAT!r}")
+    task = obj.get("task")
+    if task not in TASKS:
+        raise InputError(f"{source}: field 'task' is {task!r}, expected one of {', '.join(TASKS)}")
+    labels_raw = obj.get("labels")
+    if not isinstance(labels_raw, list) or not labels_raw:
+        raise InputError(f"{source}: field 'labels' must be a non-empty list")
+    C = obj.get("C")
+    if C is not None and (isinstance(C, bool) or not isinstance(C, int) or C < 1):
+        raise InputError(f"{source}: field 'C' must be a positive integer, got {C!r:.40}")
+
+    points: tuple[Vector, ...] = ()
+    vocab: tuple[Vector, ...] = ()
+    sequences: tuple[tuple[int, ...], ...] = ()
+    if task == "points":
+        raw_points = obj.get("points")
+        if not isinstance(raw_points, list) or not raw_points:
+            raise InputError(f"{source}: task 'points' needs a non-empty list 'points'")
+        dim = len(raw_points[0]) if isinstance(raw_points[0], list) else None
+        points = tuple(
+            _vector(p, f"points[{i}]", dim, allow_floats) for i, p in enumerate(raw_points)
+        )
+        if len(labels_raw) != len(points):
+            raise InputError(
+                f"{source}: {len(labels_raw)} labels for {len(points)} points (one label per point)"
+            )
+        labels: tuple = tuple(_label(y, f"labels[{i}]") for i, y in enumerate(labels_raw))
+    else:
+        raw_vocab = obj.get("vocab")
+        if not isinstance(raw_vocab, list) or not raw_vocab:
+            raise InputError(f"{source}: task {task!r} needs a non-empty list 'vocab'")
+        dim = len(raw_vocab[0]) if isinstance(raw_vocab[0], list) else None
+        vocab = tuple(_vector(v, f"vocab[{i}]", dim, allow_floats) for i, v in enumerate(raw_vocab))
+        raw_seqs = obj.get("sequences")
+        if not isinstance(raw_seqs, list) or not raw_seqs:
+            raise InputError(f"{source}: task {task!r} needs a non-empty list 'sequences'")
+        n = len(raw_seqs[0]) if isinstance(raw_seqs[0], list) else None
+        seqs = []
+        for i, s in enumerate(raw_seqs):
+            if not isinstance(s, list) or not s:
+                raise InputError(f"sequences[{i}]: expected a non-empty list of token indices")
+            if len(s) != n:
+                raise InputError(f"sequences[{i}]: length {len(s)}, expected {n} (as sequences[0])")
+            for k, tok in enumerate(s):
+                if isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < len(vocab):
+                    raise InputError(
+                        f"sequences[{i}][{k}]: {tok!r:.40} is not an index into vocab "
+                        f"(0..{len(vocab) - 1})"
+                    )
+            seqs.append(tuple(s))
+        sequences = tuple(seqs)
+        if len(labels_raw) != len(sequences):
+            raise InputError(
+                f"{source}: {len(labels_raw)} labels for {len(sequences)} sequences "
+                "(one entry per sequence)"
+            )
+        if task == "seq2seq":
+            labs = []
+            for i, ys in enumerate(labels_raw):
+                if not isinstance(ys, list) or len(ys) != n:
+                    raise InputError(f"labels[{i}]: seq2seq needs a list of {n} labels")
+                labs.append(tuple(_label(y, f"labels[{i}][{k}]") for k, y in enumerate(ys)))
+            labels = tuple(labs)
+        else:
+            labels = tuple(_label(y, f"labels[{i}]") for i, y in enumerate(labels_raw))
+
+    flat = [y for ys in labels for y in ys] if task == "seq2seq" else list(labels)
+    top = max(flat)
+    if C is None:
+        C = top
+    elif top > C:
+        where = next(i for i, y in enumerate(labels) if (max(y) if task == "seq2seq" else y) > C)
+        raise InputError(f"labels[{where}]: label {top} is outside 1..C with C = {C}")
+    meta = {k: v for k, v in obj.items() if k == "meta" and isinstance(v, dict)}
+    return Dataset(
+        task=task,
+        labels=labels,
+        num_classes=C,
+        points=points,
+        vocab=vocab,
+        sequences=sequences,
+        meta=meta.get("meta", {}),
+    )
+
+
+def load_dataset(path: str | Path, *, allow_floats: bool = False) -> Dataset:
+    """Load and validate a dataset file (``.json`` or ``.json.gz``)."""
+    obj = read_json_file(path, "dataset")
+    return parse_dataset(obj, allow_floats=allow_floats, source=f"dataset file {path}")
+
+
+def dataset_to_json(ds: Dataset) -> dict:
+    """The canonical JSON object of a dataset (exact rationals as strings)."""
+    obj: dict = {"format": FORMAT, "task": ds.task, "C": ds.num_classes}
+    if ds.task == "points":
+        obj["points"] = [[str(x) for x in p] for p in ds.points]
+    else:
+        obj["vocab"] = [[str(x) for x in v] for v in ds.vocab]
+        obj["sequences"] = [list(s) for s in ds.sequences]
+    obj["labels"] = [list(y) for y in ds.labels] if ds.task == "seq2seq" else list(ds.labels)
+    if ds.meta:
+        obj["meta"] = ds.meta
+    return obj
+
+
+def save_dataset(ds: Dataset, path: str | Path) -> None:
+    _write_json(dataset_to_json(ds), Path(path))
+
+
+def dataset_hash(ds: Dataset) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, no whitespace), without ``meta``."""
+    obj = dataset_to_json(ds)
+    obj.pop("meta", None)
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- generators
+
+
+def random_points(
+    N: int, d: int, C: int, seed: int = 0, *, coord_bound: int = 1000, denominator: int = 1
+) -> Dataset:
+    """N distinct points with integer coordinates in [−B, B] (divided by ``denominator``) and
+    labels uniform in 1..C. Deterministic in ``seed``."""
+    if N < 1 or d < 1 or C < 1:
+        raise InputError(f"random_points needs N, d, C ≥ 1, got N={N}, d={d}, C={C}")
+    if (2 * coord_bound + 1) ** d < N:
+        raise InputError(
+            f"cannot draw {N} distinct points from [−{coord_bound}, {coord_bound}]^{d}"
+        )
+    rng = random.Random(seed)
+    seen: set[tuple[int, ...]] = set()
+    pts = []
+    while len(pts) < N:
+        p = tuple(rng.randint(-coord_bound, coord_bound) for _ in range(d))
+        if p not in seen:
+            seen.add(p)
+            pts.append(tuple(mpq(x, denominator) for x in p))
+    labels = tuple(rng.randint(1, C) for _ in range(N))
+    return Dataset(
+        task="points",
+        labels=labels,
+        num_classes=C,
+        points=tuple(pts),
+        meta={"generator": "random_points", "seed": seed, "coord_bound": coord_bound},
+    )
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+def squared_radius(vectors: Sequence[Vector]) -> mpq:
+    """r² = max ‖x‖² (exact)."""
+    return max(sum((x * x for x in v), mpq(0)) for v in vectors)
+
+
+SEPARATION_LIMIT = 20_000
+
+
+def squared_separation(vectors: Sequence[Vector]) -> mpq | None:
+    """δ² = min ‖x − x'‖² over pairs of distinct vectors (exact); ``None`` if all are equal.
+
+    Exact but quadratic: vectorised in int64 when the scaled coordinates provably fit,
+    otherwise Python integers. Callers skip it above :data:`SEPARATION_LIMIT` vectors.
+    """
+    distinct = list(dict.fromkeys(tuple(v) for v in vectors))
+    if len(distinct) < 2:
+        return None
+    scale = math.lcm(*[int(x.denominator) for v in distinct for x in v])
+    ints = [[int(x * scale) for x in v] for v in distinct]
+    d = len(ints[0])
+    top = max(abs(x) for v in ints for x in v)
+    best: int | None = None
+    if d * (2 * top) ** 2 < 2**62:
+        X = np.array(ints, dtype=np.int64)
+        for i in range(len(X) - 1):
+            diff = X[i + 1 :] - X[i]
+            m = int(np.einsum("ij,ij->i", diff, diff).min())
+            best = m if best is None else min(best, m)
+    else:
+        for i in range(len(ints)):
+            for j in range(i + 1, len(ints)):
+                m = sum((a - b) ** 2 for a, b in zip(ints[i], ints[j], strict=True))
+                best = m if best is None else min(best, m)
+    return mpq(best, scale * scale)

@@ -1,0 +1,1 @@
+"""Evaluators: the reference (ground truth) and, later, faster exact ones."""

@@ -1,0 +1,271 @@
+"""The reference evaluator: plain, exact, obviously correct — the ground truth.
+
+Values of one layer are held as integer numerators (one NumPy object array of Python ints per
+coordinate, over the batch) over one common positive denominator, so an affine layer is integer
+arithmetic followed by one multiplication of denominators. The only sharing allowed: a
+token-wise sub-layer is evaluated once per distinct input column (identical inputs give
+identical outputs). Hardmax ties are averaged over all maximisers (Kajitsuka & Sato 2025,
+eq. (1)); softmax is exact only where all scores of a column are equal (weights 1/n) and
+inconclusive otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from gmpy2 import mpq
+
+from exactmem.errors import InconclusiveError
+from exactmem.model import MLP, Affine, Attention, Transformer
+
+__all__ = ["LayerStat", "Trace", "run", "run_points"]
+
+Batch = list[np.ndarray]  # one object array of int numerators per coordinate
+
+
+@dataclass(frozen=True)
+class LayerStat:
+    """Activation pattern of one ReLU layer over the distinct inputs reaching it.
+
+    ``min_nonzero`` is the smallest non-zero |pre-activation| (the sign margin), ``zeros`` the
+    number of pre-activations exactly 0 (inputs on a ReLU kink).
+    """
+
+    sublayer: int
+    layer: int
+    units: int
+    inputs: int
+    zeros: int
+    min_nonzero: mpq | None
+
+
+@dataclass
+class Trace:
+    """Outputs and named lanes of one evaluation.
+
+    ``outputs[i][k]`` is the output at position k of sequence i (only the last position when
+    evaluated with ``positions="last"``). ``lane(name)[i][k]`` is the value of probe ``name``.
+    """
+
+    outputs: list[list[tuple[mpq, ...]]]
+    stats: list[LayerStat] = field(default_factory=list)
+    _lanes: dict[str, tuple[np.ndarray, int, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def lane_names(self) -> list[str]:
+        return list(self._lanes)
+
+    def lane(self, name: str) -> np.ndarray:
+        """Exact values of a probe, shape (sequences, positions): ints, or mpq when needed."""
+        numerators, den, index = self._lanes[name]
+        values = numerators if den == 1 else np.array([mpq(v, den) for v in numerators], object)
+        return values[index]
+
+    def lane_raw(self, name: str) -> tuple[np.ndarray, int, np.ndarray]:
+        """(numerators per row, denominator, row index per (sequence, position))."""
+        return self._lanes[name]
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+
+def _affine(a: Affine, X: Batch, den: int, size: int) -> tuple[Batch, int]:
+    """(W·x + b)/D on numerators over ``den``: returns numerators over den·D."""
+    out = []
+    for row, b in zip(a.rows, a.bias, strict=True):
+        acc = None
+        for col, coeff in row:
+            term = X[col] if coeff == 1 else (-X[col] if coeff == -1 else X[col] * coeff)
+            acc = term if acc is None else acc + term
+        shift = b * den
+        if acc is None:
+            acc = np.full(size, shift, dtype=object)
+        elif shift:
+            acc = acc + shift
+        out.append(acc)
+    return out, den * a.denominator
+
+
+def _reduce(X: Batch, den: int) -> tuple[Batch, int]:
+    """Divide numerators and denominator by their gcd (keeps paper-style dyadics small)."""
+    if den == 1:
+        return X, den
+    g = den
+    for col in X:
+        for v in col:
+            g = math.gcd(g, int(v))
+            if g == 1:
+                return X, den
+    return [col // g for col in X], den // g
+
+
+def _stat(Z: Batch, den: int, sub: int, layer: int, size: int) -> LayerStat:
+    zeros = 0
+    best = None
+    for z in Z:
+        mask = z != 0
+        zeros += size - int(np.count_nonzero(mask))
+        if mask.any():
+            m = np.abs(z[mask]).min()
+            best = m if best is None else min(best, m)
+    return LayerStat(sub, layer, len(Z), size, zeros, None if best is None else mpq(int(best), den))
+
+
+def _mlp(
+    mlp: MLP,
+    X: Batch,
+    den: int,
+    size: int,
+    sub: int,
+    on_probe: Callable,
+    stats: list,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Batch, int]:
+    probes_at: dict[int, list] = {}
+    for p in mlp.probes:
+        probes_at.setdefault(p.layer, []).append(p)
+    H, hden = X, den
+    last = len(mlp.layers) - 1
+    for li, layer in enumerate(mlp.layers):
+        if progress and li % 200 == 0:
+            progress(f"{mlp.label or 'mlp'}: layer {li}/{len(mlp.layers)} on {size} inputs")
+        Z, zden = _affine(layer, H, hden, size)
+        if li == last:
+            H, hden = Z, zden
+            break
+        stats.append(_stat(Z, zden, sub, li, size))
+        H = [np.maximum(z, 0) for z in Z]
+        H, hden = _reduce(H, zden)
+        for p in probes_at.get(li, ()):
+            acc = np.zeros(size, dtype=object)
+            for col, coeff in p.terms:
+                acc = acc + H[col] * coeff
+            on_probe(f"{mlp.label}.{p.name}" if mlp.label else p.name, acc, hden)
+    if mlp.residual:
+        common = math.lcm(den, hden)
+        H = [x * (common // den) + h * (common // hden) for x, h in zip(X, H, strict=True)]
+        hden = common
+    return _reduce(H, hden)
+
+
+def _columns(X: Batch, den: int) -> list[tuple[mpq, ...]]:
+    return [tuple(mpq(int(v), den) for v in col) for col in zip(*X, strict=True)]
+
+
+def _apply_linear(a: Affine, v: Sequence[mpq]) -> list[mpq]:
+    return [sum((v[c] * mpq(w, a.denominator) for c, w in row), mpq(0)) for row in a.rows]
+
+
+def _attention(att: Attention, seq_cols: list[list[tuple[mpq, ...]]]) -> list[list[tuple]]:
+    """Exact attention on each sequence (columns as tuples of mpq)."""
+    result = []
+    for cols in seq_cols:
+        n = len(cols)
+        new = [list(c) for c in cols]
+        for h in att.heads:
+            values = [_apply_linear(h.value, c) for c in cols]
+            if att.score == "uniform":
+                weights = [[(k, mpq(1, n)) for k in range(n)]] * n
+            else:
+                keys = [_apply_linear(h.key, c) for c in cols]
+                queries = [_apply_linear(h.query, c) for c in cols]
+                weights = []
+                for q in queries:
+                    scores = [
+                        sum((a * b for a, b in zip(kv, q, strict=True)), mpq(0)) for kv in keys
+                    ]
+                    top = max(scores)
+                    if att.score == "softmax" and min(scores) != top:
+                        raise InconclusiveError(
+                            f"softmax attention {att.label!r}: unequal scores in a column are "
+                            "transcendental; exact evaluation needs rigorous enclosures"
+                        )
+                    if att.score == "softmax":
+                        weights.append([(k, mpq(1, n)) for k in range(n)])
+                    else:
+                        tied = [k for k, s in enumerate(scores) if s == top]
+                        weights.append([(k, mpq(1, len(tied))) for k in tied])
+            for kq, ws in enumerate(weights):
+                mixed = [
+                    sum((values[k][j] * w for k, w in ws), mpq(0)) for j in range(len(values[0]))
+                ]
+                delta = _apply_linear(h.output, mixed)
+                new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
+        result.append([tuple(c) for c in new])
+    return result
+
+
+def _to_batch(columns: list[tuple[mpq, ...]], dim: int) -> tuple[Batch, int]:
+    den = math.lcm(*[int(v.denominator) for c in columns for v in c]) if columns else 1
+    X = [np.array([int(c[j] * den) for c in columns], dtype=object) for j in range(dim)]
+    return X, den
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def run(
+    model: Transformer,
+    vocab: Sequence[Sequence[mpq]],
+    sequences: Sequence[Sequence[int]],
+    *,
+    positions: str = "all",
+    progress: Callable[[str], None] | None = None,
+) -> Trace:
+    """Evaluate ``model`` exactly on ``sequences`` of indices into ``vocab``.
+
+    ``positions="last"`` computes, after the last attention layer, only the last column of
+    each sequence (what next-token memorization is judged on).
+    """
+    if positions not in ("all", "last"):
+        raise ValueError("positions must be 'all' or 'last'")
+    N = len(sequences)
+    n = len(sequences[0]) if N else 0
+    used = sorted({tok for s in sequences for tok in s})
+    where = {tok: r for r, tok in enumerate(used)}
+    index = np.array([[where[tok] for tok in s] for s in sequences], dtype=np.int64).reshape(N, n)
+    X, den = _to_batch([tuple(mpq(v) for v in vocab[tok]) for tok in used], model.input_dim)
+    size = len(used)
+    trace = Trace(outputs=[])
+    last_attention = max(
+        (i for i, s in enumerate(model.sublayers) if isinstance(s, Attention)), default=-1
+    )
+
+    def on_probe(name: str, values: np.ndarray, vden: int) -> None:
+        trace._lanes[name] = (values, vden, index)
+
+    if model.embed:
+        X, den = _affine(model.embed, X, den, size)
+        X, den = _reduce(X, den)
+    for si, sub in enumerate(model.sublayers):
+        if progress:
+            progress(f"sub-layer {si + 1}/{len(model.sublayers)} on {size} distinct columns")
+        if isinstance(sub, MLP):
+            X, den = _mlp(sub, X, den, size, si, on_probe, trace.stats, progress)
+            continue
+        cols = _columns(X, den)
+        seq_cols = [[cols[r] for r in row] for row in index]
+        mixed = _attention(sub, seq_cols)
+        keep = range(n - 1, n) if positions == "last" and si == last_attention else range(n)
+        distinct: dict[tuple, int] = {}
+        new_index = np.zeros((N, len(keep)), dtype=np.int64)
+        for i, seq in enumerate(mixed):
+            for j, k in enumerate(keep):
+                new_index[i, j] = distinct.setdefault(seq[k], len(distinct))
+        index = new_index
+        X, den = _to_batch(list(distinct), len(mixed[0][0]) if mixed else 0)
+        size = len(distinct)
+    if model.unembed:
+        X, den = _affine(model.unembed, X, den, size)
+        X, den = _reduce(X, den)
+    cols = _columns(X, den)
+    trace.outputs = [[cols[r] for r in row] for row in index]
+    return trace
+
+
+def run_points(model: Transformer, points: Sequence[Sequence[mpq]], **kw) -> Trace:
+    """Evaluate a token-wise model on points (sequences of length one)."""
+    return run(model, points, [[i] for i in range(len(points))], **kw)

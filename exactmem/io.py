@@ -1,0 +1,250 @@
+"""Model and certificate files (contract, DESIGN.md §5).
+
+JSON with a schema version, every integer weight in hex, and the SHA-256 of the canonical
+content (sorted keys, no whitespace). Loading never uses pickle; it rejects unknown versions,
+malformed content and hash mismatches with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+from exactmem.data import read_json_file
+from exactmem.errors import InputError
+from exactmem.exact import from_hex, to_hex
+from exactmem.model import MLP, Affine, Attention, AttentionHead, Probe, Transformer
+
+__all__ = [
+    "CERTIFICATE_FORMAT",
+    "MODEL_FORMAT",
+    "canonical_hash",
+    "load_model",
+    "model_from_json",
+    "model_hash",
+    "model_to_json",
+    "save_certificate",
+    "save_model",
+]
+
+MODEL_FORMAT = "exactmem.model/1"
+CERTIFICATE_FORMAT = "exactmem.certificate/1"
+
+
+def canonical_hash(obj: object) -> str:
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- encode
+
+
+def _affine_json(a: Affine) -> dict:
+    return {
+        "in": a.in_dim,
+        "den": to_hex(a.denominator),
+        "names": list(a.names),
+        "rows": [[[col, to_hex(v)] for col, v in row] for row in a.rows],
+        "bias": [to_hex(b) for b in a.bias],
+    }
+
+
+def _sublayer_json(s: MLP | Attention) -> dict:
+    if isinstance(s, MLP):
+        return {
+            "kind": "mlp",
+            "label": s.label,
+            "residual": s.residual,
+            "meta": s.meta,
+            "layers": [_affine_json(a) for a in s.layers],
+            "probes": [[p.name, p.layer, [[c, to_hex(v)] for c, v in p.terms]] for p in s.probes],
+        }
+    return {
+        "kind": "attention",
+        "label": s.label,
+        "score": s.score,
+        "heads": [
+            {k: _affine_json(getattr(h, k)) for k in ("query", "key", "value", "output")}
+            for h in s.heads
+        ],
+    }
+
+
+def model_to_json(model: Transformer) -> dict:
+    return {
+        "input_dim": model.input_dim,
+        "embed": _affine_json(model.embed) if model.embed else None,
+        "unembed": _affine_json(model.unembed) if model.unembed else None,
+        "sublayers": [_sublayer_json(s) for s in model.sublayers],
+        "meta": model.meta,
+    }
+
+
+def model_hash(model: Transformer) -> str:
+    return canonical_hash(model_to_json(model))
+
+
+def _write(obj: dict, path: Path) -> None:
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    path.write_bytes(data)
+
+
+def save_model(model: Transformer, path: str | Path) -> str:
+    """Write the model file; returns its SHA-256."""
+    content = model_to_json(model)
+    digest = canonical_hash(content)
+    _write({"format": MODEL_FORMAT, "sha256": digest, "model": content}, Path(path))
+    return digest
+
+
+def save_certificate(content: dict, path: str | Path) -> str:
+    digest = canonical_hash(content)
+    _write({"format": CERTIFICATE_FORMAT, "sha256": digest, "certificate": content}, Path(path))
+    return digest
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def _field(obj: object, key: str, kind: type | tuple, where: str):
+    if not isinstance(obj, dict) or key not in obj:
+        raise InputError(f"{where}: missing field '{key}'")
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InputError(f"{where}.{key}: wrong type {type(value).__name__}")
+    return value
+
+
+def _index(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"{where}: expected a non-negative integer index")
+    return value
+
+
+def _affine_from(obj: object, where: str) -> Affine:
+    in_dim = _index(_field(obj, "in", int, where), f"{where}.in")
+    den = from_hex(_field(obj, "den", str, where), f"{where}.den")
+    names = _field(obj, "names", list, where)
+    rows_raw = _field(obj, "rows", list, where)
+    bias_raw = _field(obj, "bias", list, where)
+    rows = []
+    for i, row in enumerate(rows_raw):
+        if not isinstance(row, list):
+            raise InputError(f"{where}.rows[{i}]: expected a list of [column, value] pairs")
+        entries = []
+        for j, pair in enumerate(row):
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise InputError(f"{where}.rows[{i}][{j}]: expected [column, value]")
+            entries.append(
+                (
+                    _index(pair[0], f"{where}.rows[{i}][{j}][0]"),
+                    from_hex(pair[1], f"{where}.rows[{i}][{j}][1]"),
+                )
+            )
+        rows.append(tuple(entries))
+    bias = tuple(from_hex(b, f"{where}.bias[{i}]") for i, b in enumerate(bias_raw))
+    if not all(isinstance(n, str) for n in names):
+        raise InputError(f"{where}.names: expected strings")
+    try:
+        return Affine(in_dim, tuple(rows), bias, den, tuple(names))
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
+def _sublayer_from(obj: object, where: str) -> MLP | Attention:
+    kind = _field(obj, "kind", str, where)
+    label = _field(obj, "label", str, where)
+    try:
+        if kind == "mlp":
+            layers = tuple(
+                _affine_from(a, f"{where}.layers[{i}]")
+                for i, a in enumerate(_field(obj, "layers", list, where))
+            )
+            probes = []
+            for i, p in enumerate(_field(obj, "probes", list, where)):
+                if not (
+                    isinstance(p, list)
+                    and len(p) == 3
+                    and isinstance(p[0], str)
+                    and isinstance(p[2], list)
+                ):
+                    raise InputError(f"{where}.probes[{i}]: expected [name, layer, terms]")
+                layer = _index(p[1], f"{where}.probes[{i}][1]")
+                if layer >= len(layers) - 1:
+                    raise InputError(f"{where}.probes[{i}]: layer {layer} is not a hidden layer")
+                width = layers[layer].out_dim
+                terms = []
+                for t in p[2]:
+                    if not isinstance(t, list) or len(t) != 2:
+                        raise InputError(f"{where}.probes[{i}]: bad term")
+                    col = _index(t[0], f"{where}.probes[{i}]")
+                    if col >= width:
+                        raise InputError(f"{where}.probes[{i}]: unit {col} ≥ width {width}")
+                    terms.append((col, from_hex(t[1], f"{where}.probes[{i}]")))
+                probes.append(Probe(p[0], layer, tuple(terms)))
+            residual = _field(obj, "residual", bool, where)
+            meta = _field(obj, "meta", dict, where)
+            return MLP(layers, residual, tuple(probes), label, meta)
+        if kind == "attention":
+            heads = []
+            for i, h in enumerate(_field(obj, "heads", list, where)):
+                parts = {
+                    k: _affine_from(
+                        _field(h, k, dict, f"{where}.heads[{i}]"), f"{where}.heads[{i}].{k}"
+                    )
+                    for k in ("query", "key", "value", "output")
+                }
+                heads.append(AttentionHead(**parts))
+            return Attention(tuple(heads), _field(obj, "score", str, where), label)
+    except ValueError as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{where}: {exc}") from None
+    raise InputError(f"{where}.kind: unknown sub-layer kind {kind!r}")
+
+
+def model_from_json(obj: object, where: str = "model") -> Transformer:
+    input_dim = _index(_field(obj, "input_dim", int, where), f"{where}.input_dim")
+    embed = obj.get("embed")
+    unembed = obj.get("unembed")
+    subs = tuple(
+        _sublayer_from(s, f"{where}.sublayers[{i}]")
+        for i, s in enumerate(_field(obj, "sublayers", list, where))
+    )
+    meta = _field(obj, "meta", dict, where)
+    try:
+        return Transformer(
+            input_dim,
+            subs,
+            _affine_from(embed, f"{where}.embed") if embed is not None else None,
+            _affine_from(unembed, f"{where}.unembed") if unembed is not None else None,
+            meta,
+        )
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
+def load_model(path: str | Path) -> tuple[Transformer, str]:
+    """Load and check a model file; returns (model, sha256)."""
+    obj = read_json_file(path, "model")
+    where = f"model file {path}"
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: top level must be a JSON object")
+    fmt = obj.get("format")
+    if fmt != MODEL_FORMAT:
+        raise InputError(f"{where}: format {fmt!r} is not supported (expected {MODEL_FORMAT!r})")
+    content = obj.get("model")
+    stated = obj.get("sha256")
+    if not isinstance(content, dict) or not isinstance(stated, str):
+        raise InputError(f"{where}: needs fields 'model' (object) and 'sha256' (string)")
+    actual = canonical_hash(content)
+    if actual != stated:
+        raise InputError(
+            f"{where}: SHA-256 mismatch — the content hashes to {actual[:16]}…, the file states "
+            f"{stated[:16]}…; the file was modified or damaged"
+        )
+    return model_from_json(content, where), actual

@@ -1,0 +1,306 @@
+"""The exact Transformer IR and its resource count.
+
+A model is ``E_out ∘ S_L ∘ … ∘ S_1 ∘ E_in`` acting on a sequence of tokens (columns), as in
+Kajitsuka & Sato 2025, eq. (4). Each sub-layer ``S`` is token-wise (:class:`MLP`, in residual
+form ``H + W2·σ(W1·H + b1) + b2`` or plain) or mixes tokens (:class:`Attention`, score mode
+``uniform`` | ``hardmax`` | ``softmax``). Every weight is exact: a layer is a sparse integer
+matrix and integer bias over one positive integer denominator.
+
+Coordinates carry names (*lanes*), like the basis directions of tracr: the verifier reads
+margins at named lanes of the evaluated network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from gmpy2 import mpq
+
+from exactmem.exact import parameter_bits
+
+__all__ = [
+    "MLP",
+    "Affine",
+    "Attention",
+    "AttentionHead",
+    "Probe",
+    "Resources",
+    "Transformer",
+    "resources",
+]
+
+Row = tuple[tuple[int, int], ...]  # ((column, integer coefficient), ...), non-zero, sorted
+
+SCORE_MODES = ("uniform", "hardmax", "softmax")
+
+
+@dataclass(frozen=True)
+class Affine:
+    """``y = (W·x + b) / denominator`` with W sparse over the integers.
+
+    ``rows[i]`` lists the non-zero ``(column, coefficient)`` pairs of row i; ``names`` names the
+    outputs (lanes or hidden units).
+    """
+
+    in_dim: int
+    rows: tuple[Row, ...]
+    bias: tuple[int, ...]
+    denominator: int = 1
+    names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.denominator < 1:
+            raise ValueError("denominator must be a positive integer")
+        if len(self.bias) != len(self.rows):
+            raise ValueError("bias and rows differ in length")
+        if self.names and len(self.names) != len(self.rows):
+            raise ValueError("names and rows differ in length")
+        for row in self.rows:
+            for col, coeff in row:
+                if not 0 <= col < self.in_dim or coeff == 0:
+                    raise ValueError(f"bad entry ({col}, {coeff}) for in_dim {self.in_dim}")
+
+    @property
+    def out_dim(self) -> int:
+        return len(self.rows)
+
+    @classmethod
+    def from_dense(
+        cls,
+        matrix: Sequence[Sequence[int]],
+        bias: Sequence[int] | None = None,
+        denominator: int = 1,
+        names: Sequence[str] = (),
+        in_dim: int | None = None,
+    ) -> Affine:
+        rows = tuple(tuple((j, int(v)) for j, v in enumerate(r) if v) for r in matrix)
+        width = in_dim if in_dim is not None else (len(matrix[0]) if matrix else 0)
+        b = tuple(int(x) for x in bias) if bias is not None else (0,) * len(rows)
+        return cls(width, rows, b, denominator, tuple(names))
+
+    @classmethod
+    def identity(cls, dim: int, names: Sequence[str] = ()) -> Affine:
+        return cls(dim, tuple(((i, 1),) for i in range(dim)), (0,) * dim, 1, tuple(names))
+
+    def entry(self, i: int, j: int) -> mpq:
+        for col, coeff in self.rows[i]:
+            if col == j:
+                return mpq(coeff, self.denominator)
+        return mpq(0)
+
+    def parameters(self, *, with_bias: bool = True) -> Iterator[mpq]:
+        """The non-zero parameters as exact rationals (weights, then biases)."""
+        for row in self.rows:
+            for _, coeff in row:
+                yield mpq(coeff, self.denominator)
+        if with_bias:
+            for b in self.bias:
+                if b:
+                    yield mpq(b, self.denominator)
+
+    def dense_count(self, *, with_bias: bool = True) -> int:
+        return self.in_dim * self.out_dim + (self.out_dim if with_bias else 0)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A named linear read-out ``Σ coeff·unit`` of hidden layer ``layer`` of an MLP.
+
+    Probes are how a construction names the quantities its proof talks about (a step indicator,
+    a matched slot) so the verifier can read them from the evaluated network.
+    """
+
+    name: str
+    layer: int
+    terms: Row
+
+
+@dataclass(frozen=True)
+class MLP:
+    """Token-wise ReLU network ``L_k ∘ σ ∘ … ∘ σ ∘ L_1`` (ReLU after every layer but the last).
+
+    With ``residual=True`` the sub-layer returns ``H + MLP(H)`` (Kajitsuka & Sato 2025, eq. (3));
+    a standard FFN is the two-layer case. With ``residual=False`` it is a plain MLP and may
+    change the width of the stream (arbitrary-depth F^(FF), eq. (43)).
+    """
+
+    layers: tuple[Affine, ...]
+    residual: bool = True
+    probes: tuple[Probe, ...] = ()
+    label: str = ""
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.layers:
+            raise ValueError("an MLP needs at least one layer")
+        for a, b in zip(self.layers, self.layers[1:], strict=False):
+            if a.out_dim != b.in_dim:
+                raise ValueError(f"layer widths do not chain: {a.out_dim} → {b.in_dim}")
+        if self.residual and self.layers[0].in_dim != self.layers[-1].out_dim:
+            raise ValueError("a residual MLP must map the stream width to itself")
+
+    @property
+    def in_dim(self) -> int:
+        return self.layers[0].in_dim
+
+    @property
+    def out_dim(self) -> int:
+        return self.layers[-1].out_dim
+
+
+@dataclass(frozen=True)
+class AttentionHead:
+    """One head: ``W_O W_V Z σ[(W_K Z)ᵀ (W_Q Z)]`` (eq. (2)); the maps are bias-free."""
+
+    query: Affine
+    key: Affine
+    value: Affine
+    output: Affine
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Self-attention sub-layer ``Z + Σ_h head_h(Z)`` with a column-wise score normalisation.
+
+    ``uniform``: weights exactly 1/n whatever the scores (eq. (39)); ``hardmax``: weight 1/|I|
+    on the maximisers I of each column, ties averaged (eq. (1)); ``softmax``: exp-normalised.
+    """
+
+    heads: tuple[AttentionHead, ...]
+    score: str = "hardmax"
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.score not in SCORE_MODES:
+            raise ValueError(f"score mode {self.score!r} not in {SCORE_MODES}")
+        for h in self.heads:
+            for m in (h.query, h.key, h.value, h.output):
+                if any(m.bias):
+                    raise ValueError("attention maps are linear: biases must be zero")
+
+
+Sublayer = MLP | Attention
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """``E_out ∘ S_L ∘ … ∘ S_1 ∘ E_in`` on sequences of tokens in Q^d.
+
+    ``embed`` / ``unembed`` are token-wise affine maps; ``None`` means the identity (a plain
+    MLP on points is a Transformer on sequences of length one with no attention).
+    """
+
+    input_dim: int
+    sublayers: tuple[Sublayer, ...]
+    embed: Affine | None = None
+    unembed: Affine | None = None
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        width = self.embed.out_dim if self.embed else self.input_dim
+        if self.embed and self.embed.in_dim != self.input_dim:
+            raise ValueError("embedding input width differs from input_dim")
+        for s in self.sublayers:
+            if isinstance(s, MLP):
+                if s.in_dim != width:
+                    raise ValueError(f"MLP {s.label!r} expects width {s.in_dim}, stream is {width}")
+                width = s.out_dim
+            else:
+                for h in s.heads:
+                    if h.query.in_dim != width or h.output.out_dim != width:
+                        raise ValueError(f"attention {s.label!r} does not fit stream width {width}")
+        if self.unembed and self.unembed.in_dim != width:
+            raise ValueError("unembedding input width differs from the stream width")
+
+    def affines(self) -> Iterator[tuple[Affine, bool]]:
+        """Every affine map with whether its bias counts as parameters."""
+        if self.embed:
+            yield self.embed, True
+        for s in self.sublayers:
+            if isinstance(s, MLP):
+                for layer in s.layers:
+                    yield layer, True
+            else:
+                for h in s.heads:
+                    for m in (h.query, h.key, h.value, h.output):
+                        yield m, False
+        if self.unembed:
+            yield self.unembed, True
+
+    @property
+    def has_attention(self) -> bool:
+        return any(isinstance(s, Attention) for s in self.sublayers)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a theorem bounds. Conventions (docs/concepts.md):
+
+    * width: the largest of the stream widths after E_in, the hidden widths, and s·H;
+    * depth: affine layers of the MLP sub-layers plus attention sub-layers (E_in, E_out not
+      counted); a plain MLP with one hidden layer has depth 2 (Kajitsuka–Sato erratum 16);
+    * dense parameters: every entry of every matrix and bias, zeros included (attention maps
+      have no biases); non-zero parameters: the non-zero ones;
+    * bits of p/q: bitlen(|p|) + ⌈log₂ q⌉ + 1; total bits: the sum over non-zero parameters.
+    """
+
+    width: int
+    depth: int
+    relu_layers: int
+    dense_parameters: int
+    nonzero_parameters: int
+    max_bits: int
+    total_bits: int
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _widths(model: Transformer) -> Iterable[int]:
+    yield model.embed.out_dim if model.embed else model.input_dim
+    for s in model.sublayers:
+        if isinstance(s, MLP):
+            for layer in s.layers:
+                yield layer.out_dim
+        else:
+            yield sum(h.value.out_dim for h in s.heads)
+
+
+def resources(model: Transformer) -> Resources:
+    """Width, depth, parameter counts and bits of ``model`` (see :class:`Resources`)."""
+    depth = relu = 0
+    for s in model.sublayers:
+        if isinstance(s, MLP):
+            depth += len(s.layers)
+            relu += len(s.layers) - 1
+        else:
+            depth += 1
+    dense = nonzero = total_bits = 0
+    max_bits = 0
+    bit_cache: dict[tuple[int, int], int] = {}
+    for affine, with_bias in model.affines():
+        dense += affine.dense_count(with_bias=with_bias)
+        den = affine.denominator
+        values = [c for row in affine.rows for _, c in row]
+        if with_bias:
+            values += [b for b in affine.bias if b]
+        nonzero += len(values)
+        for v in values:
+            key = (v, den)
+            bits = bit_cache.get(key)
+            if bits is None:
+                bits = parameter_bits(mpq(v, den))
+                if len(bit_cache) < 100_000:
+                    bit_cache[key] = bits
+            total_bits += bits
+            max_bits = max(max_bits, bits)
+    return Resources(
+        width=max(_widths(model)),
+        depth=depth,
+        relu_layers=relu,
+        dense_parameters=dense,
+        nonzero_parameters=nonzero,
+        max_bits=max(max_bits, 1),
+        total_bits=total_bits,
+    )
