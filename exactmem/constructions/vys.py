@@ -316,6 +316,8 @@ def _stage3_tent(circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int
             if i == rho + span:
                 units[f"s3.{k}.sel"] = y - 2**c * (1 - m)
             circ.layer(units)
+            if k == 0 and i == 0:
+                circ.probe("key", var("t"))
             if i == rho:
                 circ.probe(f"key[{k}]", var("v"))
             if i == rho + 1:

@@ -1,0 +1,28 @@
+"""Execute the Markdown docs: every ```python block runs, and its printed output is checked."""
+
+import shutil
+import tempfile
+from doctest import ELLIPSIS, NORMALIZE_WHITESPACE
+from pathlib import Path
+
+from sybil import Sybil
+from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
+
+
+def _setup(namespace):
+    namespace["tmp"] = Path(tempfile.mkdtemp(prefix="exactmem-docs-"))
+
+
+def _teardown(namespace):
+    shutil.rmtree(namespace["tmp"], ignore_errors=True)
+
+
+pytest_collect_file = Sybil(
+    parsers=[
+        PythonCodeBlockParser(doctest_optionflags=ELLIPSIS | NORMALIZE_WHITESPACE),
+        SkipParser(),
+    ],
+    patterns=["*.md"],
+    setup=_setup,
+    teardown=_teardown,
+).pytest()

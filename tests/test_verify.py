@@ -1,0 +1,138 @@
+"""Every check must be able to fail: feed it broken models and bad data (mutation tests)."""
+
+from dataclasses import replace
+
+import pytest
+
+from exactmem.certify import certify
+from exactmem.constructions import vys
+from exactmem.data import random_points
+from exactmem.model import MLP, Affine, Transformer
+
+
+@pytest.fixture(scope="module")
+def built():
+    ds = random_points(60, 4, 9, seed=3)
+    model, witness = vys.build(ds, {"seed": 1})
+    return ds, model
+
+
+def failed(cert):
+    return {c.name for c in cert.failed}
+
+
+def mutate_layer(model, layer_index, fn):
+    mlp = model.sublayers[0]
+    layers = list(mlp.layers)
+    layers[layer_index] = fn(layers[layer_index])
+    return replace(model, sublayers=(replace(mlp, layers=tuple(layers)),))
+
+
+def unit_layer(mlp, name_part):
+    return next(i for i, a in enumerate(mlp.layers) if any(name_part in n for n in a.names))
+
+
+def set_entry(a: Affine, row, fn_row=None, bias=None, den=None):
+    rows = list(a.rows)
+    if fn_row:
+        rows[row] = fn_row(rows[row])
+    b = list(a.bias)
+    if bias is not None:
+        b[row] = bias(b[row])
+    return Affine(a.in_dim, tuple(rows), tuple(b), den or a.denominator, a.names)
+
+
+def test_correct_model_verifies(built):
+    ds, model = built
+    cert = certify(model, ds)
+    assert cert.verdict == "verified"
+    assert {c.name for c in cert.checks} >= {
+        "labels",
+        "memorizer.stage1.keys",
+        "memorizer.stage2.groups",
+        "memorizer.stage3.segments",
+        "memorizer.stage3.match",
+    }
+
+
+def test_swapped_label_is_refuted(built):
+    ds, model = built
+    labels = list(ds.labels)
+    j = next(j for j in range(1, len(labels)) if labels[j] != labels[0])
+    labels[0], labels[j] = labels[j], labels[0]
+    cert = certify(model, replace(ds, labels=tuple(labels)))
+    assert "labels" in failed(cert)
+    assert "points[0]" in next(c.detail for c in cert.checks if c.name == "labels")
+
+
+def test_nudged_output_weight_is_refuted(built):
+    ds, model = built
+    last = len(model.sublayers[0].layers) - 1
+    broken = mutate_layer(model, last, lambda a: set_entry(a, 0, bias=lambda b: b + 1))
+    assert "labels" in failed(certify(broken, ds))
+
+
+def test_flipped_packed_bit_is_refuted(built):
+    """Flip one bit of the packed key constant u_1 (the first Stage II layer's U bias)."""
+    ds, model = built
+    mlp = model.sublayers[0]
+    li = unit_layer(mlp, "s2.1.hi")
+    row = mlp.layers[li].names.index("U")
+    broken = mutate_layer(model, li, lambda a: set_entry(a, row, bias=lambda b: b ^ (1 << 3)))
+    cert = certify(broken, ds)
+    assert {"labels", "memorizer.stage3.segments"} & failed(cert)
+    assert cert.verdict == "refuted"
+
+
+def test_projection_collision_fails_stage1(built):
+    """Zero the projection weights: every key collides."""
+    ds, model = built
+    mlp = model.sublayers[0]
+    first = mlp.layers[0]
+    rows = [tuple() if name == "t" else r for name, r in zip(first.names, first.rows, strict=True)]
+    broken = mutate_layer(
+        model, 0, lambda a: Affine(a.in_dim, tuple(rows), a.bias, a.denominator, a.names)
+    )
+    assert "memorizer.stage1.keys" in failed(certify(broken, ds))
+
+
+def test_step_on_a_ramp_fails_stage2(built):
+    """Halve one Stage II layer (denominator ×2): its step reads 1/2 for some points."""
+    ds, model = built
+    mlp = model.sublayers[0]
+    li = unit_layer(mlp, "s2.2.hi")
+    broken = mutate_layer(
+        model, li, lambda a: Affine(a.in_dim, a.rows, a.bias, a.denominator * 2, a.names)
+    )
+    assert "memorizer.stage2.groups" in failed(certify(broken, ds))
+
+
+def test_broken_match_fails_stage3_match(built):
+    """Shift one slot's match gadget so it fires off by one."""
+    ds, model = built
+    mlp = model.sublayers[0]
+    li = unit_layer(mlp, "s3.0.g1")
+    row = mlp.layers[li].names.index("s3.0.g1")
+    broken = mutate_layer(model, li, lambda a: set_entry(a, row, bias=lambda b: b + 2**40))
+    assert "memorizer.stage3.match" in failed(certify(broken, ds))
+
+
+def test_layout_lies_are_caught(built):
+    """A model file whose layout metadata is wrong cannot pass the lane checks."""
+    ds, model = built
+    mlp = model.sublayers[0]
+    lying = replace(
+        model, sublayers=(replace(mlp, meta={**mlp.meta, "key_bits": mlp.meta["key_bits"] - 3}),)
+    )
+    assert failed(certify(lying, ds))
+
+
+def test_point_model_must_be_tokenwise_and_fit(built):
+    from exactmem.errors import InputError
+
+    ds, model = built
+    with pytest.raises(InputError, match="dimension"):
+        certify(model, random_points(5, 3, 2))
+    plain = Transformer(4, (MLP((Affine.from_dense([[1, 0, 0, 0]]),), residual=False),))
+    cert = certify(plain, ds)
+    assert failed(cert) == {"labels"}
