@@ -86,3 +86,22 @@ def test_const_unit_and_zero_layer():
     circ.layer({"k": const(7)})
     model = Transformer(1, (circ.finish({"y": var("k") * 2}),))
     assert run_points(model, [(mpq(3),)]).outputs[0][0] == (mpq(14),)
+
+
+def test_tent_pair_stays_on_one_branch():
+    """T3: after k tent steps the scaled gap z'_k − z_k is exactly ±2^k, sign (−1)^{b_k}."""
+    n = 12
+    S = 2 ** (n + 1)
+    circ = Circuit(["x"])
+    z, z2 = 2 * var("x"), 2 * var("x") + 1
+    for k in range(1, n + 1):
+        a, z = tent(f"z{k}", z, S)
+        b, z2 = tent(f"w{k}", z2, S)
+        circ.layer({**a, **b})
+        circ.probe(f"D{k}", z2 - z)
+    model = Transformer(1, (circ.finish({"y": z}),))
+    xs = [0, 1, 2**n - 1, 1234, 2**11, 0b101010101010]
+    trace = run_points(model, [(mpq(x),) for x in xs])
+    for k in range(1, n + 1):
+        for x, D in zip(xs, trace.lane(f"D{k}")[:, 0], strict=True):
+            assert D == (1 - 2 * expected(x, n)[k - 1]) * 2**k

@@ -144,3 +144,20 @@ def test_rejects_bad_options():
         from dataclasses import replace
 
         vys.build(replace(ds, task="next-token"), {})
+
+
+def test_injected_collision_is_resampled():
+    """T8: the first direction makes two points collide; the second draw is used."""
+    from gmpy2 import mpq
+
+    class Scripted:
+        def __init__(self, values):
+            self.values = list(values)
+
+        def randint(self, lo, hi):
+            return self.values.pop(0)
+
+    pts = [(mpq(1), mpq(0)), (mpq(0), mpq(1)), (mpq(2), mpq(2))]
+    proj = vys.integer_projection(pts, Scripted([1, 1, 1, 3]))
+    assert proj.direction == (1, 3)
+    assert len({proj.key(p) for p in pts}) == 3
