@@ -23,7 +23,9 @@ from exactmem.evaluate.reference import run
 from exactmem.exact import format_rational
 from exactmem.io import model_hash
 from exactmem.model import MLP, Transformer, resources
+from exactmem.sequences import check_next_token_consistency, with_positions
 from exactmem.verify import Certificate, activation_summary, check_memorizer, check_outputs
+from exactmem.verify_ks25 import check_ks25
 
 __all__ = ["certify", "library_versions", "point_conflicts"]
 
@@ -79,13 +81,45 @@ def certify(
     per_layer: bool = True,
 ) -> Certificate:
     """Evaluate ``model`` on ``dataset`` with the reference evaluator and judge it."""
-    if dataset.task != "points":
+    if dataset.task == "points":
+        checks, trace, data = _points(model, dataset, progress)
+    elif dataset.task == "next-token":
+        if model.meta.get("position_aware"):
+            dataset = with_positions(dataset)
+        checks, trace, data = _next_token(model, dataset, progress)
+    else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
-    if dataset.dim != model.input_dim:
+    subject = {
+        "task": dataset.task,
+        "dataset_sha256": dataset_hash(dataset),
+        "model_sha256": model_hash(model),
+        "construction": model.meta.get("construction"),
+        "options": model.meta.get("options", {}),
+        "layout": [
+            {"label": s.label, **s.meta} for s in model.sublayers if isinstance(s, MLP) and s.meta
+        ],
+        "versions": library_versions(),
+        "argv": sys.argv[1:],
+    }
+    return Certificate(
+        checks=checks,
+        resources=resources(model),
+        activation=activation_summary(trace.stats, per_layer=per_layer),
+        subject=subject,
+        data=data,
+    )
+
+
+def _require_dim(model: Transformer, dim: int, what: str) -> None:
+    if dim != model.input_dim:
         raise InputError(
-            f"the model takes inputs of dimension {model.input_dim}, the dataset's points have "
-            f"{dataset.dim}"
+            f"the model takes inputs of dimension {model.input_dim}, the dataset's {what} have "
+            f"{dim}"
         )
+
+
+def _points(model, dataset, progress):
+    _require_dim(model, dataset.dim, "points")
     point_conflicts(dataset)
     if model.has_attention:
         raise InputError("a points model must be token-wise (no attention sub-layers)")
@@ -100,23 +134,33 @@ def certify(
     if isinstance(first, MLP) and "group_size" in first.meta:
         expected = {i: y for i, y in enumerate(dataset.labels)}
         checks += check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
-    subject = {
-        "task": dataset.task,
-        "dataset_sha256": dataset_hash(dataset),
-        "model_sha256": model_hash(model),
-        "construction": model.meta.get("construction"),
-        "options": model.meta.get("options", {}),
-        "layout": [s.meta for s in model.sublayers if isinstance(s, MLP) and s.meta],
-        "versions": library_versions(),
-        "argv": sys.argv[1:],
+    data = {**_geometry(dataset.points, "N"), "C": dataset.num_classes, "d": dataset.dim}
+    return checks, trace, data
+
+
+def _next_token(model, dataset, progress):
+    _require_dim(model, dataset.dim, "tokens")
+    sv = check_next_token_consistency(dataset)
+    trace = run(model, dataset.vocab, dataset.sequences, positions="last", progress=progress)
+    outs = []
+    for i, (out, y) in enumerate(zip(trace.outputs, dataset.labels, strict=True)):
+        if len(out[-1]) != 1:
+            raise InputError(f"the model outputs {len(out[-1])} values per token, expected 1")
+        outs.append((f"sequences[{i}]", out[-1][0], y))
+    checks = [check_outputs("labels", outs)]
+    if model.meta.get("construction") == "ks25-next-token":
+        checks += check_ks25(trace, model, dataset, sv)
+    tokens = [dataset.vocab[t] for t in sv.tokens]
+    data = {
+        "N": dataset.size,
+        "n": len(dataset.sequences[0]),
+        "d": dataset.dim,
+        "C": dataset.num_classes,
+        **{k: v for k, v in _geometry(tokens, "tokens").items()},
+        "distinct_multisets": len(set(sv.multisets)),
+        "position_aware": bool(model.meta.get("position_aware")),
     }
-    return Certificate(
-        checks=checks,
-        resources=resources(model),
-        activation=activation_summary(trace.stats, per_layer=per_layer),
-        subject=subject,
-        data={**_geometry(dataset.points, "N"), "C": dataset.num_classes, "d": dataset.dim},
-    )
+    return checks, trace, data
 
 
 def certificate_json(cert: Certificate) -> dict:

@@ -25,9 +25,10 @@ from exactmem.errors import (
 CONSTRUCTIONS = {
     "vys": "Vardi, Yehudai & Shamir 2022, Theorem 3.1 / Kajitsuka & Sato 2025, Lemma C.1 "
     "(task points)",
+    "ks25-next-token": "Kajitsuka & Sato 2025, Theorem 4.1: FFN + uniform attention + FFN, "
+    "width 14 (task next-token)",
 }
 PLANNED = (
-    "ks25-next-token",
     "ks25-seq2seq",
     "ks25-token-ids",
     "ks25-bit-budget",
@@ -35,11 +36,62 @@ PLANNED = (
     "mahdavi24",
     "dana25",
 )
-VYS_OPTIONS = {
-    "gadget": "peel (integer bit-peel, default) | tent (paper-style tent map)",
-    "group_size": "slots per group K (default: the K of least depth)",
-    "direction_bound": "|w_i| bound of the Stage I direction (default N²)",
-    "bit_widths": "corrected (default) | paper (ρ and c swapped as printed in Lemma C.1)",
+
+
+def _choice(*allowed: str):
+    def parse(key: str, value: str):
+        if value not in allowed:
+            raise InputError(f"--set {key}={value}: expected one of {', '.join(allowed)}")
+        return value
+
+    return parse
+
+
+def _positive(key: str, value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise InputError(f"--set {key}={value}: expected a positive integer")
+    return int(value)
+
+
+def _boolean(key: str, value: str) -> bool:
+    if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+        raise InputError(f"--set {key}={value}: expected true or false")
+    return value.lower() in ("true", "1", "yes")
+
+
+MEMORIZER_OPTIONS = {
+    "gadget": (
+        "peel (integer bit-peel, default) | tent (paper-style tent map)",
+        _choice("peel", "tent"),
+    ),
+    "group_size": ("slots per group K (default: the K of least depth)", _positive),
+}
+OPTIONS = {
+    "vys": {
+        **MEMORIZER_OPTIONS,
+        "direction_bound": ("|w_i| bound of the Stage I direction (default N²)", _positive),
+        "bit_widths": (
+            "corrected (default) | paper (ρ and c swapped as printed in Lemma C.1)",
+            _choice("corrected", "paper"),
+        ),
+    },
+    "ks25-next-token": {
+        "gadget": MEMORIZER_OPTIONS["gadget"],
+        "sequence_weights": (
+            "random (default; Lemma B.2 fixed) | paper (Lemma B.2 as printed)",
+            _choice("random", "paper"),
+        ),
+        "paper_direction": (
+            "unit direction for sequence_weights=paper, e.g. 4/5,-3/5 (default:"
+            " random, checked against Park's inequality)",
+            lambda k, v: v,
+        ),
+        "attention": (
+            "softmax (default) | hardmax | uniform: all scores are 0 either way",
+            _choice("softmax", "hardmax", "uniform"),
+        ),
+        "position_aware": ("true: append the position k to every token (real text)", _boolean),
+    },
 }
 
 EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input, 3 internal error,
@@ -61,25 +113,19 @@ class Progress:
             print(f"[{now - self.start:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-def _parse_set(items: Sequence[str]) -> dict:
+def parse_options(construction: str, items: Sequence[str]) -> dict:
+    """``--set KEY=VALUE`` pairs, checked against the construction's options."""
+    known = OPTIONS[construction]
     options: dict = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError(f"--set {item!r}: expected KEY=VALUE")
-        if key not in VYS_OPTIONS:
+        if key not in known:
             raise InputError(
-                f"--set {key}: unknown option for 'vys'; known: {', '.join(VYS_OPTIONS)}"
+                f"--set {key}: unknown option for {construction!r}; known: {', '.join(known)}"
             )
-        if key in ("group_size", "direction_bound"):
-            if not value.isdigit() or int(value) < 1:
-                raise InputError(f"--set {key}={value}: expected a positive integer")
-            options[key] = int(value)
-        else:
-            allowed = {"gadget": ("peel", "tent"), "bit_widths": ("corrected", "paper")}[key]
-            if value not in allowed:
-                raise InputError(f"--set {key}={value}: expected one of {', '.join(allowed)}")
-            options[key] = value
+        options[key] = known[key][1](key, value)
     return options
 
 
@@ -88,18 +134,40 @@ def _parse_set(items: Sequence[str]) -> dict:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from exactmem.data import random_points, save_dataset
+    from exactmem.sequences import random_sequences, zen_of_python
 
-    for name in ("N", "d", "C"):
-        if getattr(args, name) < 1:
+    for name in ("N", "n", "d", "C", "vocab"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InputError(f"--{name} must be ≥ 1")
-    ds = random_points(args.N, args.d, args.C, args.seed, coord_bound=args.coord_bound)
+    if args.family == "points":
+        if args.N is None:
+            raise InputError("generate points needs --N")
+        ds = random_points(args.N, args.d, args.C, args.seed, coord_bound=args.coord_bound)
+        what = f"{ds.size} points in Q^{ds.dim}"
+    elif args.family == "zen":
+        ds = zen_of_python(args.n or 32, unit=args.unit)
+        what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"
+    else:
+        if args.N is None:
+            raise InputError("generate next-token needs --N")
+        ds = random_sequences(
+            args.N,
+            args.n or 16,
+            args.d,
+            args.vocab or 500,
+            args.C,
+            args.seed,
+            family=args.sequences,
+            coord_bound=args.coord_bound,
+        )
+        what = f"{ds.size} sequences of {args.n or 16} tokens in Q^{ds.dim}"
     save_dataset(ds, args.out)
-    print(f"wrote {args.out}: {ds.size} points in Q^{ds.dim}, C = {ds.num_classes}")
+    print(f"wrote {args.out}: {what}, C = {ds.num_classes}")
     return EXIT_VERIFIED
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from exactmem.constructions import vys
+    from exactmem.constructions import ks25, vys
     from exactmem.data import load_dataset
     from exactmem.io import save_model
     from exactmem.model import resources
@@ -110,11 +178,12 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"--construction {args.construction!r}{planned}; available: {', '.join(CONSTRUCTIONS)}"
         )
     progress = Progress(not args.quiet)
-    options = _parse_set(args.set or [])
+    options = parse_options(args.construction, args.set or [])
     options["seed"] = args.seed
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
-    progress(f"building {args.construction} for {dataset.size} points", force=True)
-    model, _ = vys.build(dataset, options)
+    progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
+    builder = {"vys": vys.build, "ks25-next-token": ks25.build}[args.construction]
+    model, _ = builder(dataset, options)
     digest = save_model(model, args.out)
     res = resources(model)
     print(
@@ -129,16 +198,25 @@ def _print_certificate(cert) -> None:
     res = cert.resources
     data = cert.data
     print(f"verdict: {cert.verdict.upper()}")
-    print(
-        f"dataset: {data['N']} points in Q^{data['d']}, C = {data['C']}, r² = {data['r2']}, "
-        f"δ² = {data['delta2']}"
-    )
-    layout = cert.subject.get("layout") or [{}]
-    extra = ", ".join(f"{k} {v}" for k, v in layout[0].items() if k != "lemma")
+    if "tokens" in data:
+        aware = ", position-aware" if data.get("position_aware") else ""
+        what = (
+            f"{data['N']} sequences of n = {data['n']} tokens in Q^{data['d']} "
+            f"({data['tokens']} distinct tokens, {data['distinct_multisets']} distinct "
+            f"multisets{aware})"
+        )
+    else:
+        what = f"{data['N']} points in Q^{data['d']}"
+    print(f"dataset: {what}, C = {data['C']}, r² = {data['r2']}, δ² = {data['delta2']}")
     print(
         f"model: sha256 {cert.subject['model_sha256'][:16]}…, "
-        f"construction {cert.subject.get('construction')} ({extra})"
+        f"construction {cert.subject.get('construction')}"
     )
+    for layout in cert.subject.get("layout") or []:
+        if "group_size" in layout:
+            skip = ("lemma", "bit_widths", "label")
+            shown = [f"{k} {v}" for k, v in layout.items() if k not in skip]
+            print(f"  memorizer {layout['label']}: " + ", ".join(shown))
     print(
         f"resources: width {res.width}, depth {res.depth}, {res.dense_parameters} dense / "
         f"{res.nonzero_parameters} non-zero parameters, max {res.max_bits} bits per parameter, "
@@ -227,8 +305,11 @@ def parser() -> argparse.ArgumentParser:
         + "\n".join(f"  {k:<16} {v}" for k, v in CONSTRUCTIONS.items())
         + "\n  planned: "
         + ", ".join(PLANNED)
-        + "\n\noptions of vys (--set KEY=VALUE):\n"
-        + "\n".join(f"  {k:<16} {v}" for k, v in VYS_OPTIONS.items())
+        + "".join(
+            f"\n\noptions of {c} (--set KEY=VALUE):\n"
+            + "\n".join(f"  {k:<17} {h}" for k, (h, _) in opts.items())
+            for c, opts in OPTIONS.items()
+        )
         + "\n\n"
         + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -270,10 +351,24 @@ def parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_verify)
 
     g = sub.add_parser("generate", help="write a random dataset file", epilog=EPILOG)
-    g.add_argument("family", choices=("points",))
-    g.add_argument("--N", type=int, required=True, help="number of points")
+    g.add_argument(
+        "family",
+        choices=("points", "next-token", "zen"),
+        help="random points; random next-token sequences; windows of the Zen of "
+        "Python (next character or word)",
+    )
+    g.add_argument("--N", type=int, help="number of points or sequences")
+    g.add_argument("--n", type=int, help="sequence length (next-token: 16, zen: 32)")
     g.add_argument("--d", type=int, default=8, help="dimension (default 8)")
     g.add_argument("--C", type=int, default=10, help="number of classes (default 10)")
+    g.add_argument("--vocab", type=int, help="vocabulary size (next-token, default 500)")
+    g.add_argument(
+        "--sequences",
+        default="random",
+        choices=("random", "permuted", "same_multiset", "near_delta"),
+        help="next-token family (default random)",
+    )
+    g.add_argument("--unit", default="char", choices=("char", "word"), help="zen tokens")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument(
         "--coord-bound",

@@ -47,7 +47,7 @@ def test_usage_errors_exit_2(tmp_path, capsys):
             [
                 "build",
                 "--construction",
-                "ks25-next-token",
+                "ks25-seq2seq",
                 "--data",
                 str(data),
                 "--out",
@@ -73,7 +73,7 @@ def test_usage_errors_exit_2(tmp_path, capsys):
         )
         == 2
     )
-    assert "unknown option" in capsys.readouterr().err
+    assert "unknown option for" in capsys.readouterr().err
     assert main(["generate", "points", "--N", "0", "--out", str(data)]) == 2
 
 

@@ -195,7 +195,9 @@ def _stage2(circ: Circuit, t: Lin, thresholds, us, ws) -> tuple[Lin, Lin, Lin]:
 # --------------------------------------------------------------------------- Stage III
 
 
-def _stage3_peel(circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int) -> Lin:
+def _stage3_peel(
+    circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int, carry_key: bool
+) -> Lin:
     """Integer bit-peel extraction; one layer per bit, U and W in parallel (width ≤ 11)."""
     L = max(rho, c)
     total = stage3_layers("peel", K, rho, c)
@@ -207,7 +209,7 @@ def _stage3_peel(circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int
     for g in range(total):
         k, i = divmod(g, L)
         units: dict[str, Lin] = {}
-        if g == 0 or g < last_slot:
+        if g == 0 or g < last_slot or carry_key:
             units["t"] = t
         slot_start = k < K and i == 0
         if g < last_slot + rho - 1 or slot_start:
@@ -273,7 +275,9 @@ def _stage3_peel(circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int
     return out
 
 
-def _stage3_tent(circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int) -> Lin:
+def _stage3_tent(
+    circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int, carry_key: bool
+) -> Lin:
     """Paper-style extraction: tent-map trajectory pairs (Lemma G.4), hat match, select."""
     Su, Sw = 2 ** (K * rho + 1), 2 ** (K * c + 1)
     zu, zu2 = 2 * U, 2 * U + 1  # z = u/2^n and z' = z + 2^{-(n+1)}, in units of 2^{-(n+1)}
@@ -287,7 +291,7 @@ def _stage3_tent(circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int
         more = k < K - 1
         for i in range(rho + span + 1):
             units: dict[str, Lin] = {"out": out} if k else {}
-            if more or i < rho:
+            if more or i < rho or carry_key:
                 units["t"] = t
             if more and i >= rho:
                 units["zu"], units["zu2"] = zu, zu2
@@ -371,8 +375,14 @@ def build_memorizer(
     bit_widths: str = "corrected",
     input_names: Sequence[str] | None = None,
     label: str = "memorizer",
+    carry_key: bool = False,
 ) -> tuple[MLP, MemorizerWitness]:
-    """Lemma C.1: a plain MLP Q^d → Q with F(x_i) = y_i and F(extra) = 0, exactly."""
+    """Lemma C.1: a plain MLP Q^d → Q with F(x_i) = y_i and F(extra) = 0, exactly.
+
+    With ``carry_key`` the Stage I key t(x) is carried through every layer and returned as a
+    second output ``key`` (Kajitsuka & Sato 2025, eqs. (50)–(51): F^(FF)_1 = (φ̃, F, 0), the
+    token id sharing φ̃'s projection as the digest's §2.4 allows).
+    """
     if gadget not in GADGETS:
         raise InputError(f"gadget {gadget!r} is not one of {', '.join(GADGETS)}")
     if not points:
@@ -429,7 +439,8 @@ def build_memorizer(
     t0 = projection.expr(names)
     t, U, W = _stage2(circ, t0, thresholds, us, ws)
     stage3 = _stage3_peel if gadget == "peel" else _stage3_tent
-    out = stage3(circ, t, U, W, K, rho, c)
+    out = stage3(circ, t, U, W, K, rho, c, carry_key)
+    outputs = {"out": out, "key": var("t")} if carry_key else {"out": out}
     layout = {
         "lemma": "Kajitsuka & Sato 2025, Lemma C.1 (Vardi et al. 2022, Theorem 3.1)",
         "gadget": gadget,
@@ -440,7 +451,7 @@ def build_memorizer(
         "paper_group_size": paper_group_size(N),
         "bit_widths": bit_widths,
     }
-    mlp = circ.finish({"out": out}, residual=False, label=label, meta=layout)
+    mlp = circ.finish(outputs, residual=False, label=label, meta=layout)
     witness = MemorizerWitness(
         gadget=gadget,
         key_bits=rho,

@@ -21,7 +21,7 @@ from gmpy2 import mpq
 from exactmem.errors import InconclusiveError
 from exactmem.model import MLP, Affine, Attention, Transformer
 
-__all__ = ["LayerStat", "Trace", "run", "run_points"]
+__all__ = ["AttentionStat", "LayerStat", "Stream", "Trace", "run", "run_points"]
 
 Batch = list[np.ndarray]  # one object array of int numerators per coordinate
 
@@ -42,16 +42,45 @@ class LayerStat:
     min_nonzero: mpq | None
 
 
+@dataclass(frozen=True)
+class AttentionStat:
+    """Score pattern of one attention sub-layer: columns whose scores were not all equal.
+
+    Where every column's scores are equal the weights are exactly 1/n under softmax and
+    hardmax alike (Kajitsuka & Sato 2025, eq. (39))."""
+
+    sublayer: int
+    columns: int
+    unequal_columns: int
+
+
+@dataclass(frozen=True)
+class Stream:
+    """The residual stream after one sub-layer: exact columns per distinct row, and the row
+    of every (sequence, position)."""
+
+    names: tuple[str, ...]
+    rows: list[tuple[mpq, ...]]
+    index: np.ndarray
+
+    def lane(self, name: str) -> list[mpq]:
+        j = self.names.index(name)
+        return [row[j] for row in self.rows]
+
+
 @dataclass
 class Trace:
     """Outputs and named lanes of one evaluation.
 
     ``outputs[i][k]`` is the output at position k of sequence i (only the last position when
-    evaluated with ``positions="last"``). ``lane(name)[i][k]`` is the value of probe ``name``.
+    evaluated with ``positions="last"``). ``lane(name)[i][k]`` is the value of probe ``name``;
+    ``streams[s]`` the stream after sub-layer s.
     """
 
     outputs: list[list[tuple[mpq, ...]]]
     stats: list[LayerStat] = field(default_factory=list)
+    attention: list[AttentionStat] = field(default_factory=list)
+    streams: list[Stream] = field(default_factory=list)
     _lanes: dict[str, tuple[np.ndarray, int, np.ndarray]] = field(default_factory=dict)
 
     @property
@@ -159,9 +188,13 @@ def _apply_linear(a: Affine, v: Sequence[mpq]) -> list[mpq]:
     return [sum((v[c] * mpq(w, a.denominator) for c, w in row), mpq(0)) for row in a.rows]
 
 
-def _attention(att: Attention, seq_cols: list[list[tuple[mpq, ...]]]) -> list[list[tuple]]:
-    """Exact attention on each sequence (columns as tuples of mpq)."""
+def _attention(
+    att: Attention, seq_cols: list[list[tuple[mpq, ...]]]
+) -> tuple[list[list[tuple]], int]:
+    """Exact attention on each sequence (columns as tuples of mpq); also counts the query
+    columns whose scores were not all equal."""
     result = []
+    unequal = 0
     for cols in seq_cols:
         n = len(cols)
         new = [list(c) for c in cols]
@@ -178,6 +211,8 @@ def _attention(att: Attention, seq_cols: list[list[tuple[mpq, ...]]]) -> list[li
                         sum((a * b for a, b in zip(kv, q, strict=True)), mpq(0)) for kv in keys
                     ]
                     top = max(scores)
+                    if min(scores) != top:
+                        unequal += 1
                     if att.score == "softmax" and min(scores) != top:
                         raise InconclusiveError(
                             f"softmax attention {att.label!r}: unequal scores in a column are "
@@ -195,7 +230,7 @@ def _attention(att: Attention, seq_cols: list[list[tuple[mpq, ...]]]) -> list[li
                 delta = _apply_linear(h.output, mixed)
                 new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
         result.append([tuple(c) for c in new])
-    return result
+    return result, unequal
 
 
 def _to_batch(columns: list[tuple[mpq, ...]], dim: int) -> tuple[Batch, int]:
@@ -245,10 +280,15 @@ def run(
             progress(f"sub-layer {si + 1}/{len(model.sublayers)} on {size} distinct columns")
         if isinstance(sub, MLP):
             X, den = _mlp(sub, X, den, size, si, on_probe, trace.stats, progress)
+            names = sub.layers[-1].names
+            if sub.residual or not names:
+                names = trace.streams[-1].names if trace.streams else names
+            trace.streams.append(Stream(tuple(names), _columns(X, den), index))
             continue
         cols = _columns(X, den)
         seq_cols = [[cols[r] for r in row] for row in index]
-        mixed = _attention(sub, seq_cols)
+        mixed, unequal = _attention(sub, seq_cols)
+        trace.attention.append(AttentionStat(si, N * n * len(sub.heads), unequal))
         keep = range(n - 1, n) if positions == "last" and si == last_attention else range(n)
         distinct: dict[tuple, int] = {}
         new_index = np.zeros((N, len(keep)), dtype=np.int64)
@@ -258,6 +298,8 @@ def run(
         index = new_index
         X, den = _to_batch(list(distinct), len(mixed[0][0]) if mixed else 0)
         size = len(distinct)
+        names = trace.streams[-1].names if trace.streams else ()
+        trace.streams.append(Stream(tuple(names), list(distinct), index))
     if model.unembed:
         X, den = _affine(model.unembed, X, den, size)
         X, den = _reduce(X, den)

@@ -1,0 +1,369 @@
+"""Kajitsuka & Sato 2025, Theorem 4.1 (= B.1): next-token memorization with width 14 and depth
+Õ(√N): ``E_out ∘ F^(FF)_2 ∘ F^(UA) ∘ F^(FF)_1 ∘ E_in``.
+
+Step by step (kajitsuka_sato_2025.md §2.3–§2.9, build order §2.12):
+
+1. distinct tokens V and the multiset of every sequence (§2.3);
+2. token ids: the Stage I projection of the memorizer on V — integers ≥ 2, ≥ 2 apart (Lemma
+   C.2; one projection serves both the token id and φ̃'s Stage I, as §2.4 allows);
+3. witness set A (Lemma B.1): greedy, the smallest distinguishing token in vocab order;
+4. integer sequence-id weights f on A (Lemma B.2). The lemma is false as printed (§2.6: the
+   shift does not cancel when restricted multisets differ in size). ``sequence_weights`` =
+   ``random`` (default, the digest's FIX-1): f(x) uniform in [1, N'²], redrawn until the
+   sequence sums are distinct, checked exactly. ``paper``: the printed scheme with a rational
+   unit direction satisfying Park's inequality, kept for the verifier to refute;
+5. φ̃ = Lemma C.1 with labels f on A and the other tokens as zero-labelled extra points;
+   F^(FF)_1 = (φ̃, token id, 0) (eqs. (50)–(51));
+6. one attention layer with W_K = W_Q = 0 (all scores 0: weights exactly 1/n under softmax and
+   hardmax alike) adding the mean of φ̃ to the third lane: the sequence id (eqs. (52)–(53));
+7. F^(FF)_2 = Lemma C.1 on the distinct context ids at the last position (eq. (55)) with the
+   labels; E_out reads its output.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from flint import arb, ctx, fmpq
+from gmpy2 import mpq
+
+from exactmem.circuit import Circuit
+from exactmem.constructions.vys import MemorizerWitness, build_memorizer, integer_projection
+from exactmem.data import Dataset
+from exactmem.errors import InputError
+from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.sequences import Multiset, check_next_token_consistency, restrict, with_positions
+
+__all__ = [
+    "KS25Witness",
+    "build",
+    "paper_weights",
+    "random_weights",
+    "restrict",
+    "sequence_sums",
+    "witness_set",
+]
+
+SCHEMES = ("random", "paper")
+PAPER_SCHEME_LIMIT = 2000  # Park's inequality is checked over all pairs of multisets
+
+
+# --------------------------------------------------------------------------- Lemma B.1
+
+
+def witness_set(multisets: Sequence[Multiset]) -> list[int]:
+    """Lemma B.1: A with |A| ≤ #multisets − 1 such that the restrictions stay distinct.
+
+    Processing the distinct multisets in order, a new multiset whose restriction equals an
+    earlier one's (at most one can) adds the smallest token whose counts differ. Adding a
+    coordinate never merges distinct restrictions, so only the multisets containing the new
+    token need their key updated.
+    """
+    A: list[int] = []
+    in_A: set[int] = set()
+    owner: dict[Multiset, int] = {}
+    containing: dict[int, list[int]] = {}
+    current: list[Multiset] = []
+    for k, ms in enumerate(multisets):
+        for t, _ in ms:
+            containing.setdefault(t, []).append(k)
+        key = restrict(ms, in_A)
+        current.append(key)
+        i = owner.get(key)
+        if i is None:
+            owner[key] = k
+            continue
+        a, b = dict(multisets[i]), dict(ms)
+        x = min(t for t in set(a) | set(b) if a.get(t, 0) != b.get(t, 0))
+        A.append(x)
+        in_A.add(x)
+        for j in containing.get(x, ()):
+            if j <= k:
+                old = current[j]
+                if owner.get(old) == j:
+                    del owner[old]
+                current[j] = restrict(multisets[j], in_A)
+                owner[current[j]] = j
+        owner[current[k]] = k  # also when x is absent from the new multiset
+    return A
+
+
+# --------------------------------------------------------------------------- Lemma B.2
+
+
+def sequence_sums(multisets: Sequence[Multiset], f: dict[int, int]) -> list[int]:
+    return [sum(c * f.get(t, 0) for t, c in ms) for ms in multisets]
+
+
+def random_weights(
+    multisets: Sequence[Multiset], A: Sequence[int], rng: random.Random, attempts: int = 64
+) -> dict[int, int]:
+    """FIX-1 (digest §2.6): f(x) uniform in [1, Q], Q = N'², redrawn until sums are distinct.
+
+    For one pair of distinct restricted multisets a collision has probability ≤ 1/Q (fix a
+    token whose counts differ), so one draw succeeds with probability ≥ ½.
+    """
+    Q = max(len(multisets) ** 2, 2)
+    for _ in range(attempts):
+        f = {x: rng.randint(1, Q) for x in A}
+        sums = sequence_sums(multisets, f)
+        if len(set(sums)) == len(sums):
+            return f
+    raise InputError(f"no separating weights in {attempts} draws (are two multisets equal?)")
+
+
+def _ceil_times_sqrt_pi(q: mpq) -> int:
+    """⌈q·√π⌉ rigorously (Arb balls at rising precision)."""
+    return _round_sqrt_pi(q, ceil=True)
+
+
+def _round_sqrt_pi(q: mpq, *, ceil: bool) -> int:
+    precision = 128
+    while precision <= 1 << 16:
+        old = ctx.prec
+        ctx.prec = precision
+        try:
+            ball = arb(fmpq(int(q.numerator), int(q.denominator))) * arb.const_sqrt_pi()
+            value = (ball.ceil() if ceil else ball.floor()).unique_fmpz()
+        finally:
+            ctx.prec = old
+        if value is not None:
+            return int(value)
+        precision *= 4
+    raise InputError(f"cannot round {q}·√π")  # pragma: no cover - q·√π is irrational
+
+
+def _park_holds(vectors: Sequence[tuple[int, ...]], v: Sequence[mpq], N: int) -> bool:
+    """Park et al. (Lemma G.1): |vᵀΔ| ≥ (1/N²)·√(8/(π|S|))·‖Δ‖ for every pair, decided with
+    Arb: π·(vᵀΔ)²·|S|·N⁴ ≥ 8‖Δ‖²."""
+    s = len(v)
+    for i in range(len(vectors)):
+        for j in range(i + 1, len(vectors)):
+            delta = [a - b for a, b in zip(vectors[i], vectors[j], strict=True)]
+            dot = sum((mpq(d) * vi for d, vi in zip(delta, v, strict=True)), mpq(0))
+            lhs = arb.pi() * arb(
+                fmpq(int((dot * dot * s * N**4).numerator), int((dot * dot * s * N**4).denominator))
+            )
+            rhs = 8 * sum(d * d for d in delta)
+            if not lhs > rhs and not (dot != 0 and lhs >= rhs):
+                return False
+    return True
+
+
+def rational_unit_vector(rng: random.Random, dim: int) -> tuple[mpq, ...]:
+    """A random exact unit vector: inverse stereographic projection of a rational point."""
+    if dim == 1:
+        return (mpq(1),)
+    y = [mpq(rng.randint(-1000, 1000), 1000) for _ in range(dim - 1)]
+    norm2 = sum(t * t for t in y)
+    return tuple([2 * t / (norm2 + 1) for t in y] + [(norm2 - 1) / (norm2 + 1)])
+
+
+def paper_weights(
+    restricted: Sequence[Multiset],
+    A: Sequence[int],
+    N: int,
+    direction: Sequence[mpq],
+) -> dict[int, int]:
+    """Lemma B.2 as printed: v̄_x = ⌈N²|S|√π·v_x⌉, f(x) = v̄_x + ⌊2N²|S|√π⌋ (S = A).
+
+    The shift adds ⌊2N²|S|√π⌋·|m| to each sum, which cancels only between multisets of equal
+    size — the erratum of the digest's §2.6. Kept so the verifier can refute it.
+    """
+    s = len(A)
+    c0 = mpq(N * N * s)
+    f = {}
+    K = _round_sqrt_pi(2 * c0, ceil=False)
+    for x, v in zip(A, direction, strict=True):
+        f[x] = _ceil_times_sqrt_pi(c0 * v) + K
+    return f
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class KS25Witness:
+    """What the construction intends (untrusted)."""
+
+    scheme: str
+    witness_tokens: tuple[int, ...]
+    weights: tuple[int, ...]
+    distinct_multisets: int
+    direction: tuple[mpq, ...] = ()
+    collisions: tuple[tuple[int, int], ...] = ()  # sequences whose context ids collide
+    phi: MemorizerWitness | None = None
+    f2: MemorizerWitness | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _three_lanes(mlp: MLP) -> MLP:
+    """Rename φ̃'s outputs (out, key) to the lanes (phi, tid) and add the empty lane seq."""
+    last = mlp.layers[-1]
+    final = Affine(
+        last.in_dim, last.rows + ((),), last.bias + (0,), last.denominator, ("phi", "tid", "seq")
+    )
+    return MLP(mlp.layers[:-1] + (final,), False, mlp.probes, mlp.label, mlp.meta)
+
+
+def _token_ids_only(points, seed: int, label: str) -> MLP:
+    """F^(FF)_1 when A = ∅ (one distinct multiset): φ̃ ≡ 0, token ids only (digest erratum 4)."""
+    proj = integer_projection(points, random.Random(seed))
+    names = tuple(f"x{j}" for j in range(len(points[0])))
+    circ = Circuit(names)
+    circ.layer({"t": proj.expr(names)})
+    from exactmem.circuit import const, var
+
+    return circ.finish(
+        {"phi": const(0), "tid": var("t"), "seq": const(0)},
+        label=label,
+        meta={"lemma": "token ids only (A is empty)"},
+    )
+
+
+def _uniform_attention(score: str) -> Attention:
+    """W_K = W_Q = 0, W_O W_V = e_seq e_phiᵀ (eq. (52))."""
+    zero = Affine(3, ((),), (0,))
+    value = Affine(3, (((0, 1),),), (0,))
+    output = Affine(1, ((), (), ((0, 1),)), (0, 0, 0), 1, ("phi", "tid", "seq"))
+    return Attention((AttentionHead(zero, zero, value, output),), score, "ua")
+
+
+def parse_direction(text: str | Sequence) -> tuple[mpq, ...]:
+    from exactmem.exact import parse_rational
+
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    v = tuple(parse_rational(p, f"paper_direction[{i}]") for i, p in enumerate(parts))
+    if sum(x * x for x in v) != 1:
+        raise InputError("paper_direction must be an exact unit vector (e.g. 4/5,-3/5)")
+    return v
+
+
+def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS25Witness]:
+    """``build --construction ks25-next-token``."""
+    if dataset.task != "next-token":
+        raise InputError(
+            f"ks25-next-token needs task 'next-token', the dataset has {dataset.task!r}"
+        )
+    if options.get("position_aware"):
+        dataset = with_positions(dataset)
+    scheme = options.get("sequence_weights", "random")
+    if scheme not in SCHEMES:
+        raise InputError(f"sequence_weights must be one of {', '.join(SCHEMES)}")
+    gadget = options.get("gadget", "peel")
+    score = options.get("attention", "softmax")
+    seed = options.get("seed", 0)
+    rng = random.Random(seed)
+    sv = check_next_token_consistency(dataset)
+    n = len(dataset.sequences[0])
+    distinct = list(dict.fromkeys(sv.multisets))
+    A = witness_set(distinct)
+    in_A = set(A)
+    restricted = [restrict(ms, in_A) for ms in distinct]
+    direction: tuple[mpq, ...] = ()
+    if scheme == "random":
+        f = random_weights(restricted, A, rng)
+    elif not A:
+        f = {}
+    else:
+        if len(distinct) > PAPER_SCHEME_LIMIT:
+            raise InputError(
+                f"sequence_weights=paper checks Park's inequality over all pairs; "
+                f"limited to {PAPER_SCHEME_LIMIT} distinct multisets"
+            )
+        order = sorted(A)
+        vectors = [tuple(dict(ms).get(t, 0) for t in order) for ms in restricted]
+        given = options.get("paper_direction")
+        if given:
+            direction = parse_direction(given)
+            if len(direction) != len(order):
+                raise InputError(
+                    f"paper_direction has {len(direction)} coordinates; |A| = {len(order)}"
+                )
+            if not _park_holds(vectors, direction, len(distinct)):
+                raise InputError(
+                    "paper_direction violates Park's inequality (Lemma G.1), the "
+                    "hypothesis of Lemma B.2"
+                )
+        else:
+            for _ in range(64):
+                direction = rational_unit_vector(rng, len(order))
+                if _park_holds(vectors, direction, len(distinct)):
+                    break
+            else:
+                raise InputError("no direction satisfying Park's inequality in 64 draws")
+        f = paper_weights(restricted, order, len(distinct), direction)
+
+    tokens = list(sv.tokens)
+    vectors_of = {t: dataset.vocab[t] for t in tokens}
+    labelled = [t for t in tokens if t in in_A]
+    extra = [t for t in tokens if t not in in_A]
+    d = dataset.dim
+    names = tuple(f"x{j}" for j in range(d))
+    phi_witness = None
+    if labelled:
+        mlp, phi_witness = build_memorizer(
+            [vectors_of[t] for t in labelled],
+            [f[t] for t in labelled],
+            num_classes=max(f.values()),
+            extra_points=[vectors_of[t] for t in extra],
+            gadget=gadget,
+            seed=seed,
+            input_names=names,
+            label="phi",
+            carry_key=True,
+        )
+        ffn1 = _three_lanes(mlp)
+        key_of = dict(zip(labelled + extra, phi_witness.keys, strict=True))
+    else:
+        ffn1 = _token_ids_only([vectors_of[t] for t in tokens], seed, "phi")
+        proj = integer_projection([vectors_of[t] for t in tokens], random.Random(seed))
+        key_of = {t: proj.key(vectors_of[t]) for t in tokens}
+
+    # intended context ids at the last position: (φ̃(x_n), t(x_n), Σ φ̃ / n)
+    ctx_label: dict[tuple, int] = {}
+    first_seq: dict[tuple, int] = {}
+    collisions = []
+    for i in range(dataset.size):
+        last = sv.last[i]
+        seq_sum = sum(c * f.get(t, 0) for t, c in sv.multisets[i])
+        cid = (mpq(f.get(last, 0)), mpq(key_of[last]), mpq(seq_sum, n))
+        j = first_seq.setdefault(cid, i)
+        if ctx_label.setdefault(cid, dataset.labels[i]) != dataset.labels[i]:
+            collisions.append((j, i))
+    points = list(ctx_label)
+    ffn2, f2_witness = build_memorizer(
+        points,
+        [ctx_label[p] for p in points],
+        num_classes=dataset.num_classes,
+        gadget=gadget,
+        seed=seed + 1,
+        input_names=("phi", "tid", "seq"),
+        label="f2",
+    )
+    model = Transformer(
+        input_dim=d,
+        sublayers=(ffn1, _uniform_attention(score), ffn2),
+        meta={
+            "construction": "ks25-next-token",
+            "theorem": "Kajitsuka & Sato 2025, Theorem 4.1 (B.1)",
+            "options": {
+                k: (v if not isinstance(v, tuple) else list(v)) for k, v in options.items()
+            },
+            "sequence_length": n,
+            "position_aware": bool(options.get("position_aware")),
+        },
+    )
+    witness = KS25Witness(
+        scheme=scheme,
+        witness_tokens=tuple(A),
+        weights=tuple(f[x] for x in A),
+        distinct_multisets=len(distinct),
+        direction=direction,
+        collisions=tuple(collisions),
+        phi=phi_witness,
+        f2=f2_witness,
+    )
+    return model, witness

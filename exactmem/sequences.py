@@ -1,0 +1,237 @@
+"""Sequence datasets for next-token memorization: tokens, multisets, consistency, generators.
+
+A Transformer without positional encoding is permutation-equivariant, so at the last position
+it can only see (last token, multiset of tokens). Labels must be a function of that key
+(Kajitsuka & Sato 2025, eq. (5)); a dataset that violates it cannot be memorized and is rejected
+with the conflicting sequences named. Appending a position coordinate to every token
+(:func:`with_positions`) removes the constraint for real text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import random
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gmpy2 import mpq
+
+from exactmem.data import Dataset
+from exactmem.errors import InputError
+
+__all__ = [
+    "SequenceView",
+    "check_next_token_consistency",
+    "random_sequences",
+    "view",
+    "with_positions",
+    "zen_of_python",
+]
+
+Multiset = tuple[tuple[int, int], ...]  # sorted (canonical token, count)
+
+
+@dataclass(frozen=True)
+class SequenceView:
+    """Canonical tokens (equal vectors share the smallest vocab index) and multisets."""
+
+    canonical: tuple[int, ...]  # vocab index → canonical index
+    tokens: tuple[int, ...]  # canonical tokens used, in increasing order
+    multisets: tuple[Multiset, ...]  # per sequence
+    last: tuple[int, ...]  # canonical last token per sequence
+
+    def key(self, i: int) -> tuple[int, Multiset]:
+        return self.last[i], self.multisets[i]
+
+
+def view(ds: Dataset) -> SequenceView:
+    first: dict[tuple, int] = {}
+    canonical = tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
+    multisets, last, used = [], [], set()
+    for seq in ds.sequences:
+        toks = [canonical[t] for t in seq]
+        used.update(toks)
+        multisets.append(tuple(sorted(Counter(toks).items())))
+        last.append(toks[-1])
+    return SequenceView(canonical, tuple(sorted(used)), tuple(multisets), tuple(last))
+
+
+def restrict(ms: Multiset, A: set[int]) -> Multiset:
+    """The multiset restricted to A (counts outside A set to 0; Kajitsuka & Sato, Def. B.1)."""
+    return tuple((t, c) for t, c in ms if t in A)
+
+
+def describe_multiset(ms: Multiset) -> str:
+    return "{" + ", ".join(f"vocab[{t}]" + (f"×{c}" if c > 1 else "") for t, c in ms) + "}"
+
+
+def check_next_token_consistency(ds: Dataset, sv: SequenceView | None = None) -> SequenceView:
+    """Reject labels that are not a function of (last token, multiset): exit 2 naming both."""
+    if ds.task != "next-token":
+        raise InputError(f"expected task 'next-token', the dataset has {ds.task!r}")
+    sv = sv or view(ds)
+    owner: dict = {}
+    conflicts = []
+    for i in range(ds.size):
+        j = owner.setdefault(sv.key(i), i)
+        if j != i and ds.labels[j] != ds.labels[i]:
+            conflicts.append((j, i))
+    if conflicts:
+        shown = "; ".join(
+            f"sequences[{j}] and sequences[{i}] (labels {ds.labels[j]} and {ds.labels[i]})"
+            for j, i in conflicts[:5]
+        )
+        more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
+        raise InputError(
+            f"{len(conflicts)} label conflicts: {shown}{more} have the same last token and the "
+            "same multiset of tokens but different labels. A Transformer without positional "
+            "encoding cannot tell them apart; append positions to the tokens "
+            "(--position-aware) or fix the labels"
+        )
+    return sv
+
+
+def with_positions(ds: Dataset) -> Dataset:
+    """Position-aware tokens: token k of every sequence becomes (x, k + 1) ∈ Q^{d+1}."""
+    index: dict[tuple, int] = {}
+    vocab: list[tuple] = []
+    seqs = []
+    for seq in ds.sequences:
+        row = []
+        for k, t in enumerate(seq):
+            vec = (*ds.vocab[t], mpq(k + 1))
+            if vec not in index:
+                index[vec] = len(vocab)
+                vocab.append(vec)
+            row.append(index[vec])
+        seqs.append(tuple(row))
+    meta = {**ds.meta, "position_aware": True}
+    return Dataset(
+        ds.task, ds.labels, ds.num_classes, vocab=tuple(vocab), sequences=tuple(seqs), meta=meta
+    )
+
+
+# --------------------------------------------------------------------------- generators
+
+
+def _vocab(rng: random.Random, size: int, d: int, bound: int, denominator: int = 1) -> list:
+    if (2 * bound + 1) ** d < size:
+        raise InputError(f"cannot draw {size} distinct tokens from [−{bound}, {bound}]^{d}")
+    seen: set = set()
+    out = []
+    while len(out) < size:
+        v = tuple(rng.randint(-bound, bound) for _ in range(d))
+        if v not in seen:
+            seen.add(v)
+            out.append(tuple(mpq(x, denominator) for x in v))
+    return out
+
+
+def random_sequences(
+    N: int,
+    n: int,
+    d: int,
+    vocab_size: int,
+    C: int,
+    seed: int = 0,
+    *,
+    family: str = "random",
+    coord_bound: int = 1000,
+) -> Dataset:
+    """N sequences of n tokens with consistent next-token labels in 1..C.
+
+    Families (kajitsuka_sato_2025.md, test families of §5.3):
+
+    * ``random`` — tokens drawn with repeats;
+    * ``permuted`` — half the sequences are permutations of earlier ones (same multiset; a
+      shared last token forces the same label);
+    * ``same_multiset`` — sequences share a multiset but differ in the last token, with
+      different labels;
+    * ``near_delta`` — tokens on a rational grid of spacing 1/1000 (δ ≈ 10⁻³).
+
+    Labels are random; a key (last token, multiset) seen before keeps its first label, so the
+    data are consistent.
+    """
+    if min(N, n, d, vocab_size, C) < 1:
+        raise InputError("random_sequences needs N, n, d, vocab_size, C ≥ 1")
+    rng = random.Random(seed)
+    if family == "near_delta":
+        vocab = _vocab(rng, vocab_size, d, max(coord_bound, vocab_size), denominator=1000)
+    elif family in ("random", "permuted", "same_multiset"):
+        vocab = _vocab(rng, vocab_size, d, coord_bound)
+    else:
+        raise InputError(f"unknown family {family!r}")
+    seqs: list[tuple[int, ...]] = []
+    while len(seqs) < N:
+        if family == "permuted" and seqs and rng.random() < 0.5:
+            base = list(rng.choice(seqs))
+            rng.shuffle(base)
+            seqs.append(tuple(base))
+        elif family == "same_multiset" and seqs and rng.random() < 0.5:
+            base = list(rng.choice(seqs))
+            k = rng.randrange(n)
+            base[k], base[-1] = base[-1], base[k]
+            seqs.append(tuple(base))
+        else:
+            seqs.append(tuple(rng.randrange(vocab_size) for _ in range(n)))
+    labels = []
+    chosen: dict = {}
+    for s in seqs:
+        key = (s[-1], tuple(sorted(Counter(s).items())))
+        labels.append(chosen.setdefault(key, rng.randint(1, C)))
+    return Dataset(
+        task="next-token",
+        labels=tuple(labels),
+        num_classes=C,
+        vocab=tuple(vocab),
+        sequences=tuple(seqs),
+        meta={"generator": "random_sequences", "family": family, "seed": seed},
+    )
+
+
+def zen_text() -> str:
+    """The Zen of Python: the text of the standard ``this`` module (importing it prints)."""
+    import codecs
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        import this
+    return codecs.decode(this.s, "rot13")
+
+
+def zen_of_python(n: int = 32, *, unit: str = "char", limit: int | None = None) -> Dataset:
+    """Next-token prediction on the Zen of Python: each window of n characters (or words) is a
+    sequence, the following one its label. Symbol s is the token (id(s),) ∈ Q¹; labels are
+    symbol ids 1..V."""
+    text = zen_text()
+    if unit == "char":
+        symbols: list[str] = list(text)
+    elif unit == "word":
+        symbols = re.findall(r"[a-z']+", text.lower())
+    else:
+        raise InputError(f"unit must be 'char' or 'word', got {unit!r}")
+    ids: dict[str, int] = {}
+    for sym in symbols:
+        ids.setdefault(sym, len(ids) + 1)
+    vocab = tuple((mpq(i),) for i in range(1, len(ids) + 1))
+    seqs, labels = [], []
+    for k in range(len(symbols) - n):
+        seqs.append(tuple(ids[sym] - 1 for sym in symbols[k : k + n]))
+        labels.append(ids[symbols[k + n]])
+        if limit and len(seqs) == limit:
+            break
+    return Dataset(
+        task="next-token",
+        labels=tuple(labels),
+        num_classes=len(ids),
+        vocab=vocab,
+        sequences=tuple(seqs),
+        meta={"generator": "zen_of_python", "n": n, "unit": unit, "symbols": list(ids)},
+    )
+
+
+def multiset_counts(ms: Multiset, order: Sequence[int]) -> tuple[int, ...]:
+    counts = dict(ms)
+    return tuple(counts.get(t, 0) for t in order)
