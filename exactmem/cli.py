@@ -246,18 +246,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.certificate:
         save_certificate(content, args.certificate)
         progress(f"certificate written to {args.certificate}", force=True)
+    args.pending_exit = EXIT_VERIFIED if cert.verdict == "verified" else EXIT_REFUTED
     if args.json:
         json.dump(content, sys.stdout, indent=1)
         print()
     else:
         _print_certificate(cert)
-    return EXIT_VERIFIED if cert.verdict == "verified" else EXIT_REFUTED
+    return args.pending_exit
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from exactmem.proofs import run_check
 
     return run_check(
+        args=args,
         pattern=args.k,
         tier=args.tier,
         as_json=args.json,
@@ -392,6 +394,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERNAL
+    except BrokenPipeError:
+        # stdout was closed early (`| head`): stay quiet and keep the verdict's exit code
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return getattr(args, "pending_exit", EXIT_INTERNAL)
     except Exception as exc:  # noqa: BLE001 - the contract: internal errors exit 3
         if os.environ.get("EXACTMEM_DEBUG"):
             raise

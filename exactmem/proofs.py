@@ -36,7 +36,22 @@ METRICS = (
     "max_bits",
     "total_bits",
 )
-CONSTRUCTION_OPTIONS = {"vys": {"gadget", "group_size", "direction_bound", "bit_widths"}}
+CONSTRUCTION_OPTIONS = {
+    "vys": {"gadget", "group_size", "direction_bound", "bit_widths"},
+    "ks25-next-token": {
+        "gadget",
+        "sequence_weights",
+        "paper_direction",
+        "attention",
+        "position_aware",
+    },
+}
+
+
+def _builder(construction: str) -> Callable:
+    from exactmem.constructions import ks25, vys
+
+    return {"vys": vys.build, "ks25-next-token": ks25.build}[construction]
 
 
 @dataclass(frozen=True)
@@ -89,9 +104,51 @@ def _gen_label_extremes(p: dict):
     return replace(ds, labels=(p["C"],) * ds.size)
 
 
+def _gen_random_sequences(p: dict):
+    from exactmem.sequences import random_sequences
+
+    return random_sequences(
+        p["N"],
+        p["n"],
+        p["d"],
+        p["vocab"],
+        p["C"],
+        p.get("seed", 0),
+        family=p.get("family", "random"),
+        coord_bound=p.get("coord_bound", 1000),
+    )
+
+
+def _gen_lemma_b2_counterexample(p: dict):
+    """Three sequences whose restricted multisets are {a}, {b, b}, {a, b} (Lemma B.1 picks
+    A = {a, b}); the first two share the last token e and differ in label."""
+    from gmpy2 import mpq
+
+    from exactmem.data import Dataset
+
+    vocab = ((mpq(1), mpq(0)), (mpq(0), mpq(1)), (mpq(2), mpq(2)), (mpq(-1), mpq(3)))
+    return Dataset(
+        "next-token",
+        (1, 2, 1),
+        2,
+        vocab=vocab,
+        sequences=((0, 2, 3), (1, 1, 3), (0, 1, 3)),
+        meta={"generator": "lemma_b2_counterexample"},
+    )
+
+
+def _gen_zen(p: dict):
+    from exactmem.sequences import zen_of_python
+
+    return zen_of_python(p.get("n", 32), unit=p.get("unit", "char"), limit=p.get("limit"))
+
+
 GENERATORS: dict[str, Callable] = {
     "random_points": _gen_random_points,
     "label_extremes": _gen_label_extremes,
+    "random_sequences": _gen_random_sequences,
+    "lemma_b2_counterexample": _gen_lemma_b2_counterexample,
+    "zen": _gen_zen,
 }
 
 
@@ -185,10 +242,12 @@ def _bound_checks(claim: Claim, cert, dataset) -> list:
     data = cert.data
     names: dict = {
         "N": sympy.Integer(dataset.size),
-        "d": sympy.Integer(dataset.dim),
+        "d": sympy.Integer(data["d"]),
         "C": sympy.Integer(dataset.num_classes),
         "r": sympy.sqrt(sympy.Rational(data["r2"])),
     }
+    if "n" in data:
+        names["n"] = sympy.Integer(data["n"])
     delta2 = data.get("delta2")
     if delta2 is None:  # fewer than two distinct inputs: every δ is a valid separation
         names["delta"] = sympy.Integer(1)
@@ -218,12 +277,11 @@ def _bound_checks(claim: Claim, cert, dataset) -> list:
 def run_instance(claim: Claim, inst: Instance, progress: Callable[[str], None] | None) -> dict:
     """Build, verify and bound one instance; returns its JSON record."""
     from exactmem.certify import certificate_json, certify
-    from exactmem.constructions import vys
 
     start = time.perf_counter()
     dataset = GENERATORS[inst.generator](inst.params)
     options = {**claim.options, "seed": inst.params.get("seed", 0)}
-    model, _ = vys.build(dataset, options)
+    model, _ = _builder(claim.construction)(dataset, options)
     cert = certify(model, dataset, progress=progress, per_layer=False)
     bound_checks = _bound_checks(claim, cert, dataset)
     cert.checks.extend(c for c, _ in bound_checks)
@@ -254,6 +312,7 @@ def run_instance(claim: Claim, inst: Instance, progress: Callable[[str], None] |
 
 def run_check(
     *,
+    args=None,
     pattern: str | None,
     tier: str,
     as_json: bool,
@@ -286,6 +345,14 @@ def run_check(
             )
     mismatches = [r for r in results if not r["ok"]]
     inconclusive = [r for r in mismatches if r["verdict"] == "inconclusive"]
+    if not mismatches:
+        code = EXIT_VERIFIED
+    elif len(inconclusive) == len(mismatches):
+        code = EXIT_INCONCLUSIVE
+    else:
+        code = EXIT_REFUTED
+    if args is not None:
+        args.pending_exit = code
     if as_json:
         info = {
             c.name: {"paper": c.paper, "statement": c.statement, "file": str(c.path)}
@@ -304,11 +371,7 @@ def run_check(
         print()
     else:
         _print_table(results)
-    if not mismatches:
-        return EXIT_VERIFIED
-    if len(inconclusive) == len(mismatches):
-        return EXIT_INCONCLUSIVE
-    return EXIT_REFUTED
+    return code
 
 
 def _print_table(results: list[dict]) -> None:
@@ -331,7 +394,7 @@ def _print_table(results: list[dict]) -> None:
         rows.append(
             (
                 r["claim"],
-                " ".join(f"{k}={v}" for k, v in r["params"].items()),
+                " ".join(f"{k}={v}" for k, v in r["params"].items()) or "(fixed dataset)",
                 r["expected"],
                 r["verdict"],
                 "ok" if r["ok"] else "MISMATCH",
