@@ -23,7 +23,7 @@ from exactmem.evaluate.reference import run
 from exactmem.exact import format_rational
 from exactmem.io import model_hash
 from exactmem.model import MLP, Transformer, resources
-from exactmem.sequences import check_next_token_consistency, with_positions
+from exactmem.sequences import check_consistency, view, with_positions
 from exactmem.verify import Certificate, activation_summary, check_memorizer, check_outputs
 from exactmem.verify_ks25 import check_ks25
 
@@ -83,10 +83,10 @@ def certify(
     """Evaluate ``model`` on ``dataset`` with the reference evaluator and judge it."""
     if dataset.task == "points":
         checks, trace, data = _points(model, dataset, progress)
-    elif dataset.task == "next-token":
+    elif dataset.task in ("next-token", "seq2seq"):
         if model.meta.get("position_aware"):
             dataset = with_positions(dataset)
-        checks, trace, data = _next_token(model, dataset, progress)
+        checks, trace, data = _sequences(model, dataset, progress)
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
     subject = {
@@ -138,17 +138,35 @@ def _points(model, dataset, progress):
     return checks, trace, data
 
 
-def _next_token(model, dataset, progress):
-    _require_dim(model, dataset.dim, "tokens")
-    sv = check_next_token_consistency(dataset)
-    trace = run(model, dataset.vocab, dataset.sequences, positions="last", progress=progress)
+def _sequences(model, dataset, progress):
+    """Next-token (judged at the last position) and seq-to-seq (every position)."""
+    construction = model.meta.get("construction") or ""
+    if model.token_inputs:
+        if len(dataset.vocab) > model.input_dim:
+            raise InputError(
+                f"the model's embedding table has {model.input_dim} tokens, the "
+                f"dataset's vocabulary {len(dataset.vocab)}"
+            )
+    else:
+        _require_dim(model, dataset.dim, "tokens")
+    mode = {"ks25-deep-sets": "multiset"}.get(construction, dataset.task)
+    sv = check_consistency(dataset, mode, view(dataset, by_index=model.token_inputs))
+    seq2seq = dataset.task == "seq2seq"
+    positions = "all" if seq2seq else "last"
+    trace = run(model, dataset.vocab, dataset.sequences, positions=positions, progress=progress)
     outs = []
     for i, (out, y) in enumerate(zip(trace.outputs, dataset.labels, strict=True)):
         if len(out[-1]) != 1:
             raise InputError(f"the model outputs {len(out[-1])} values per token, expected 1")
-        outs.append((f"sequences[{i}]", out[-1][0], y))
+        if seq2seq:
+            outs += [
+                (f"sequences[{i}][{k}]", col[0], yk)
+                for k, (col, yk) in enumerate(zip(out, y, strict=True))
+            ]
+        else:
+            outs.append((f"sequences[{i}]", out[-1][0], y))
     checks = [check_outputs("labels", outs)]
-    if model.meta.get("construction") == "ks25-next-token":
+    if construction.startswith("ks25-"):
         checks += check_ks25(trace, model, dataset, sv)
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {
@@ -156,9 +174,10 @@ def _next_token(model, dataset, progress):
         "n": len(dataset.sequences[0]),
         "d": dataset.dim,
         "C": dataset.num_classes,
-        **{k: v for k, v in _geometry(tokens, "tokens").items()},
+        **_geometry(tokens, "tokens"),
         "distinct_multisets": len(set(sv.multisets)),
         "position_aware": bool(model.meta.get("position_aware")),
+        "vocabulary": len(dataset.vocab),
     }
     return checks, trace, data
 

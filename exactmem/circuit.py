@@ -75,6 +75,10 @@ class Circuit:
         self._prev: tuple[str, ...] = tuple(inputs)
         self._layers: list[Affine] = []
         self._probes: list[Probe] = []
+        # lanes carried through every new layer (σ(v) = v needs v ≥ 0); the expression of a
+        # kept lane may be reassigned between layers, e.g. to add a sub-network's output
+        self.keep: dict[str, Lin] = {}
+        self.probe_prefix = ""
 
     @property
     def depth(self) -> int:
@@ -104,8 +108,11 @@ class Circuit:
         """Append a hidden layer: unit ``name`` computes ``σ(units[name])``."""
         if not units:
             raise ValueError("a hidden layer needs at least one unit")
+        units = {**units, **{k: v for k, v in self.keep.items() if k not in units}}
         self._layers.append(self._compile(units))
         self._prev = tuple(units)
+        for name in self.keep:
+            self.keep[name] = var(name)
 
     def probe(self, name: str, expr: Lin) -> None:
         """Name a linear read-out of the most recent hidden layer for the verifier."""
@@ -113,7 +120,7 @@ class Circuit:
         if expr.constant:
             raise ValueError("probes are linear (no constant)")
         terms = tuple(sorted((index[u], int(c)) for u, c in expr.terms.items()))
-        self._probes.append(Probe(name, len(self._layers) - 1, terms))
+        self._probes.append(Probe(self.probe_prefix + name, len(self._layers) - 1, terms))
 
     def finish(
         self,

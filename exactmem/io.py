@@ -79,6 +79,7 @@ def model_to_json(model: Transformer) -> dict:
         "unembed": _affine_json(model.unembed) if model.unembed else None,
         "sublayers": [_sublayer_json(s) for s in model.sublayers],
         "meta": model.meta,
+        "token_inputs": model.token_inputs,
     }
 
 
@@ -216,6 +217,7 @@ def model_from_json(obj: object, where: str = "model") -> Transformer:
         for i, s in enumerate(_field(obj, "sublayers", list, where))
     )
     meta = _field(obj, "meta", dict, where)
+    token_inputs = _field(obj, "token_inputs", bool, where)
     try:
         return Transformer(
             input_dim,
@@ -223,6 +225,7 @@ def model_from_json(obj: object, where: str = "model") -> Transformer:
             _affine_from(embed, f"{where}.embed") if embed is not None else None,
             _affine_from(unembed, f"{where}.unembed") if unembed is not None else None,
             meta,
+            token_inputs,
         )
     except ValueError as exc:
         raise InputError(f"{where}: {exc}") from None

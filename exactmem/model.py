@@ -188,7 +188,10 @@ class Transformer:
     """``E_out ∘ S_L ∘ … ∘ S_1 ∘ E_in`` on sequences of tokens in Q^d.
 
     ``embed`` / ``unembed`` are token-wise affine maps; ``None`` means the identity (a plain
-    MLP on points is a Transformer on sequences of length one with no attention).
+    MLP on points is a Transformer on sequences of length one with no attention). With
+    ``token_inputs`` the model reads vocabulary indices x ∈ {0..input_dim − 1} and ``embed`` is
+    the embedding table: its column x (plus the bias) is the embedding, i.e. the linear map of
+    the one-hot vector e_x (Kajitsuka & Sato 2025, Theorem E.1).
     """
 
     input_dim: int
@@ -196,8 +199,11 @@ class Transformer:
     embed: Affine | None = None
     unembed: Affine | None = None
     meta: dict = field(default_factory=dict, compare=False)
+    token_inputs: bool = False
 
     def __post_init__(self) -> None:
+        if self.token_inputs and self.embed is None:
+            raise ValueError("token inputs need an embedding table (E_in)")
         width = self.embed.out_dim if self.embed else self.input_dim
         if self.embed and self.embed.in_dim != self.input_dim:
             raise ValueError("embedding input width differs from input_dim")

@@ -24,6 +24,7 @@ from exactmem.errors import InputError
 
 __all__ = [
     "SequenceView",
+    "check_consistency",
     "check_next_token_consistency",
     "random_sequences",
     "view",
@@ -47,9 +48,14 @@ class SequenceView:
         return self.last[i], self.multisets[i]
 
 
-def view(ds: Dataset) -> SequenceView:
+def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
+    """Canonical tokens and multisets. ``by_index``: tokens are vocabulary indices (token-id
+    inputs, Theorem E.1), so equal vectors at different indices stay different tokens."""
     first: dict[tuple, int] = {}
-    canonical = tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
+    if by_index:
+        canonical = tuple(range(len(ds.vocab)))
+    else:
+        canonical = tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
     multisets, last, used = [], [], set()
     for seq in ds.sequences:
         toks = [canonical[t] for t in seq]
@@ -68,30 +74,61 @@ def describe_multiset(ms: Multiset) -> str:
     return "{" + ", ".join(f"vocab[{t}]" + (f"×{c}" if c > 1 else "") for t, c in ms) + "}"
 
 
-def check_next_token_consistency(ds: Dataset, sv: SequenceView | None = None) -> SequenceView:
-    """Reject labels that are not a function of (last token, multiset): exit 2 naming both."""
-    if ds.task != "next-token":
-        raise InputError(f"expected task 'next-token', the dataset has {ds.task!r}")
+CONSISTENCY = {
+    "next-token": "the same last token and the same multiset of tokens",
+    "seq2seq": "the same token and the same multiset of tokens",
+    "multiset": "the same multiset of tokens",
+}
+
+
+def check_consistency(
+    ds: Dataset, mode: str = "next-token", sv: SequenceView | None = None
+) -> SequenceView:
+    """Reject labels that a permutation-equivariant model cannot produce: exit 2 naming both.
+
+    ``next-token``: labels are a function of (last token, multiset) (Kajitsuka & Sato 2025,
+    eq. (5)); ``seq2seq``: of (token, multiset) at every position (eq. (10)); ``multiset``: of
+    the multiset alone (deep sets, Theorem D.1).
+    """
+    expected_task = "seq2seq" if mode == "seq2seq" else "next-token"
+    if ds.task != expected_task:
+        raise InputError(f"expected task {expected_task!r}, the dataset has {ds.task!r}")
     sv = sv or view(ds)
     owner: dict = {}
     conflicts = []
     for i in range(ds.size):
-        j = owner.setdefault(sv.key(i), i)
+        if mode == "seq2seq":
+            for k, tok in enumerate(ds.sequences[i]):
+                key = (sv.canonical[tok], sv.multisets[i])
+                j, l = owner.setdefault(key, (i, k))
+                if ds.labels[j][l] != ds.labels[i][k]:
+                    conflicts.append(
+                        (
+                            f"sequences[{j}][{l}]",
+                            f"sequences[{i}][{k}]",
+                            ds.labels[j][l],
+                            ds.labels[i][k],
+                        )
+                    )
+            continue
+        key = sv.key(i) if mode == "next-token" else sv.multisets[i]
+        j = owner.setdefault(key, i)
         if j != i and ds.labels[j] != ds.labels[i]:
-            conflicts.append((j, i))
+            conflicts.append((f"sequences[{j}]", f"sequences[{i}]", ds.labels[j], ds.labels[i]))
     if conflicts:
-        shown = "; ".join(
-            f"sequences[{j}] and sequences[{i}] (labels {ds.labels[j]} and {ds.labels[i]})"
-            for j, i in conflicts[:5]
-        )
+        shown = "; ".join(f"{a} and {b} (labels {x} and {y})" for a, b, x, y in conflicts[:5])
         more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
         raise InputError(
-            f"{len(conflicts)} label conflicts: {shown}{more} have the same last token and the "
-            "same multiset of tokens but different labels. A Transformer without positional "
-            "encoding cannot tell them apart; append positions to the tokens "
-            "(--position-aware) or fix the labels"
+            f"{len(conflicts)} label conflicts: {shown}{more} have {CONSISTENCY[mode]} but "
+            "different labels. A Transformer without positional encoding cannot tell them "
+            "apart; append positions to the tokens (--set position_aware=true) or fix the labels"
         )
     return sv
+
+
+def check_next_token_consistency(ds: Dataset, sv: SequenceView | None = None) -> SequenceView:
+    """Reject labels that are not a function of (last token, multiset): exit 2 naming both."""
+    return check_consistency(ds, "next-token", sv)
 
 
 def with_positions(ds: Dataset) -> Dataset:

@@ -23,8 +23,10 @@ __all__ = [
     "Certificate",
     "Check",
     "activation_summary",
+    "check_any_memorizer",
     "check_memorizer",
     "check_outputs",
+    "check_split_memorizer",
 ]
 
 MAX_EXAMPLES = 5
@@ -121,16 +123,68 @@ def _segments(trace: Trace, prefix: str, lane: str, K: int, bits: int, rows: int
     return segs, bad
 
 
-def check_memorizer(
+def check_any_memorizer(
     trace: Trace, mlp: MLP, expected: Mapping[int, int], describe: Callable[[int], str] = str
+) -> list[Check]:
+    """Lemma C.1 checks for a memorizer, or for each sub-network of a Theorem F.1 split one."""
+    if "subnetworks" in mlp.meta:
+        return check_split_memorizer(trace, mlp, expected, describe)
+    return check_memorizer(trace, mlp, expected, describe)
+
+
+def check_split_memorizer(
+    trace: Trace, mlp: MLP, expected: Mapping[int, int], describe: Callable[[int], str] = str
+) -> list[Check]:
+    """Theorem F.1: each labelled input is claimed (matched) by exactly one sub-network and
+    extra inputs by none; then every sub-network satisfies Lemma C.1 with its own points
+    labelled and all others as extra points. Ownership is read from the match lanes."""
+    base = f"{mlp.label}." if mlp.label else ""
+    subs = mlp.meta["subnetworks"]
+    claims: dict[int, list[int]] = {r: [] for r in expected}
+    for j, layout in enumerate(subs):
+        matches = [_rows(trace, f"{base}net{j}.match[{k}]") for k in range(layout["group_size"])]
+        for r in expected:
+            if any(m[r] == 1 for m in matches):
+                claims[r].append(j)
+    bad = [
+        f"{describe(r)}: claimed by sub-networks {claims[r]}"
+        for r in sorted(expected)
+        if (expected[r] and len(claims[r]) != 1) or (not expected[r] and claims[r])
+    ]
+    checks = [
+        Check(
+            f"{base}split.ownership",
+            not bad,
+            _examples(bad)
+            if bad
+            else f"each labelled input is matched by exactly one of {len(subs)} sub-networks",
+            {"subnetworks": len(subs), "budget": mlp.meta.get("budget")},
+        )
+    ]
+    for j, layout in enumerate(subs):
+        own = {r: (y if claims[r] == [j] else 0) for r, y in expected.items()}
+        checks += check_memorizer(trace, mlp, own, describe, layout=layout, prefix=f"{base}net{j}.")
+    return checks
+
+
+def check_memorizer(
+    trace: Trace,
+    mlp: MLP,
+    expected: Mapping[int, int],
+    describe: Callable[[int], str] = str,
+    *,
+    layout: dict | None = None,
+    prefix: str | None = None,
 ) -> list[Check]:
     """The Lemma C.1 invariants of one memorizing MLP, measured on its lanes.
 
     ``expected`` maps each row (distinct input of the MLP) to its label, 0 for the extra points
-    of Lemma C.1. ``describe(row)`` names a row in messages.
+    of Lemma C.1. ``describe(row)`` names a row in messages. ``layout`` and ``prefix`` select a
+    sub-network of a split memorizer.
     """
-    layout = mlp.meta
-    prefix = f"{mlp.label}." if mlp.label else ""
+    layout = layout or mlp.meta
+    if prefix is None:
+        prefix = f"{mlp.label}." if mlp.label else ""
     K, m = layout["group_size"], layout["groups"]
     rho, c = layout["key_bits"], layout["label_bits"]
     rows = sorted(expected)

@@ -30,11 +30,17 @@ from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
 from exactmem.circuit import Circuit
-from exactmem.constructions.vys import MemorizerWitness, build_memorizer, integer_projection
+from exactmem.constructions.vys import (
+    MemorizerWitness,
+    Projection,
+    build_memorizer,
+    build_split_memorizer,
+    integer_projection,
+)
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
-from exactmem.sequences import Multiset, check_next_token_consistency, restrict, with_positions
+from exactmem.sequences import Multiset, check_consistency, restrict, view, with_positions
 
 __all__ = [
     "KS25Witness",
@@ -193,29 +199,38 @@ class KS25Witness:
     weights: tuple[int, ...]
     distinct_multisets: int
     direction: tuple[mpq, ...] = ()
-    collisions: tuple[tuple[int, int], ...] = ()  # sequences whose context ids collide
+    collisions: tuple[tuple[int, int], ...] = ()  # items whose context ids collide
     phi: MemorizerWitness | None = None
     f2: MemorizerWitness | None = None
     extra: dict = field(default_factory=dict)
 
 
+LANES = ("phi", "tid", "seq")
+VARIANTS = {
+    "ks25-next-token": "Kajitsuka & Sato 2025, Theorem 4.1 (B.1)",
+    "ks25-seq2seq": "Kajitsuka & Sato 2025, Corollary 4.1",
+    "ks25-token-ids": "Kajitsuka & Sato 2025, Theorem E.1",
+    "ks25-deep-sets": "Kajitsuka & Sato 2025, Theorem D.1",
+    "ks25-bit-budget": "Kajitsuka & Sato 2025, Theorem F.1",
+}
+CONSISTENCY_MODE = {"ks25-seq2seq": "seq2seq", "ks25-deep-sets": "multiset"}
+
+
 def _three_lanes(mlp: MLP) -> MLP:
     """Rename φ̃'s outputs (out, key) to the lanes (phi, tid) and add the empty lane seq."""
     last = mlp.layers[-1]
-    final = Affine(
-        last.in_dim, last.rows + ((),), last.bias + (0,), last.denominator, ("phi", "tid", "seq")
-    )
+    final = Affine(last.in_dim, last.rows + ((),), last.bias + (0,), last.denominator, LANES)
     return MLP(mlp.layers[:-1] + (final,), False, mlp.probes, mlp.label, mlp.meta)
 
 
 def _token_ids_only(points, seed: int, label: str) -> MLP:
     """F^(FF)_1 when A = ∅ (one distinct multiset): φ̃ ≡ 0, token ids only (digest erratum 4)."""
+    from exactmem.circuit import const, var
+
     proj = integer_projection(points, random.Random(seed))
     names = tuple(f"x{j}" for j in range(len(points[0])))
     circ = Circuit(names)
     circ.layer({"t": proj.expr(names)})
-    from exactmem.circuit import const, var
-
     return circ.finish(
         {"phi": const(0), "tid": var("t"), "seq": const(0)},
         label=label,
@@ -227,7 +242,7 @@ def _uniform_attention(score: str) -> Attention:
     """W_K = W_Q = 0, W_O W_V = e_seq e_phiᵀ (eq. (52))."""
     zero = Affine(3, ((),), (0,))
     value = Affine(3, (((0, 1),),), (0,))
-    output = Affine(1, ((), (), ((0, 1),)), (0, 0, 0), 1, ("phi", "tid", "seq"))
+    output = Affine(1, ((), (), ((0, 1),)), (0, 0, 0), 1, LANES)
     return Attention((AttentionHead(zero, zero, value, output),), score, "ua")
 
 
@@ -241,125 +256,177 @@ def parse_direction(text: str | Sequence) -> tuple[mpq, ...]:
     return v
 
 
-def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS25Witness]:
-    """``build --construction ks25-next-token``."""
-    if dataset.task != "next-token":
-        raise InputError(
-            f"ks25-next-token needs task 'next-token', the dataset has {dataset.task!r}"
+def _memorizer(points, labels, *, options, **kw):
+    """Lemma C.1, or its Theorem F.1 split when a bit budget is set."""
+    budget = options.get("bit_budget")
+    if budget:
+        mlp, _ = build_split_memorizer(
+            points, labels, budget=budget, gadget=options.get("gadget", "peel"), **kw
         )
-    if options.get("position_aware"):
-        dataset = with_positions(dataset)
+        return mlp, None
+    return build_memorizer(points, labels, gadget=options.get("gadget", "peel"), **kw)
+
+
+def _weights(restricted, A, options, rng) -> tuple[dict[int, int], tuple[mpq, ...]]:
+    """Lemma B.2: FIX-1 random weights (default) or the printed scheme."""
     scheme = options.get("sequence_weights", "random")
     if scheme not in SCHEMES:
         raise InputError(f"sequence_weights must be one of {', '.join(SCHEMES)}")
-    gadget = options.get("gadget", "peel")
-    score = options.get("attention", "softmax")
+    if scheme == "random":
+        return random_weights(restricted, A, rng), ()
+    if not A:
+        return {}, ()
+    if len(restricted) > PAPER_SCHEME_LIMIT:
+        raise InputError(
+            f"sequence_weights=paper checks Park's inequality over all pairs; "
+            f"limited to {PAPER_SCHEME_LIMIT} distinct multisets"
+        )
+    order = sorted(A)
+    vectors = [tuple(dict(ms).get(t, 0) for t in order) for ms in restricted]
+    given = options.get("paper_direction")
+    if given:
+        direction = parse_direction(given)
+        if len(direction) != len(order):
+            raise InputError(
+                f"paper_direction has {len(direction)} coordinates; |A| = {len(order)}"
+            )
+        if not _park_holds(vectors, direction, len(restricted)):
+            raise InputError(
+                "paper_direction violates Park's inequality (Lemma G.1), the "
+                "hypothesis of Lemma B.2"
+            )
+    else:
+        for _ in range(64):
+            direction = rational_unit_vector(rng, len(order))
+            if _park_holds(vectors, direction, len(restricted)):
+                break
+        else:
+            raise InputError("no direction satisfying Park's inequality in 64 draws")
+    return paper_weights(restricted, order, len(restricted), direction), direction
+
+
+def _items(dataset: Dataset, variant: str) -> list[tuple[int, int, int]]:
+    """(sequence, position, label) of every item the model must get right."""
+    n = len(dataset.sequences[0])
+    if variant == "ks25-seq2seq":
+        return [(i, k, dataset.labels[i][k]) for i in range(dataset.size) for k in range(n)]
+    return [(i, n - 1, dataset.labels[i]) for i in range(dataset.size)]
+
+
+def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
+    """Build one of the Kajitsuka–Sato Transformers (``variant``, see :data:`VARIANTS`)."""
+    if variant not in VARIANTS:
+        raise InputError(f"unknown variant {variant!r}")
+    if variant == "ks25-bit-budget" and not options.get("bit_budget"):
+        raise InputError("ks25-bit-budget needs --set bit_budget=B")
+    task = "seq2seq" if variant == "ks25-seq2seq" else "next-token"
+    if dataset.task != task:
+        raise InputError(f"{variant} needs task {task!r}, the dataset has {dataset.task!r}")
+    if options.get("position_aware"):
+        if variant == "ks25-token-ids":
+            raise InputError("position_aware does not apply to token-id inputs")
+        dataset = with_positions(dataset)
+    token_ids = variant == "ks25-token-ids"
     seed = options.get("seed", 0)
     rng = random.Random(seed)
-    sv = check_next_token_consistency(dataset)
+    sv = check_consistency(
+        dataset, CONSISTENCY_MODE.get(variant, "next-token"), view(dataset, by_index=token_ids)
+    )
     n = len(dataset.sequences[0])
     distinct = list(dict.fromkeys(sv.multisets))
     A = witness_set(distinct)
     in_A = set(A)
     restricted = [restrict(ms, in_A) for ms in distinct]
-    direction: tuple[mpq, ...] = ()
-    if scheme == "random":
-        f = random_weights(restricted, A, rng)
-    elif not A:
-        f = {}
-    else:
-        if len(distinct) > PAPER_SCHEME_LIMIT:
-            raise InputError(
-                f"sequence_weights=paper checks Park's inequality over all pairs; "
-                f"limited to {PAPER_SCHEME_LIMIT} distinct multisets"
-            )
-        order = sorted(A)
-        vectors = [tuple(dict(ms).get(t, 0) for t in order) for ms in restricted]
-        given = options.get("paper_direction")
-        if given:
-            direction = parse_direction(given)
-            if len(direction) != len(order):
-                raise InputError(
-                    f"paper_direction has {len(direction)} coordinates; |A| = {len(order)}"
-                )
-            if not _park_holds(vectors, direction, len(distinct)):
-                raise InputError(
-                    "paper_direction violates Park's inequality (Lemma G.1), the "
-                    "hypothesis of Lemma B.2"
-                )
-        else:
-            for _ in range(64):
-                direction = rational_unit_vector(rng, len(order))
-                if _park_holds(vectors, direction, len(distinct)):
-                    break
-            else:
-                raise InputError("no direction satisfying Park's inequality in 64 draws")
-        f = paper_weights(restricted, order, len(distinct), direction)
+    f, direction = _weights(restricted, A, options, rng)
 
     tokens = list(sv.tokens)
-    vectors_of = {t: dataset.vocab[t] for t in tokens}
-    labelled = [t for t in tokens if t in in_A]
-    extra = [t for t in tokens if t not in in_A]
-    d = dataset.dim
-    names = tuple(f"x{j}" for j in range(d))
     phi_witness = None
-    if labelled:
-        mlp, phi_witness = build_memorizer(
-            [vectors_of[t] for t in labelled],
-            [f[t] for t in labelled],
-            num_classes=max(f.values()),
-            extra_points=[vectors_of[t] for t in extra],
-            gadget=gadget,
-            seed=seed,
-            input_names=names,
-            label="phi",
-            carry_key=True,
+    if token_ids:
+        # Theorem E.1: the embedding column of token x is (f(x), x, 0), x counted from 1
+        omega = len(dataset.vocab)
+        rows = (
+            tuple((t, f[t]) for t in tokens if f.get(t)),
+            tuple((t, t + 1) for t in range(omega)),
+            (),
         )
-        ffn1 = _three_lanes(mlp)
-        key_of = dict(zip(labelled + extra, phi_witness.keys, strict=True))
+        first = Affine(omega, rows, (0, 0, 0), 1, LANES)
+        key_of = {t: t + 1 for t in tokens}
+        sublayers: tuple = ()
     else:
-        ffn1 = _token_ids_only([vectors_of[t] for t in tokens], seed, "phi")
-        proj = integer_projection([vectors_of[t] for t in tokens], random.Random(seed))
+        vectors_of = {t: dataset.vocab[t] for t in tokens}
+        labelled = [t for t in tokens if t in in_A]
+        extra = [t for t in tokens if t not in in_A]
+        if labelled:
+            mlp, phi_witness = _memorizer(
+                [vectors_of[t] for t in labelled],
+                [f[t] for t in labelled],
+                options=options,
+                num_classes=max(f.values()),
+                extra_points=[vectors_of[t] for t in extra],
+                seed=seed,
+                input_names=tuple(f"x{j}" for j in range(dataset.dim)),
+                label="phi",
+                carry_key=True,
+            )
+            ffn1 = _three_lanes(mlp)
+            proj = integer_projection(
+                [vectors_of[t] for t in labelled + extra], random.Random(seed)
+            )
+        else:
+            ffn1 = _token_ids_only([vectors_of[t] for t in tokens], seed, "phi")
+            proj = integer_projection([vectors_of[t] for t in tokens], random.Random(seed))
         key_of = {t: proj.key(vectors_of[t]) for t in tokens}
+        sublayers = (ffn1,)
 
-    # intended context ids at the last position: (φ̃(x_n), t(x_n), Σ φ̃ / n)
+    # intended context ids: (φ̃(x_k), id(x_k), Σ φ̃ / n) at the positions that are judged
     ctx_label: dict[tuple, int] = {}
-    first_seq: dict[tuple, int] = {}
+    owner: dict[tuple, tuple] = {}
     collisions = []
-    for i in range(dataset.size):
-        last = sv.last[i]
+    for i, k, y in _items(dataset, variant):
+        tok = sv.canonical[dataset.sequences[i][k]]
         seq_sum = sum(c * f.get(t, 0) for t, c in sv.multisets[i])
-        cid = (mpq(f.get(last, 0)), mpq(key_of[last]), mpq(seq_sum, n))
-        j = first_seq.setdefault(cid, i)
-        if ctx_label.setdefault(cid, dataset.labels[i]) != dataset.labels[i]:
-            collisions.append((j, i))
+        if variant == "ks25-deep-sets":
+            cid = (mpq(0), mpq(0), mpq(seq_sum, n))
+        else:
+            cid = (mpq(f.get(tok, 0)), mpq(key_of[tok]), mpq(seq_sum, n))
+        j = owner.setdefault(cid, (i, k))
+        if ctx_label.setdefault(cid, y) != y:
+            collisions.append((j[0], i))
     points = list(ctx_label)
-    ffn2, f2_witness = build_memorizer(
+    projection = None
+    if variant == "ks25-deep-sets":  # ρ̃ reads the sum only (Theorem D.1)
+        lowest = min(p[2] for p in points)
+        projection = Projection(n, (0, 0, 1), int(2 - 2 * n * lowest))
+    ffn2, f2_witness = _memorizer(
         points,
         [ctx_label[p] for p in points],
+        options=options,
         num_classes=dataset.num_classes,
-        gadget=gadget,
         seed=seed + 1,
-        input_names=("phi", "tid", "seq"),
+        input_names=LANES,
         label="f2",
+        **({"projection": projection} if projection else {}),
     )
     model = Transformer(
-        input_dim=d,
-        sublayers=(ffn1, _uniform_attention(score), ffn2),
+        input_dim=len(dataset.vocab) if token_ids else dataset.dim,
+        sublayers=sublayers + (_uniform_attention(options.get("attention", "softmax")), ffn2),
+        embed=first if token_ids else None,
+        token_inputs=token_ids,
         meta={
-            "construction": "ks25-next-token",
-            "theorem": "Kajitsuka & Sato 2025, Theorem 4.1 (B.1)",
+            "construction": variant,
+            "theorem": VARIANTS[variant],
             "options": {
                 k: (v if not isinstance(v, tuple) else list(v)) for k, v in options.items()
             },
             "sequence_length": n,
             "position_aware": bool(options.get("position_aware")),
+            "token_id_gap": 1 if token_ids else 2,
         },
     )
     witness = KS25Witness(
-        scheme=scheme,
+        scheme=options.get("sequence_weights", "random"),
         witness_tokens=tuple(A),
-        weights=tuple(f[x] for x in A),
+        weights=tuple(f.get(x, 0) for x in A),
         distinct_multisets=len(distinct),
         direction=direction,
         collisions=tuple(collisions),

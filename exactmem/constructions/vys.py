@@ -45,6 +45,11 @@ from exactmem.model import MLP, Transformer
 
 __all__ = [
     "GADGETS",
+    "Packing",
+    "build_split_memorizer",
+    "budget_group_size",
+    "emit",
+    "pack",
     "MemorizerWitness",
     "Projection",
     "build",
@@ -361,6 +366,135 @@ def _pack(values: Sequence[int], bits: int) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class Packing:
+    """The packed layout of one Lemma C.1 network over integer keys (Stage II and III data).
+
+    Keys of the first ``labelled`` points are packed, sorted, in groups of K slots; the rest are
+    extra points that must map to 0.
+    """
+
+    gadget: str
+    key_bits: int
+    label_bits: int
+    group_size: int
+    groups: int
+    thresholds: tuple[int, ...]
+    packed_keys: tuple[int, ...]
+    packed_labels: tuple[int, ...]
+    group_of: tuple[int, ...]
+    slot_of: tuple[int, ...]
+    paper_group_size: int
+    bit_widths: str
+
+    def layout(self) -> dict:
+        return {
+            "lemma": "Kajitsuka & Sato 2025, Lemma C.1 (Vardi et al. 2022, Theorem 3.1)",
+            "gadget": self.gadget,
+            "key_bits": self.key_bits,
+            "label_bits": self.label_bits,
+            "group_size": self.group_size,
+            "groups": self.groups,
+            "paper_group_size": self.paper_group_size,
+            "bit_widths": self.bit_widths,
+        }
+
+
+def pack(
+    keys: Sequence[int],
+    labels: Sequence[int],
+    *,
+    num_classes: int,
+    gadget: str = "peel",
+    group_size: int | None = None,
+    bit_widths: str = "corrected",
+    max_group_size: int | None = None,
+) -> Packing:
+    """Sort the labelled keys (the first ``len(labels)``), group them and pack u_j, w_j."""
+    N = len(labels)
+    rho = bitlen(max(keys[:N]))
+    c = bitlen(num_classes)
+    if bit_widths == "paper":
+        rho, c = c, rho  # as printed in Lemma C.1, Stage III (digest erratum 2): refuted
+    elif bit_widths != "corrected":
+        raise InputError(f"bit_widths must be 'corrected' or 'paper', got {bit_widths!r}")
+    K = group_size if group_size is not None else choose_group_size(N, gadget, rho, c)
+    if max_group_size is not None:
+        K = min(K, max_group_size)
+    if K < 1:
+        raise InputError(f"group_size must be ≥ 1, got {K}")
+    order = sorted(range(N), key=lambda i: keys[i])
+    m = math.ceil(N / K)
+    group_of = [0] * len(keys)
+    slot_of = [-1] * len(keys)
+    us, ws, thresholds = [], [], []
+    for j in range(m):
+        members = order[j * K : (j + 1) * K]
+        for s, i in enumerate(members):
+            group_of[i], slot_of[i] = j, s
+        pad = K - len(members)
+        us.append(_pack([keys[i] for i in members] + [0] * pad, rho))
+        ws.append(_pack([labels[i] for i in members] + [0] * pad, c))
+        if j:
+            thresholds.append(keys[members[0]])
+    for i in range(N, len(keys)):
+        group_of[i] = sum(1 for a in thresholds if keys[i] >= a)
+    return Packing(
+        gadget,
+        rho,
+        c,
+        K,
+        m,
+        tuple(thresholds),
+        tuple(us),
+        tuple(ws),
+        tuple(group_of),
+        tuple(slot_of),
+        paper_group_size(N),
+        bit_widths,
+    )
+
+
+def emit(circ: Circuit, t: Lin, packing: Packing, *, carry_key: bool = False) -> Lin:
+    """Append Stages II and III of one memorizer to ``circ``; returns the output expression."""
+    p = packing
+    t, U, W = _stage2(circ, t, p.thresholds, p.packed_keys, p.packed_labels)
+    stage3 = _stage3_peel if p.gadget == "peel" else _stage3_tent
+    return stage3(circ, t, U, W, p.group_size, p.key_bits, p.label_bits, carry_key)
+
+
+def _validated_points(points, labels, num_classes, extra_points, gadget) -> list:
+    if gadget not in GADGETS:
+        raise InputError(f"gadget {gadget!r} is not one of {', '.join(GADGETS)}")
+    if not points:
+        raise InputError("the memorizer needs at least one labelled point")
+    if len(labels) != len(points):
+        raise InputError(f"{len(labels)} labels for {len(points)} points")
+    for i, y in enumerate(labels):
+        if not 1 <= y <= num_classes:
+            raise InputError(f"labels[{i}]: {y} is outside 1..C with C = {num_classes}")
+    everything = list(points) + list(extra_points)
+    d = len(everything[0])
+    for i, p in enumerate(everything):
+        if len(p) != d:
+            raise InputError(f"point {i}: {len(p)} coordinates, expected {d}")
+    seen: dict[tuple, int] = {}
+    for i, p in enumerate(everything):
+        j = seen.setdefault(tuple(p), i)
+        if j != i:
+            raise InputError(f"points {j} and {i} are equal; the memorizer needs distinct points")
+    return everything
+
+
+def _keys(everything, projection, seed, direction_bound) -> tuple[Projection, list[int]]:
+    if projection is None:
+        projection = integer_projection(everything, random.Random(seed), bound=direction_bound)
+    keys = [projection.key(p) for p in everything]
+    if min(keys) < 1 or len(set(keys)) != len(keys):
+        raise InputError("the projection must give distinct keys ≥ 1 on all points")
+    return projection, keys
+
+
 def build_memorizer(
     points: Sequence[Vector],
     labels: Sequence[int],
@@ -383,92 +517,106 @@ def build_memorizer(
     second output ``key`` (Kajitsuka & Sato 2025, eqs. (50)–(51): F^(FF)_1 = (φ̃, F, 0), the
     token id sharing φ̃'s projection as the digest's §2.4 allows).
     """
-    if gadget not in GADGETS:
-        raise InputError(f"gadget {gadget!r} is not one of {', '.join(GADGETS)}")
-    if not points:
-        raise InputError("the memorizer needs at least one labelled point")
-    if len(labels) != len(points):
-        raise InputError(f"{len(labels)} labels for {len(points)} points")
-    for i, y in enumerate(labels):
-        if not 1 <= y <= num_classes:
-            raise InputError(f"labels[{i}]: {y} is outside 1..C with C = {num_classes}")
-    everything = list(points) + list(extra_points)
-    d = len(everything[0])
-    for i, p in enumerate(everything):
-        if len(p) != d:
-            raise InputError(f"point {i}: {len(p)} coordinates, expected {d}")
-    seen: dict[tuple, int] = {}
-    for i, p in enumerate(everything):
-        j = seen.setdefault(tuple(p), i)
-        if j != i:
-            raise InputError(f"points {j} and {i} are equal; the memorizer needs distinct points")
-    if projection is None:
-        projection = integer_projection(everything, random.Random(seed), bound=direction_bound)
-    keys = [projection.key(p) for p in everything]
-    if min(keys) < 1 or len(set(keys)) != len(keys):
-        raise InputError("the projection must give distinct keys ≥ 1 on all points")
-    N = len(points)
-    rho = bitlen(max(keys[:N]))
-    c = bitlen(num_classes)
-    if bit_widths == "paper":
-        rho, c = c, rho  # as printed in Lemma C.1, Stage III (digest erratum 2): refuted
-    elif bit_widths != "corrected":
-        raise InputError(f"bit_widths must be 'corrected' or 'paper', got {bit_widths!r}")
-    K = group_size if group_size is not None else choose_group_size(N, gadget, rho, c)
-    if K < 1:
-        raise InputError(f"group_size must be ≥ 1, got {K}")
-    order = sorted(range(N), key=lambda i: keys[i])
-    m = math.ceil(N / K)
-    group_of = [0] * len(everything)
-    slot_of = [-1] * len(everything)
-    us, ws, thresholds = [], [], []
-    for j in range(m):
-        members = order[j * K : (j + 1) * K]
-        for s, i in enumerate(members):
-            group_of[i], slot_of[i] = j, s
-        pad = K - len(members)
-        us.append(_pack([keys[i] for i in members] + [0] * pad, rho))
-        ws.append(_pack([labels[i] for i in members] + [0] * pad, c))
-        if j:
-            thresholds.append(keys[members[0]])
-    for i in range(N, len(everything)):
-        group_of[i] = sum(1 for a in thresholds if keys[i] >= a)
-
-    names = tuple(input_names) if input_names else tuple(f"x{j}" for j in range(d))
-    circ = Circuit(names)
-    t0 = projection.expr(names)
-    t, U, W = _stage2(circ, t0, thresholds, us, ws)
-    stage3 = _stage3_peel if gadget == "peel" else _stage3_tent
-    out = stage3(circ, t, U, W, K, rho, c, carry_key)
-    outputs = {"out": out, "key": var("t")} if carry_key else {"out": out}
-    layout = {
-        "lemma": "Kajitsuka & Sato 2025, Lemma C.1 (Vardi et al. 2022, Theorem 3.1)",
-        "gadget": gadget,
-        "key_bits": rho,
-        "label_bits": c,
-        "group_size": K,
-        "groups": m,
-        "paper_group_size": paper_group_size(N),
-        "bit_widths": bit_widths,
-    }
-    mlp = circ.finish(outputs, residual=False, label=label, meta=layout)
-    witness = MemorizerWitness(
+    everything = _validated_points(points, labels, num_classes, extra_points, gadget)
+    projection, keys = _keys(everything, projection, seed, direction_bound)
+    packing = pack(
+        keys,
+        labels,
+        num_classes=num_classes,
         gadget=gadget,
-        key_bits=rho,
-        label_bits=c,
-        group_size=K,
-        groups=m,
-        paper_group_size=paper_group_size(N),
-        thresholds=tuple(thresholds),
-        packed_keys=tuple(us),
-        packed_labels=tuple(ws),
+        group_size=group_size,
+        bit_widths=bit_widths,
+    )
+    names = tuple(input_names) if input_names else tuple(f"x{j}" for j in range(len(points[0])))
+    circ = Circuit(names)
+    out = emit(circ, projection.expr(names), packing, carry_key=carry_key)
+    outputs = {"out": out, "key": var("t")} if carry_key else {"out": out}
+    mlp = circ.finish(outputs, residual=False, label=label, meta=packing.layout())
+    return mlp, _witness(packing, keys, labels, len(extra_points), projection)
+
+
+def _witness(p: Packing, keys, labels, extra: int, projection) -> MemorizerWitness:
+    return MemorizerWitness(
+        gadget=p.gadget,
+        key_bits=p.key_bits,
+        label_bits=p.label_bits,
+        group_size=p.group_size,
+        groups=p.groups,
+        paper_group_size=p.paper_group_size,
+        thresholds=p.thresholds,
+        packed_keys=p.packed_keys,
+        packed_labels=p.packed_labels,
         keys=tuple(keys),
-        labels=tuple(labels) + (0,) * len(extra_points),
-        group_of=tuple(group_of),
-        slot_of=tuple(slot_of),
+        labels=tuple(labels) + (0,) * extra,
+        group_of=p.group_of,
+        slot_of=p.slot_of,
         projection=projection,
     )
-    return mlp, witness
+
+
+def budget_group_size(B: int) -> int:
+    """Slots per group under bit budget B: K_B = ⌈B / √log₂ B⌉ (Theorem F.1, digest §6)."""
+    return max(1, math.ceil(B / math.sqrt(math.log2(max(B, 2)))))
+
+
+def build_split_memorizer(
+    points: Sequence[Vector],
+    labels: Sequence[int],
+    *,
+    num_classes: int,
+    budget: int,
+    extra_points: Sequence[Vector] = (),
+    gadget: str = "peel",
+    seed: int = 0,
+    input_names: Sequence[str] | None = None,
+    label: str = "memorizer",
+    carry_key: bool = False,
+) -> tuple[MLP, list[Packing]]:
+    """Theorem F.1 (Kajitsuka & Sato 2025, App. F): the labelled points split into ⌈N/B²⌉
+    sub-networks of B² points, each a Lemma C.1 network that maps every other point to 0; run
+    one after the other on the shared key t and summed into the lane ``acc``. Groups hold at
+    most K_B = ⌈B/√log₂ B⌉ slots, which caps the packed integers at K_B·max(ρ, c) bits.
+    """
+    if budget < 2:
+        raise InputError(f"bit budget B must be ≥ 2, got {budget}")
+    everything = _validated_points(points, labels, num_classes, extra_points, gadget)
+    projection, keys = _keys(everything, None, seed, None)
+    N = len(points)
+    chunk = budget * budget
+    order = sorted(range(N), key=lambda i: keys[i])
+    names = tuple(input_names) if input_names else tuple(f"x{j}" for j in range(len(points[0])))
+    circ = Circuit(names)
+    t = projection.expr(names)
+    packings = []
+    parts = [order[s : s + chunk] for s in range(0, N, chunk)]
+    for j, part in enumerate(parts):
+        mine = set(part)
+        others = [i for i in range(len(everything)) if i not in mine]
+        sub_keys = [keys[i] for i in part] + [keys[i] for i in others]
+        packing = pack(
+            sub_keys,
+            [labels[i] for i in part],
+            num_classes=num_classes,
+            gadget=gadget,
+            max_group_size=budget_group_size(budget),
+        )
+        packings.append(packing)
+        circ.probe_prefix = f"net{j}."
+        last = j == len(parts) - 1
+        out = emit(circ, t, packing, carry_key=carry_key or not last)
+        t = var("t")
+        circ.keep["acc"] = (circ.keep["acc"] if j else const(0)) + out
+    circ.probe_prefix = ""
+    total = circ.keep.pop("acc")
+    outputs = {"out": total, "key": var("t")} if carry_key else {"out": total}
+    meta = {
+        "lemma": "Kajitsuka & Sato 2025, Theorem F.1 (sub-networks of Lemma C.1, summed)",
+        "budget": budget,
+        "subnetworks": [{"label": label, **p.layout()} for p in packings],
+        "points": [[int(i) for i in part] for part in parts],
+    }
+    mlp = circ.finish(outputs, residual=False, label=label, meta=meta)
+    return mlp, packings
 
 
 def build(dataset: Dataset, options: dict) -> tuple[Transformer, MemorizerWitness]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.errors import InconclusiveError
+from exactmem.errors import InconclusiveError, InputError
 from exactmem.model import MLP, Affine, Attention, Transformer
 
 __all__ = ["AttentionStat", "LayerStat", "Stream", "Trace", "run", "run_points"]
@@ -81,6 +81,7 @@ class Trace:
     stats: list[LayerStat] = field(default_factory=list)
     attention: list[AttentionStat] = field(default_factory=list)
     streams: list[Stream] = field(default_factory=list)
+    embedded: Stream | None = None
     _lanes: dict[str, tuple[np.ndarray, int, np.ndarray]] = field(default_factory=dict)
 
     @property
@@ -242,6 +243,12 @@ def _to_batch(columns: list[tuple[mpq, ...]], dim: int) -> tuple[Batch, int]:
 # --------------------------------------------------------------------------- driver
 
 
+def _stream_names(trace: Trace) -> tuple[str, ...]:
+    if trace.streams:
+        return trace.streams[-1].names
+    return trace.embedded.names if trace.embedded else ()
+
+
 def run(
     model: Transformer,
     vocab: Sequence[Sequence[mpq]],
@@ -262,8 +269,18 @@ def run(
     used = sorted({tok for s in sequences for tok in s})
     where = {tok: r for r, tok in enumerate(used)}
     index = np.array([[where[tok] for tok in s] for s in sequences], dtype=np.int64).reshape(N, n)
-    X, den = _to_batch([tuple(mpq(v) for v in vocab[tok]) for tok in used], model.input_dim)
     size = len(used)
+    if model.token_inputs:
+        if used and used[-1] >= model.input_dim:
+            raise InputError(
+                f"token {used[-1]} is outside the embedding table of {model.input_dim} tokens"
+            )
+        one_hot = [
+            np.array([int(tok == j) for tok in used], dtype=object) for j in range(model.input_dim)
+        ]
+        X, den = one_hot, 1
+    else:
+        X, den = _to_batch([tuple(mpq(v) for v in vocab[tok]) for tok in used], model.input_dim)
     trace = Trace(outputs=[])
     last_attention = max(
         (i for i, s in enumerate(model.sublayers) if isinstance(s, Attention)), default=-1
@@ -275,6 +292,7 @@ def run(
     if model.embed:
         X, den = _affine(model.embed, X, den, size)
         X, den = _reduce(X, den)
+        trace.embedded = Stream(model.embed.names, _columns(X, den), index)
     for si, sub in enumerate(model.sublayers):
         if progress:
             progress(f"sub-layer {si + 1}/{len(model.sublayers)} on {size} distinct columns")
@@ -282,7 +300,7 @@ def run(
             X, den = _mlp(sub, X, den, size, si, on_probe, trace.stats, progress)
             names = sub.layers[-1].names
             if sub.residual or not names:
-                names = trace.streams[-1].names if trace.streams else names
+                names = _stream_names(trace) or names
             trace.streams.append(Stream(tuple(names), _columns(X, den), index))
             continue
         cols = _columns(X, den)
@@ -298,8 +316,7 @@ def run(
         index = new_index
         X, den = _to_batch(list(distinct), len(mixed[0][0]) if mixed else 0)
         size = len(distinct)
-        names = trace.streams[-1].names if trace.streams else ()
-        trace.streams.append(Stream(tuple(names), list(distinct), index))
+        trace.streams.append(Stream(tuple(_stream_names(trace)), list(distinct), index))
     if model.unembed:
         X, den = _affine(model.unembed, X, den, size)
         X, den = _reduce(X, den)
