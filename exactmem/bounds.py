@@ -17,7 +17,7 @@ from flint import arb, ctx, fmpq
 
 from exactmem.errors import InputError
 
-__all__ = ["BoundResult", "decide_le", "evaluate_ball", "parse_formula"]
+__all__ = ["BoundResult", "decide_ge", "decide_le", "evaluate_ball", "parse_formula"]
 
 FUNCTIONS = {
     "sqrt": sympy.sqrt,
@@ -133,6 +133,21 @@ def decide_le(value: int, expr: sympy.Expr) -> BoundResult:
             if ball >= value:
                 return BoundResult(True, value, ball.str(10, radius=False))
             if ball < value:
+                return BoundResult(False, value, ball.str(10, radius=False))
+        precision *= 2
+    return BoundResult(None, value, "undecided" if ball is None else ball.str(10))
+
+
+def decide_ge(value: int, expr: sympy.Expr) -> BoundResult:
+    """Decide ``value ≥ expr`` rigorously (a lower bound such as W ≥ √(nN/…))."""
+    precision = 128
+    ball = None
+    while precision <= MAX_PRECISION:
+        ball = evaluate_ball(expr, precision)
+        if ball is not None:
+            if ball <= value:
+                return BoundResult(True, value, ball.str(10, radius=False))
+            if ball > value:
                 return BoundResult(False, value, ball.str(10, radius=False))
         precision *= 2
     return BoundResult(None, value, "undecided" if ball is None else ball.str(10))

@@ -22,6 +22,7 @@ from exactmem.errors import InputError
 from exactmem.evaluate.reference import run
 from exactmem.exact import format_rational
 from exactmem.io import model_hash
+from exactmem.lower_bounds import lower_bound_checks
 from exactmem.model import MLP, Transformer, resources
 from exactmem.sequences import check_consistency, view, with_positions
 from exactmem.verify import Certificate, activation_summary, check_memorizer, check_outputs
@@ -130,6 +131,7 @@ def _points(model, dataset, progress):
             raise InputError(f"the model outputs {len(out[0])} values per input, expected 1")
         outs.append((f"points[{i}]", out[0][0], y))
     checks = [check_outputs("labels", outs)]
+    checks += lower_bound_checks(model, dataset)
     first = model.sublayers[0] if model.sublayers else None
     if isinstance(first, MLP) and "group_size" in first.meta:
         expected = {i: y for i, y in enumerate(dataset.labels)}
@@ -168,6 +170,7 @@ def _sequences(model, dataset, progress):
     checks = [check_outputs("labels", outs)]
     if construction.startswith("ks25-"):
         checks += check_ks25(trace, model, dataset, sv)
+    checks += lower_bound_checks(model, dataset, sv)
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {
         "N": dataset.size,

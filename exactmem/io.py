@@ -15,7 +15,15 @@ from pathlib import Path
 from exactmem.data import read_json_file
 from exactmem.errors import InputError
 from exactmem.exact import from_hex, to_hex
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Probe, Transformer
+from exactmem.model import (
+    MLP,
+    Affine,
+    Attention,
+    AttentionHead,
+    PositionalEncoding,
+    Probe,
+    Transformer,
+)
 
 __all__ = [
     "CERTIFICATE_FORMAT",
@@ -51,7 +59,28 @@ def _affine_json(a: Affine) -> dict:
     }
 
 
-def _sublayer_json(s: MLP | Attention) -> dict:
+def _rational_json(v) -> list[str]:
+    return [to_hex(int(v.numerator)), to_hex(int(v.denominator))]
+
+
+def _rational_from(obj: object, where: str):
+    from gmpy2 import mpq
+
+    if not isinstance(obj, list) or len(obj) != 2:
+        raise InputError(f"{where}: expected [numerator, denominator] in hex")
+    p, q = from_hex(obj[0], where), from_hex(obj[1], where)
+    if q < 1:
+        raise InputError(f"{where}: denominator must be positive")
+    return mpq(p, q)
+
+
+def _sublayer_json(s: MLP | Attention | PositionalEncoding) -> dict:
+    if isinstance(s, PositionalEncoding):
+        return {
+            "kind": "positional",
+            "label": s.label,
+            "table": [[_rational_json(v) for v in row] for row in s.table],
+        }
     if isinstance(s, MLP):
         return {
             "kind": "mlp",
@@ -205,6 +234,14 @@ def _sublayer_from(obj: object, where: str) -> MLP | Attention:
         if isinstance(exc, InputError):
             raise
         raise InputError(f"{where}: {exc}") from None
+    if kind == "positional":
+        rows = _field(obj, "table", list, where)
+        table = []
+        for k, row in enumerate(rows):
+            if not isinstance(row, list) or (table and len(row) != len(table[0])):
+                raise InputError(f"{where}.table[{k}]: rows must be lists of equal length")
+            table.append(tuple(_rational_from(v, f"{where}.table[{k}]") for v in row))
+        return PositionalEncoding(tuple(table), label)
     raise InputError(f"{where}.kind: unknown sub-layer kind {kind!r}")
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "Affine",
     "Attention",
     "AttentionHead",
+    "PositionalEncoding",
     "Probe",
     "Resources",
     "Transformer",
@@ -180,7 +181,22 @@ class Attention:
                     raise ValueError("attention maps are linear: biases must be zero")
 
 
-Sublayer = MLP | Attention
+@dataclass(frozen=True)
+class PositionalEncoding:
+    """Adds a fixed exact vector to the column at each position: Z[:, k] += table[k].
+
+    A standard component that breaks permutation equivariance; the Kajitsuka–Sato constructions
+    use none, and the Theorem 4.2 check must notice one."""
+
+    table: tuple[tuple[mpq, ...], ...]
+    label: str = ""
+
+    @property
+    def width(self) -> int:
+        return len(self.table[0]) if self.table else 0
+
+
+Sublayer = MLP | Attention | PositionalEncoding
 
 
 @dataclass(frozen=True)
@@ -212,6 +228,9 @@ class Transformer:
                 if s.in_dim != width:
                     raise ValueError(f"MLP {s.label!r} expects width {s.in_dim}, stream is {width}")
                 width = s.out_dim
+            elif isinstance(s, PositionalEncoding):
+                if s.width != width:
+                    raise ValueError(f"positional encoding {s.label!r} does not fit width {width}")
             else:
                 for h in s.heads:
                     if h.query.in_dim != width or h.output.out_dim != width:
@@ -227,7 +246,7 @@ class Transformer:
             if isinstance(s, MLP):
                 for layer in s.layers:
                     yield layer, True
-            else:
+            elif isinstance(s, Attention):
                 for h in s.heads:
                     for m in (h.query, h.key, h.value, h.output):
                         yield m, False
@@ -269,21 +288,29 @@ def _widths(model: Transformer) -> Iterable[int]:
         if isinstance(s, MLP):
             for layer in s.layers:
                 yield layer.out_dim
-        else:
+        elif isinstance(s, Attention):
             yield sum(h.value.out_dim for h in s.heads)
 
 
 def resources(model: Transformer) -> Resources:
     """Width, depth, parameter counts and bits of ``model`` (see :class:`Resources`)."""
     depth = relu = 0
+    dense = nonzero = total_bits = 0
+    max_bits = 0
     for s in model.sublayers:
         if isinstance(s, MLP):
             depth += len(s.layers)
             relu += len(s.layers) - 1
-        else:
+        elif isinstance(s, Attention):
             depth += 1
-    dense = nonzero = total_bits = 0
-    max_bits = 0
+        else:  # a positional encoding: its table entries are parameters, it adds no depth
+            entries = [v for row in s.table for v in row]
+            dense += len(entries)
+            nonzero += sum(1 for v in entries if v)
+            for v in entries:
+                if v:
+                    total_bits += parameter_bits(v)
+                    max_bits = max(max_bits, parameter_bits(v))
     bit_cache: dict[tuple[int, int], int] = {}
     for affine, with_bias in model.affines():
         dense += affine.dense_count(with_bias=with_bias)

@@ -19,7 +19,7 @@ import numpy as np
 from gmpy2 import mpq
 
 from exactmem.errors import InconclusiveError, InputError
-from exactmem.model import MLP, Affine, Attention, Transformer
+from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 
 __all__ = ["AttentionStat", "LayerStat", "Stream", "Trace", "run", "run_points"]
 
@@ -283,7 +283,7 @@ def run(
         X, den = _to_batch([tuple(mpq(v) for v in vocab[tok]) for tok in used], model.input_dim)
     trace = Trace(outputs=[])
     last_attention = max(
-        (i for i, s in enumerate(model.sublayers) if isinstance(s, Attention)), default=-1
+        (i for i, s in enumerate(model.sublayers) if not isinstance(s, MLP)), default=-1
     )
 
     def on_probe(name: str, values: np.ndarray, vden: int) -> None:
@@ -305,8 +305,22 @@ def run(
             continue
         cols = _columns(X, den)
         seq_cols = [[cols[r] for r in row] for row in index]
-        mixed, unequal = _attention(sub, seq_cols)
-        trace.attention.append(AttentionStat(si, N * n * len(sub.heads), unequal))
+        if isinstance(sub, PositionalEncoding):
+            if n > len(sub.table):
+                raise InputError(
+                    f"positional encoding {sub.label!r} covers {len(sub.table)} "
+                    f"positions, the sequences have {n}"
+                )
+            mixed = [
+                [
+                    tuple(a + b for a, b in zip(col, sub.table[k], strict=True))
+                    for k, col in enumerate(seq)
+                ]
+                for seq in seq_cols
+            ]
+        else:
+            mixed, unequal = _attention(sub, seq_cols)
+            trace.attention.append(AttentionStat(si, N * n * len(sub.heads), unequal))
         keep = range(n - 1, n) if positions == "last" and si == last_attention else range(n)
         distinct: dict[tuple, int] = {}
         new_index = np.zeros((N, len(keep)), dtype=np.int64)

@@ -1,0 +1,263 @@
+"""The lower bounds of Kajitsuka & Sato 2025 as checks every construction is held against.
+
+* Theorem 4.3 (hardmax Transformers, seq-to-seq, all nN tokens distinct): a network that
+  shatters the nN token labels has W ≥ √(nN / (9·log₂(48e·nN))) parameters.
+* The finer sign-pattern count of its proof (eqs. (72), (86)–(89), Goldberg–Jerrum's Lemma B.4):
+  for an architecture (d, m, s, H, q, L) the number of sign vectors K satisfies a product bound;
+  shattering needs 2^{nN} ≤ K, which caps the nN it can shatter.
+* Bit counting (Remarks 4.4, 4.6): one architecture with P parameters of b bits realises at most
+  2^{P·b} functions, so shattering N labels needs P·b ≥ N.
+* Theorem 4.2 (constant sequences): with identical columns, every column stays identical after
+  every layer, and the network equals an MLP applied to the first column.
+
+The formulas are those of kajitsuka_sato_2025.md §4 (as digested from the paper); every
+comparison is decided with Arb balls, never floats.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import sympy
+from flint import arb, ctx
+
+from exactmem.bounds import decide_ge
+from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer, resources
+
+__all__ = [
+    "Architecture",
+    "architecture_of",
+    "bit_count_holds",
+    "constant_sequence_check",
+    "max_shatterable",
+    "sign_pattern_log2",
+    "theorem_4_3_bound",
+    "theorem_4_3_holds",
+]
+
+
+def theorem_4_3_bound(n: int, N: int) -> sympy.Expr:
+    """√(nN / (9·log₂(48e·nN))) (Theorem 4.3)."""
+    nN = sympy.Integer(n * N)
+    return sympy.sqrt(nN / (9 * sympy.log(48 * sympy.E * nN, 2)))
+
+
+def theorem_4_3_holds(parameters: int, n: int, N: int):
+    """Decide W ≥ √(nN / (9·log₂(48e·nN))) rigorously (a ``BoundResult``)."""
+    return decide_ge(parameters, theorem_4_3_bound(n, N))
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The block architecture of the lower-bound proof: input dimension d, stream width m,
+    head size s, heads H, FFN width q, blocks L (Kajitsuka & Sato 2025, Sec. 3.2)."""
+
+    d: int
+    m: int
+    s: int
+    H: int
+    q: int
+    L: int
+
+    def parameters_before(self, layer: int) -> int:
+        """W_l = m·d + l·[4msH + 2(m + 1)q] (the proof's bookkeeping, digest §4.2)."""
+        return self.m * self.d + layer * (4 * self.m * self.s * self.H + 2 * (self.m + 1) * self.q)
+
+    @property
+    def parameters(self) -> int:
+        return self.parameters_before(self.L)
+
+
+def architecture_of(model: Transformer) -> Architecture:
+    """The block architecture that contains ``model``: every MLP hidden layer becomes one block
+    (attention set to zero, as the paper realises deep F^(FF)), every attention layer one block;
+    widths are the model's width."""
+    res = resources(model)
+    heads = [a for a in model.sublayers if isinstance(a, Attention)]
+    H = max((len(a.heads) for a in heads), default=1)
+    s = max((h.value.out_dim for a in heads for h in a.heads), default=1)
+    blocks = sum(len(x.layers) - 1 for x in model.sublayers if isinstance(x, MLP)) + len(heads)
+    return Architecture(d=model.input_dim, m=res.width, s=s, H=H, q=res.width, L=max(blocks, 1))
+
+
+def _log2_factor(coefficient: arb, exponent: int) -> arb:
+    """log₂ of (coefficient / exponent)^exponent."""
+    return exponent * (coefficient / exponent).log() / arb(2).log()
+
+
+def sign_pattern_log2(arch: Architecture, n: int, N: int, precision: int = 256) -> arb:
+    """log₂ of the product bound on the number of sign vectors K (eqs. (72), (86)–(89))."""
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        e8 = 8 * arb.const_e()
+        m, s, H, q, L = arch.m, arch.s, arch.H, arch.q, arch.L
+        total = arb(0)
+        for layer in range(1, L + 1):
+            before = arch.parameters_before(layer - 1)
+            att = before + 2 * m * s * H
+            total += _log2_factor(e8 * n**3 * H * N * (8 * layer - 4), att)
+            ffn = att + (m + 1) * q
+            total += _log2_factor(e8 * n * q * N * 4 * layer, ffn)
+        W = arch.parameters
+        total += _log2_factor(e8 * n * N * (4 * L + 2), W)
+        return total
+    finally:
+        ctx.prec = old
+
+
+def max_shatterable(arch: Architecture, n: int, limit: int = 1 << 60) -> int:
+    """The largest N such that 2^{nN} ≤ K(N) is not excluded (binary search, Arb-decided:
+    N is excluded only when n·N > log₂ K(N) certainly)."""
+
+    def excluded(N: int) -> bool:
+        return bool(sign_pattern_log2(arch, n, N) < n * N)
+
+    lo, hi = 1, 2
+    while not excluded(hi):
+        lo, hi = hi, hi * 2
+        if hi > limit:
+            return limit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if excluded(mid) else (mid, hi)
+    return lo
+
+
+def bit_count_holds(parameters: int, max_bits: int, labels: int) -> bool:
+    """Remarks 4.4/4.6: P·b ≥ number of binary labels a fixed architecture must shatter."""
+    return parameters * max_bits >= labels
+
+
+# --------------------------------------------------------------------------- Theorem 4.2
+
+
+def _attention_as_linear(att: Attention, width: int) -> MLP:
+    """On identical columns every attention returns the common value: the sub-layer acts as
+    H ↦ H + Σ_h W_O^h W_V^h H (eq. (65)), one affine layer in residual form."""
+    den = math.lcm(*[h.value.denominator * h.output.denominator for h in att.heads]) or 1
+    dense = [[0] * width for _ in range(width)]
+    for h in att.heads:
+        scale = den // (h.value.denominator * h.output.denominator)
+        for i, orow in enumerate(h.output.rows):
+            for j, a in orow:
+                for c, b in h.value.rows[j]:
+                    dense[i][c] += a * b * scale
+    return MLP((Affine.from_dense(dense, None, den),), residual=True, label=att.label)
+
+
+def equivalent_mlp(model: Transformer) -> Transformer:
+    """The model on constant sequences: attention replaced by its linear action (Theorem 4.2)."""
+    subs = []
+    width = model.embed.out_dim if model.embed else model.input_dim
+    for s in model.sublayers:
+        if isinstance(s, Attention):
+            subs.append(_attention_as_linear(s, width))
+        elif isinstance(s, PositionalEncoding):  # what the first column sees
+            den = math.lcm(*[int(v.denominator) for v in s.table[0]])
+            bias = [int(v * den) for v in s.table[0]]
+            subs.append(MLP((Affine(width, ((),) * width, tuple(bias), den),), residual=True))
+        else:
+            subs.append(s)
+            width = s.out_dim
+    return Transformer(
+        model.input_dim,
+        tuple(subs),
+        model.embed,
+        model.unembed,
+        dict(model.meta),
+        model.token_inputs,
+    )
+
+
+def constant_sequence_check(model: Transformer, vocab, tokens, n: int):
+    """Theorem 4.2 on the constant sequences (x, x, …, x) for x in ``tokens``: every column
+    identical after every sub-layer, and the output equal to the MLP of :func:`equivalent_mlp`
+    applied to x. Returns a :class:`~exactmem.verify.Check`."""
+    from exactmem.evaluate.reference import run
+    from exactmem.verify import Check, _examples
+
+    sequences = [[t] * n for t in tokens]
+    trace = run(model, vocab, sequences)
+    bad = []
+    for si, stream in enumerate(trace.streams):
+        for i, row in enumerate(stream.index):
+            if len(set(int(r) for r in row)) != 1:
+                bad.append(f"sequence of vocab[{tokens[i]}]: columns differ after sub-layer {si}")
+                break
+    mlp_trace = run(equivalent_mlp(model), vocab, [[t] for t in tokens])
+    for i, (out, ref) in enumerate(zip(trace.outputs, mlp_trace.outputs, strict=True)):
+        if any(col != ref[0] for col in out):
+            bad.append(f"sequence of vocab[{tokens[i]}]: output differs from the equivalent MLP")
+    detail = (
+        f"on {len(tokens)} constant sequences every column stays identical and the "
+        "network equals an MLP on the first column"
+    )
+    return Check(
+        "lower_bound.theorem_4_2",
+        not bad,
+        _examples(bad) if bad else detail,
+        {"sequences": len(tokens), "sequence_length": n},
+    )
+
+
+def lower_bound_checks(model: Transformer, dataset, sv=None) -> list:
+    """The lower bounds that apply to a certified model on ``dataset``.
+
+    Always: bit counting (P·b ≥ the number of labels). Sequence tasks with a Kajitsuka–Sato
+    model: Theorem 4.2 on the constant sequences of (up to 50 of) the dataset's tokens.
+    Seq-to-seq with all nN tokens pairwise distinct (Theorem 4.3's hypothesis): W ≥ the
+    Theorem 4.3 bound, and nN within the eq. (72) count of the model's block architecture.
+    """
+    from exactmem.verify import Check
+
+    res = resources(model)
+    if dataset.task == "points":
+        labels, what = dataset.size, "N"
+    else:
+        n = len(dataset.sequences[0])
+        labels, what = (
+            (n * dataset.size, "nN") if dataset.task == "seq2seq" else (dataset.size, "N")
+        )
+    product = res.dense_parameters * res.max_bits
+    ok = bit_count_holds(res.dense_parameters, res.max_bits, labels)
+    checks = [
+        Check(
+            "lower_bound.bit_count",
+            ok,
+            f"parameters × max bits = {product} {'≥' if ok else '<'} {what} = {labels} "
+            f"(ratio {product / labels:.3g}; Remarks 4.4/4.6)",
+            {"parameters_times_bits": product, "labels": labels},
+        )
+    ]
+    if dataset.task == "points" or sv is None:
+        return checks
+    n = len(dataset.sequences[0])
+    if str(model.meta.get("construction", "")).startswith("ks25-"):
+        tokens = list(sv.tokens)[:50]
+        checks.append(constant_sequence_check(model, dataset.vocab, tokens, n))
+    all_distinct = len({sv.canonical[t] for s in dataset.sequences for t in s}) == labels
+    if dataset.task == "seq2seq" and all_distinct:
+        result = theorem_4_3_holds(res.dense_parameters, n, dataset.size)
+        checks.append(
+            Check(
+                "lower_bound.theorem_4_3",
+                result.holds is True,
+                f"W = {res.dense_parameters} ≥ √(nN/(9·log₂(48e·nN))) = {result.bound}",
+                {"parameters": res.dense_parameters, "bound": result.bound},
+            )
+        )
+        arch = architecture_of(model)
+        cap = max_shatterable(arch, n)
+        checks.append(
+            Check(
+                "lower_bound.sign_patterns",
+                dataset.size <= cap,
+                f"the block architecture (m={arch.m}, q={arch.q}, L={arch.L}, W={arch.parameters}) "
+                f"can shatter at most N = {cap} sequences of n = {n} by the eq. (72) count; "
+                f"N = {dataset.size}",
+                {"max_shatterable_N": cap, "architecture_parameters": arch.parameters},
+            )
+        )
+    return checks
