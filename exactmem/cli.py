@@ -27,15 +27,15 @@ CONSTRUCTIONS = {
     "(task points)",
     "ks25-next-token": "Kajitsuka & Sato 2025, Theorem 4.1: FFN + uniform attention + FFN, "
     "width 14 (task next-token)",
+    "ks25-seq2seq": "Kajitsuka & Sato 2025, Corollary 4.1: labels at every position (task seq2seq)",
+    "ks25-token-ids": "Kajitsuka & Sato 2025, Theorem E.1: an embedding table replaces F1 "
+    "(task next-token; tokens are vocabulary indices)",
+    "ks25-deep-sets": "Kajitsuka & Sato 2025, Theorem D.1: rho(sum phi) on multisets "
+    "(task next-token, labels by multiset)",
+    "ks25-bit-budget": "Kajitsuka & Sato 2025, Theorem F.1: memorizers split into sub-networks "
+    "of B^2 points (needs --set bit_budget=B)",
 }
-PLANNED = (
-    "ks25-seq2seq",
-    "ks25-token-ids",
-    "ks25-bit-budget",
-    "ks25-deep-sets",
-    "mahdavi24",
-    "dana25",
-)
+PLANNED = ("mahdavi24", "dana25")
 
 
 def _choice(*allowed: str):
@@ -66,6 +66,28 @@ MEMORIZER_OPTIONS = {
     ),
     "group_size": ("slots per group K (default: the K of least depth)", _positive),
 }
+KS25_OPTIONS = {
+    "gadget": MEMORIZER_OPTIONS["gadget"],
+    "sequence_weights": (
+        "random (default; Lemma B.2 fixed) | paper (Lemma B.2 as printed)",
+        _choice("random", "paper"),
+    ),
+    "paper_direction": (
+        "unit direction for sequence_weights=paper, e.g. 4/5,-3/5 (default: random, checked "
+        "against Park's inequality)",
+        lambda k, v: v,
+    ),
+    "attention": (
+        "softmax (default) | hardmax | uniform: all scores are 0 either way",
+        _choice("softmax", "hardmax", "uniform"),
+    ),
+    "position_aware": ("true: append the position k to every token (real text)", _boolean),
+    "bit_budget": (
+        "B: split each memorizer into sub-networks of B² points whose groups hold at most "
+        "⌈B/√log₂B⌉ slots (Theorem F.1)",
+        _positive,
+    ),
+}
 OPTIONS = {
     "vys": {
         **MEMORIZER_OPTIONS,
@@ -75,23 +97,11 @@ OPTIONS = {
             _choice("corrected", "paper"),
         ),
     },
-    "ks25-next-token": {
-        "gadget": MEMORIZER_OPTIONS["gadget"],
-        "sequence_weights": (
-            "random (default; Lemma B.2 fixed) | paper (Lemma B.2 as printed)",
-            _choice("random", "paper"),
-        ),
-        "paper_direction": (
-            "unit direction for sequence_weights=paper, e.g. 4/5,-3/5 (default:"
-            " random, checked against Park's inequality)",
-            lambda k, v: v,
-        ),
-        "attention": (
-            "softmax (default) | hardmax | uniform: all scores are 0 either way",
-            _choice("softmax", "hardmax", "uniform"),
-        ),
-        "position_aware": ("true: append the position k to every token (real text)", _boolean),
-    },
+    "ks25-next-token": KS25_OPTIONS,
+    "ks25-seq2seq": KS25_OPTIONS,
+    "ks25-deep-sets": KS25_OPTIONS,
+    "ks25-bit-budget": KS25_OPTIONS,
+    "ks25-token-ids": {k: v for k, v in KS25_OPTIONS.items() if k != "position_aware"},
 }
 
 EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input, 3 internal error,
@@ -149,7 +159,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"
     else:
         if args.N is None:
-            raise InputError("generate next-token needs --N")
+            raise InputError(f"generate {args.family} needs --N")
         ds = random_sequences(
             args.N,
             args.n or 16,
@@ -159,6 +169,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
             args.seed,
             family=args.sequences,
             coord_bound=args.coord_bound,
+            task="seq2seq" if args.family == "seq2seq" else "next-token",
+            labels_by="multiset" if args.family == "multisets" else "key",
         )
         what = f"{ds.size} sequences of {args.n or 16} tokens in Q^{ds.dim}"
     save_dataset(ds, args.out)
@@ -182,8 +194,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     options["seed"] = args.seed
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
-    builder = {"vys": vys.build, "ks25-next-token": ks25.build}[args.construction]
-    model, _ = builder(dataset, options)
+    if args.construction == "vys":
+        model, _ = vys.build(dataset, options)
+    else:
+        model, _ = ks25.build(dataset, options, args.construction)
     digest = save_model(model, args.out)
     res = resources(model)
     print(
@@ -308,9 +322,9 @@ def parser() -> argparse.ArgumentParser:
         + "\n  planned: "
         + ", ".join(PLANNED)
         + "".join(
-            f"\n\noptions of {c} (--set KEY=VALUE):\n"
-            + "\n".join(f"  {k:<17} {h}" for k, (h, _) in opts.items())
-            for c, opts in OPTIONS.items()
+            f"\n\noptions of {', '.join(c for c in OPTIONS if OPTIONS[c] is opts)} "
+            "(--set KEY=VALUE):\n" + "\n".join(f"  {k:<17} {h}" for k, (h, _) in opts.items())
+            for opts in {id(o): o for o in OPTIONS.values()}.values()
         )
         + "\n\n"
         + EPILOG,
@@ -355,9 +369,10 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="write a random dataset file", epilog=EPILOG)
     g.add_argument(
         "family",
-        choices=("points", "next-token", "zen"),
-        help="random points; random next-token sequences; windows of the Zen of "
-        "Python (next character or word)",
+        choices=("points", "next-token", "seq2seq", "multisets", "zen"),
+        help="random points; random sequences labelled at the last position (next-token), at "
+        "every position (seq2seq) or by multiset (multisets, for deep sets); windows of the Zen "
+        "of Python (next character or word)",
     )
     g.add_argument("--N", type=int, help="number of points or sequences")
     g.add_argument("--n", type=int, help="sequence length (next-token: 16, zen: 32)")
@@ -367,7 +382,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--sequences",
         default="random",
-        choices=("random", "permuted", "same_multiset", "near_delta"),
+        choices=("random", "permuted", "same_multiset", "near_delta", "distinct"),
         help="next-token family (default random)",
     )
     g.add_argument("--unit", default="char", choices=("char", "word"), help="zen tokens")

@@ -177,6 +177,8 @@ def random_sequences(
     *,
     family: str = "random",
     coord_bound: int = 1000,
+    task: str = "next-token",
+    labels_by: str = "key",
 ) -> Dataset:
     """N sequences of n tokens with consistent next-token labels in 1..C.
 
@@ -189,21 +191,29 @@ def random_sequences(
       different labels;
     * ``near_delta`` — tokens on a rational grid of spacing 1/1000 (δ ≈ 10⁻³).
 
-    Labels are random; a key (last token, multiset) seen before keeps its first label, so the
-    data are consistent.
+    * ``distinct`` — all nN tokens pairwise distinct (the hypothesis of Theorem 4.3).
+
+    Labels are random; a key seen before keeps its first label, so the data are consistent.
+    The key is (last token, multiset), or the multiset alone with ``labels_by="multiset"``
+    (deep sets); with ``task="seq2seq"`` every position gets a label keyed by (token,
+    multiset).
     """
     if min(N, n, d, vocab_size, C) < 1:
         raise InputError("random_sequences needs N, n, d, vocab_size, C ≥ 1")
     rng = random.Random(seed)
+    if family == "distinct":  # all nN tokens pairwise distinct (Theorem 4.3's hypothesis)
+        vocab_size = N * n
     if family == "near_delta":
         vocab = _vocab(rng, vocab_size, d, max(coord_bound, vocab_size), denominator=1000)
-    elif family in ("random", "permuted", "same_multiset"):
+    elif family in ("random", "permuted", "same_multiset", "distinct"):
         vocab = _vocab(rng, vocab_size, d, coord_bound)
     else:
         raise InputError(f"unknown family {family!r}")
     seqs: list[tuple[int, ...]] = []
     while len(seqs) < N:
-        if family == "permuted" and seqs and rng.random() < 0.5:
+        if family == "distinct":
+            seqs.append(tuple(range(len(seqs) * n, (len(seqs) + 1) * n)))
+        elif family == "permuted" and seqs and rng.random() < 0.5:
             base = list(rng.choice(seqs))
             rng.shuffle(base)
             seqs.append(tuple(base))
@@ -214,18 +224,27 @@ def random_sequences(
             seqs.append(tuple(base))
         else:
             seqs.append(tuple(rng.randrange(vocab_size) for _ in range(n)))
-    labels = []
+    labels: list = []
     chosen: dict = {}
     for s in seqs:
-        key = (s[-1], tuple(sorted(Counter(s).items())))
-        labels.append(chosen.setdefault(key, rng.randint(1, C)))
+        ms = tuple(sorted(Counter(s).items()))
+        if task == "seq2seq":
+            labels.append(tuple(chosen.setdefault((t, ms), rng.randint(1, C)) for t in s))
+        else:
+            key = ms if labels_by == "multiset" else (s[-1], ms)
+            labels.append(chosen.setdefault(key, rng.randint(1, C)))
     return Dataset(
-        task="next-token",
+        task=task,
         labels=tuple(labels),
         num_classes=C,
         vocab=tuple(vocab),
         sequences=tuple(seqs),
-        meta={"generator": "random_sequences", "family": family, "seed": seed},
+        meta={
+            "generator": "random_sequences",
+            "family": family,
+            "seed": seed,
+            "labels_by": labels_by,
+        },
     )
 
 
