@@ -36,22 +36,30 @@ METRICS = (
     "max_bits",
     "total_bits",
 )
+KS25_OPTIONS = {
+    "gadget",
+    "sequence_weights",
+    "paper_direction",
+    "attention",
+    "position_aware",
+    "bit_budget",
+}
 CONSTRUCTION_OPTIONS = {
     "vys": {"gadget", "group_size", "direction_bound", "bit_widths"},
-    "ks25-next-token": {
-        "gadget",
-        "sequence_weights",
-        "paper_direction",
-        "attention",
-        "position_aware",
-    },
+    "ks25-next-token": KS25_OPTIONS,
+    "ks25-seq2seq": KS25_OPTIONS,
+    "ks25-deep-sets": KS25_OPTIONS,
+    "ks25-bit-budget": KS25_OPTIONS,
+    "ks25-token-ids": KS25_OPTIONS - {"position_aware"},
 }
 
 
-def _builder(construction: str) -> Callable:
+def _build(construction: str, dataset, options: dict):
     from exactmem.constructions import ks25, vys
 
-    return {"vys": vys.build, "ks25-next-token": ks25.build}[construction]
+    if construction == "vys":
+        return vys.build(dataset, options)
+    return ks25.build(dataset, options, construction)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class Instance:
     tier: str
     generator: str
     params: dict
+    options: dict = field(default_factory=dict)  # overrides of the claim's options
 
     @property
     def label(self) -> str:
@@ -111,11 +120,13 @@ def _gen_random_sequences(p: dict):
         p["N"],
         p["n"],
         p["d"],
-        p["vocab"],
+        p.get("vocab", 1),
         p["C"],
         p.get("seed", 0),
         family=p.get("family", "random"),
         coord_bound=p.get("coord_bound", 1000),
+        task=p.get("task", "next-token"),
+        labels_by=p.get("labels_by", "key"),
     )
 
 
@@ -194,7 +205,10 @@ def load_claim(path: Path) -> Claim:
         gen = inst.pop("generator", None)
         if gen not in GENERATORS:
             raise InputError(f"{iw}: generator must be one of {', '.join(GENERATORS)}")
-        instances.append(Instance(tier, gen, inst))
+        overrides = inst.pop("options", {})
+        if not isinstance(overrides, dict) or set(overrides) - CONSTRUCTION_OPTIONS[construction]:
+            raise InputError(f"{iw}: options must be a table of known options")
+        instances.append(Instance(tier, gen, inst, overrides))
     bounds = obj.get("bounds", {})
     for key in bounds:
         if key not in METRICS:
@@ -233,7 +247,7 @@ def load_claims(directory: Path) -> list[Claim]:
 # --------------------------------------------------------------------------- running
 
 
-def _bound_checks(claim: Claim, cert, dataset) -> list:
+def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
     import sympy
 
     from exactmem.bounds import decide_le, parse_formula
@@ -248,6 +262,10 @@ def _bound_checks(claim: Claim, cert, dataset) -> list:
     }
     if "n" in data:
         names["n"] = sympy.Integer(data["n"])
+    if "vocabulary" in data:
+        names["omega"] = sympy.Integer(data["vocabulary"])
+    if options.get("bit_budget"):
+        names["B"] = sympy.Integer(options["bit_budget"])
     delta2 = data.get("delta2")
     if delta2 is None:  # fewer than two distinct inputs: every δ is a valid separation
         names["delta"] = sympy.Integer(1)
@@ -280,10 +298,10 @@ def run_instance(claim: Claim, inst: Instance, progress: Callable[[str], None] |
 
     start = time.perf_counter()
     dataset = GENERATORS[inst.generator](inst.params)
-    options = {**claim.options, "seed": inst.params.get("seed", 0)}
-    model, _ = _builder(claim.construction)(dataset, options)
+    options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
+    model, _ = _build(claim.construction, dataset, options)
     cert = certify(model, dataset, progress=progress, per_layer=False)
-    bound_checks = _bound_checks(claim, cert, dataset)
+    bound_checks = _bound_checks(claim, cert, dataset, options)
     cert.checks.extend(c for c, _ in bound_checks)
     undecided = any(u for _, u in bound_checks)
     failed = [c.name for c in cert.failed]
@@ -300,7 +318,7 @@ def run_instance(claim: Claim, inst: Instance, progress: Callable[[str], None] |
         {
             "tier": inst.tier,
             "generator": inst.generator,
-            "params": inst.params,
+            "params": {**inst.params, **inst.options},
             "verdict": verdict,
             "expected": claim.expect,
             "ok": ok,

@@ -47,7 +47,7 @@ def test_usage_errors_exit_2(tmp_path, capsys):
             [
                 "build",
                 "--construction",
-                "ks25-seq2seq",
+                "mahdavi24",
                 "--data",
                 str(data),
                 "--out",
