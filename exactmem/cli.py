@@ -269,6 +269,98 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return args.pending_exit
 
 
+def _latex(rows: list[dict], measured: list[dict]) -> str:
+    def esc(text: str) -> str:
+        return text.replace("&", r"\&").replace("_", r"\_").replace("%", r"\%")
+
+    lines = [
+        r"\begin{tabular}{llllr}",
+        r"\toprule",
+        r"work & setting & bound & constants & parameters \\",
+        r"\midrule",
+    ]
+    for r in rows:
+        kind = "explicit" if r["explicit"] else "order only"
+        lines.append(
+            f"{esc(r['work'])} & {esc(r['setting'])} & {r['kind']} & {kind} & {r['value']} \\\\"
+        )
+    if measured:
+        lines.append(r"\midrule")
+        for m in measured:
+            lines.append(
+                f"exactmem {esc(m['construction'])} & {m['task']} & measured & "
+                f"{m['verdict']} & {m['dense_parameters']} \\\\"
+            )
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines)
+
+
+def cmd_bounds(args: argparse.Namespace) -> int:
+    from exactmem.field import evaluate_rows, measure
+
+    for name in ("N", "n", "d", "vocab", "C"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name} must be ≥ 1")
+    if args.n < 2:
+        raise InputError("--n must be ≥ 2 (several rows divide by n − 1)")
+    sizes = {"N": args.N, "n": args.n, "d": args.d, "omega": args.vocab, "C": args.C}
+    rows = evaluate_rows(sizes)
+    measured = []
+    if args.measure:
+        Progress(not args.quiet)("building and certifying exactmem's constructions", force=True)
+        measured = measure(sizes, seed=args.seed)
+    if args.json:
+        json.dump({"sizes": sizes, "bounds": rows, "measured": measured}, sys.stdout, indent=1)
+        print()
+    elif args.latex:
+        print(_latex(rows, measured))
+    else:
+        print(
+            "parameters at N = {N}, n = {n}, d = {d}, ω = {omega}, C = {C} "
+            "(order-only rows set hidden constants to 1)\n".format(**sizes)
+        )
+        head = ("work", "setting", "bound", "constants", "parameters")
+        table = [
+            (
+                r["work"],
+                r["setting"],
+                r["kind"],
+                "explicit" if r["explicit"] else "order only",
+                r["value"] or "?",
+            )
+            for r in rows
+        ]
+        widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(head)]
+        for t in (head, *table):
+            print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
+        print(
+            "\nTheorem 4.3 exactly: "
+            + next(r["exact"] for r in rows if r["work"].endswith("Theorem 4.3"))
+        )
+        if measured:
+            print("\nmeasured (exactmem, random data of these sizes):")
+            keys = (
+                "construction",
+                "task",
+                "width",
+                "depth",
+                "dense_parameters",
+                "nonzero_parameters",
+                "max_bits",
+                "eq72_max_N",
+                "verdict",
+            )
+            table = [tuple(str(m[k]) for k in keys) for m in measured]
+            widths = [max(len(k), *(len(t[i]) for t in table)) for i, k in enumerate(keys)]
+            for t in (keys, *table):
+                print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
+            print(
+                "eq72_max_N: the largest N the model's block architecture could shatter by "
+                "the eq. (72) count (labels per sequence: n for seq2seq, 1 otherwise)"
+            )
+    return EXIT_VERIFIED
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from exactmem.proofs import run_check
 
@@ -365,6 +457,27 @@ def parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--quiet", action="store_true", help="no progress on stderr")
     v.set_defaults(func=cmd_verify)
+
+    bo = sub.add_parser(
+        "bounds",
+        help="the comparison table of the field at given sizes",
+        description="Upper and lower parameter bounds of the memorization results, as "
+        "formulas evaluated at the given sizes; --measure adds exactmem's own constructions, "
+        "built and certified on random data of the same sizes.",
+        epilog=EPILOG,
+    )
+    bo.add_argument("--N", type=int, required=True, help="number of sequences / examples")
+    bo.add_argument("--n", type=int, required=True, help="sequence length")
+    bo.add_argument("--d", type=int, default=8, help="token dimension (default 8)")
+    bo.add_argument("--vocab", type=int, default=1000, help="vocabulary size ω (default 1000)")
+    bo.add_argument("--C", type=int, default=10, help="number of classes (default 10)")
+    bo.add_argument("--seed", type=int, default=0, help="seed of the --measure datasets")
+    bo.add_argument("--measure", action="store_true", help="build and certify exactmem's models")
+    out = bo.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="JSON on stdout")
+    out.add_argument("--latex", action="store_true", help="a LaTeX tabular on stdout")
+    bo.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    bo.set_defaults(func=cmd_bounds)
 
     g = sub.add_parser("generate", help="write a random dataset file", epilog=EPILOG)
     g.add_argument(
