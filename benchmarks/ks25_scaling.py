@@ -19,7 +19,7 @@ from pathlib import Path
 import sympy
 
 sys.path.insert(0, str(Path(__file__).parent))
-from vys_scaling import slope  # noqa: E402
+from vys_scaling import print_slopes  # noqa: E402
 
 from exactmem.bounds import evaluate_ball, parse_formula  # noqa: E402
 from exactmem.certify import certify  # noqa: E402
@@ -97,15 +97,7 @@ def main() -> None:
             f"{build:.1f} | {verify} | {verdict} |",
             flush=True,
         )
-    if len(rows) >= 2:
-        ns = [n for n, _ in rows]
-        print(
-            f"\nlog-log slope against N: dense parameters "
-            f"{slope(ns, [r.dense_parameters for _, r in rows]):.3f}, non-zero "
-            f"{slope(ns, [r.nonzero_parameters for _, r in rows]):.3f}, depth "
-            f"{slope(ns, [r.depth for _, r in rows]):.3f}, max bits "
-            f"{slope(ns, [r.max_bits for _, r in rows]):.3f}"
-        )
+    print_slopes(rows)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,23 @@ def slope(xs, ys):
     return num / sum((a - mx) ** 2 for a in lx)
 
 
+def print_slopes(rows: list) -> None:
+    """Least-squares log-log slopes of the resources against N, for (N, Resources) rows."""
+    if len(rows) < 2:
+        return
+    ns = [n for n, _ in rows]
+    parts = [
+        f"{name} {slope(ns, [getattr(r, key) for _, r in rows]):.3f}"
+        for name, key in (
+            ("dense parameters", "dense_parameters"),
+            ("non-zero", "nonzero_parameters"),
+            ("depth", "depth"),
+            ("max bits", "max_bits"),
+        )
+    ]
+    print("\nlog-log slope against N: " + ", ".join(parts))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000,10000,100000")
@@ -80,15 +97,7 @@ def main() -> None:
             f"{verdict} |",
             flush=True,
         )
-    if len(rows) >= 2:
-        ns = [n for n, _ in rows]
-        print(
-            f"\nlog-log slope against N: dense parameters "
-            f"{slope(ns, [r.dense_parameters for _, r in rows]):.3f}, non-zero "
-            f"{slope(ns, [r.nonzero_parameters for _, r in rows]):.3f}, depth "
-            f"{slope(ns, [r.depth for _, r in rows]):.3f}, max bits "
-            f"{slope(ns, [r.max_bits for _, r in rows]):.3f}"
-        )
+    print_slopes(rows)
 
 
 if __name__ == "__main__":

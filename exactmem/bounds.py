@@ -123,31 +123,28 @@ class BoundResult:
     bound: str  # the ball, printed
 
 
-def decide_le(value: int, expr: sympy.Expr) -> BoundResult:
-    """Decide ``value ≤ expr`` rigorously."""
+def _decide(value: int, expr: sympy.Expr, *, value_is_lower: bool) -> BoundResult:
+    """Compare ``value`` with the ball of ``expr`` at rising precision until one side is
+    certain; ``value_is_lower`` asks value ≤ expr, otherwise value ≥ expr."""
     precision = 128
     ball = None
     while precision <= MAX_PRECISION:
         ball = evaluate_ball(expr, precision)
         if ball is not None:
-            if ball >= value:
-                return BoundResult(True, value, ball.str(10, radius=False))
-            if ball < value:
-                return BoundResult(False, value, ball.str(10, radius=False))
+            above, below = ball >= value, ball < value
+            if not value_is_lower:
+                above, below = ball <= value, ball > value
+            if above or below:
+                return BoundResult(bool(above), value, ball.str(10, radius=False))
         precision *= 2
     return BoundResult(None, value, "undecided" if ball is None else ball.str(10))
+
+
+def decide_le(value: int, expr: sympy.Expr) -> BoundResult:
+    """Decide ``value ≤ expr`` rigorously (an upper bound on a measured resource)."""
+    return _decide(value, expr, value_is_lower=True)
 
 
 def decide_ge(value: int, expr: sympy.Expr) -> BoundResult:
     """Decide ``value ≥ expr`` rigorously (a lower bound such as W ≥ √(nN/…))."""
-    precision = 128
-    ball = None
-    while precision <= MAX_PRECISION:
-        ball = evaluate_ball(expr, precision)
-        if ball is not None:
-            if ball <= value:
-                return BoundResult(True, value, ball.str(10, radius=False))
-            if ball > value:
-                return BoundResult(False, value, ball.str(10, radius=False))
-        precision *= 2
-    return BoundResult(None, value, "undecided" if ball is None else ball.str(10))
+    return _decide(value, expr, value_is_lower=False)

@@ -151,36 +151,6 @@ def choose_group_size(N: int, gadget: str, rho: int, c: int) -> int:
 # --------------------------------------------------------------------------- witness
 
 
-@dataclass(frozen=True)
-class MemorizerWitness:
-    """What the construction intends (untrusted: the verifier measures everything itself)."""
-
-    gadget: str
-    key_bits: int  # ρ
-    label_bits: int  # c
-    group_size: int  # K
-    groups: int  # m
-    paper_group_size: int
-    thresholds: tuple[int, ...]  # a_1..a_{m-1}: first key of groups 1..m-1
-    packed_keys: tuple[int, ...]  # u_j
-    packed_labels: tuple[int, ...]  # w_j
-    keys: tuple[int, ...]  # t(x) of every point, labelled first, then extra
-    labels: tuple[int, ...]  # label of every point (0 for extra points)
-    group_of: tuple[int, ...]
-    slot_of: tuple[int, ...]  # −1 for extra points
-    projection: Projection
-
-    def as_dict(self) -> dict:
-        return {
-            "gadget": self.gadget,
-            "key_bits": self.key_bits,
-            "label_bits": self.label_bits,
-            "group_size": self.group_size,
-            "groups": self.groups,
-            "paper_group_size": self.paper_group_size,
-        }
-
-
 # --------------------------------------------------------------------------- Stage II
 
 
@@ -535,22 +505,22 @@ def build_memorizer(
     return mlp, _witness(packing, keys, labels, len(extra_points), projection)
 
 
+@dataclass(frozen=True)
+class MemorizerWitness(Packing):
+    """What the construction intends (untrusted: the verifier measures everything itself):
+    the packing plus every point's key and label (labelled first, then extra points)."""
+
+    keys: tuple[int, ...] = ()
+    labels: tuple[int, ...] = ()
+    projection: Projection | None = None
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.layout().items() if k not in ("lemma", "bit_widths")}
+
+
 def _witness(p: Packing, keys, labels, extra: int, projection) -> MemorizerWitness:
     return MemorizerWitness(
-        gadget=p.gadget,
-        key_bits=p.key_bits,
-        label_bits=p.label_bits,
-        group_size=p.group_size,
-        groups=p.groups,
-        paper_group_size=p.paper_group_size,
-        thresholds=p.thresholds,
-        packed_keys=p.packed_keys,
-        packed_labels=p.packed_labels,
-        keys=tuple(keys),
-        labels=tuple(labels) + (0,) * extra,
-        group_of=p.group_of,
-        slot_of=p.slot_of,
-        projection=projection,
+        **vars(p), keys=tuple(keys), labels=tuple(labels) + (0,) * extra, projection=projection
     )
 
 
