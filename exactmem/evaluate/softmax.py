@@ -1,0 +1,169 @@
+"""Rigorous evaluation of models with softmax attention: Arb balls (python-flint).
+
+Softmax of unequal scores is transcendental, so the exact reference evaluator stops there. This
+evaluator carries every value as a ball [m ± r] that is guaranteed to contain the true value
+(ball arithmetic: every operation rounds outward). Where all scores of a column are exactly
+equal, the weights are exactly 1/n. Balls convert to exact rational bounds
+(:func:`ball_bounds`) for the downstream checks; when a ball is too wide to decide a check, the
+caller raises the precision (:func:`decide`) and answers *inconclusive* at the limit — it never
+guesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from flint import arb, ctx, fmpq
+from gmpy2 import mpq
+
+from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+
+__all__ = ["BallTrace", "ball_bounds", "decide", "run_balls", "softmax_balls", "to_ball"]
+
+MAX_PRECISION = 1 << 14
+
+
+def to_ball(value: mpq) -> arb:
+    value = mpq(value)
+    return arb(fmpq(int(value.numerator), int(value.denominator)))
+
+
+def _dyadic(x: arb) -> mpq:
+    man, exp = x.man_exp()
+    return mpq(int(man)) * (mpq(2) ** int(exp)) if exp >= 0 else mpq(int(man), 2 ** (-int(exp)))
+
+
+def ball_bounds(x: arb) -> tuple[mpq, mpq]:
+    """Exact rational lower and upper bounds of a ball (its midpoint and radius are dyadic)."""
+    mid, rad = _dyadic(x.mid()), _dyadic(x.rad())
+    return mid - rad, mid + rad
+
+
+def softmax_balls(scores: Sequence[arb]) -> list[arb]:
+    """Enclosures of softmax(scores). When every score is the same exact number the weights are
+    1/n exactly (eq. (39)), returned as the tightest ball around 1/n (exact when n is a power of
+    two); the exact evaluator computes such layers with rational 1/n."""
+    n = len(scores)
+    if all(s.is_exact() for s in scores) and all(s == scores[0] for s in scores):
+        return [arb(fmpq(1, n))] * n
+    top = scores[0]
+    for s in scores[1:]:
+        top = top.max(s)
+    exps = [(s - top).exp() for s in scores]
+    total = sum(exps[1:], exps[0])
+    return [e / total for e in exps]
+
+
+def _affine(a: Affine, v: Sequence[arb]) -> list[arb]:
+    den = arb(a.denominator)
+    out = []
+    for row, b in zip(a.rows, a.bias, strict=True):
+        acc = arb(b)
+        for col, coeff in row:
+            acc = acc + v[col] * coeff
+        out.append(acc / den)
+    return out
+
+
+def _mlp(mlp: MLP, v: list[arb]) -> list[arb]:
+    h = v
+    last = len(mlp.layers) - 1
+    for i, layer in enumerate(mlp.layers):
+        h = _affine(layer, h)
+        if i < last:
+            h = [x.max(arb(0)) for x in h]
+    return [a + b for a, b in zip(v, h, strict=True)] if mlp.residual else h
+
+
+def _attention(att: Attention, cols: list[list[arb]], mask_first: bool) -> list[list[arb]]:
+    n = len(cols)
+    keys_from = 1 if mask_first and n > 1 else 0
+    new = [list(c) for c in cols]
+    for h in att.heads:
+        values = [_affine(h.value, c) for c in cols]
+        keys = [_affine(h.key, c) for c in cols]
+        queries = [_affine(h.query, c) for c in cols]
+        for kq, q in enumerate(queries):
+            idx = list(range(keys_from, n))
+            scores = [sum((a * b for a, b in zip(keys[k], q, strict=True)), arb(0)) for k in idx]
+            if att.score == "uniform":
+                weights = [arb(fmpq(1, len(idx)))] * len(idx)
+            elif att.score == "softmax":
+                weights = softmax_balls(scores)
+            else:
+                raise ValueError("hardmax has no ball semantics here; use the exact evaluator")
+            mixed = [
+                sum((values[k][j] * w for k, w in zip(idx, weights, strict=True)), arb(0))
+                for j in range(len(values[0]))
+            ]
+            delta = _affine(h.output, mixed)
+            new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
+    return new
+
+
+@dataclass
+class BallTrace:
+    """Ball enclosures of the outputs, ``outputs[i][k]`` per sequence and position, and the
+    attention weights of the first attention layer (for saturation certificates)."""
+
+    outputs: list[list[list[arb]]]
+    precision: int
+
+
+def run_balls(
+    model: Transformer,
+    vocab: Sequence[Sequence[mpq]],
+    sequences: Sequence[Sequence[int]],
+    *,
+    precision: int = 128,
+    mask_first: bool = False,
+) -> BallTrace:
+    """Evaluate ``model`` in ball arithmetic at ``precision`` bits.
+
+    ``mask_first``: the first token (a query/CLS token) is not attended to as a key, the
+    convention of Mahdavi et al. 2024 (the query attends to its context only).
+    """
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        outs = []
+        for seq in sequences:
+            cols = [[to_ball(x) for x in vocab[t]] for t in seq]
+            if model.embed:
+                cols = [_affine(model.embed, c) for c in cols]
+            for sub in model.sublayers:
+                if isinstance(sub, MLP):
+                    cols = [_mlp(sub, c) for c in cols]
+                elif isinstance(sub, PositionalEncoding):
+                    cols = [
+                        [a + to_ball(b) for a, b in zip(c, sub.table[k], strict=True)]
+                        for k, c in enumerate(cols)
+                    ]
+                else:
+                    cols = _attention(sub, cols, mask_first)
+            if model.unembed:
+                cols = [_affine(model.unembed, c) for c in cols]
+            outs.append(cols)
+        return BallTrace(outs, precision)
+    finally:
+        ctx.prec = old
+
+
+def decide(
+    evaluate: Callable[[int], object],
+    judge: Callable[[object], bool | None],
+    *,
+    start: int = 64,
+    limit: int = MAX_PRECISION,
+) -> tuple[bool | None, int]:
+    """Raise the precision until ``judge`` decides (True/False) or ``limit`` is passed.
+
+    Returns (verdict or None for inconclusive, the last precision tried)."""
+    precision = start
+    while precision <= limit:
+        verdict = judge(evaluate(precision))
+        if verdict is not None:
+            return verdict, precision
+        precision *= 2
+    return None, precision // 2
