@@ -18,14 +18,19 @@ from exactmem.data import (
     squared_radius,
     squared_separation,
 )
-from exactmem.errors import InputError
+from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.reference import run
 from exactmem.exact import format_rational
 from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
-from exactmem.model import MLP, Transformer, resources
+from exactmem.model import MLP, PositionalEncoding, Transformer, resources
 from exactmem.sequences import check_consistency, view, with_positions
 from exactmem.verify import Certificate, activation_summary, check_memorizer, check_outputs
+from exactmem.verify_attention import (
+    ball_label_check,
+    exact_classification_check,
+    mahdavi_checks,
+)
 from exactmem.verify_ks25 import check_ks25
 
 __all__ = ["certify", "library_versions", "point_conflicts"]
@@ -84,10 +89,11 @@ def certify(
     """Evaluate ``model`` on ``dataset`` with the reference evaluator and judge it."""
     if dataset.task == "points":
         checks, trace, data = _points(model, dataset, progress)
+        stats = trace.stats
     elif dataset.task in ("next-token", "seq2seq"):
         if model.meta.get("position_aware"):
             dataset = with_positions(dataset)
-        checks, trace, data = _sequences(model, dataset, progress)
+        checks, stats, data = _sequences(model, dataset, progress)
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
     subject = {
@@ -105,7 +111,7 @@ def certify(
     return Certificate(
         checks=checks,
         resources=resources(model),
-        activation=activation_summary(trace.stats, per_layer=per_layer),
+        activation=activation_summary(stats, per_layer=per_layer),
         subject=subject,
         data=data,
     )
@@ -140,6 +146,15 @@ def _points(model, dataset, progress):
     return checks, trace, data
 
 
+def _consistency_mode(model, dataset) -> str:
+    construction = model.meta.get("construction") or ""
+    if construction == "ks25-deep-sets":
+        return "multiset"
+    if any(isinstance(s, PositionalEncoding) for s in model.sublayers):
+        return "sequence"  # positions break permutation equivariance: only equal sequences
+    return dataset.task
+
+
 def _sequences(model, dataset, progress):
     """Next-token (judged at the last position) and seq-to-seq (every position)."""
     construction = model.meta.get("construction") or ""
@@ -151,25 +166,44 @@ def _sequences(model, dataset, progress):
             )
     else:
         _require_dim(model, dataset.dim, "tokens")
-    mode = {"ks25-deep-sets": "multiset"}.get(construction, dataset.task)
-    sv = check_consistency(dataset, mode, view(dataset, by_index=model.token_inputs))
+    sv = check_consistency(
+        dataset, _consistency_mode(model, dataset), view(dataset, by_index=model.token_inputs)
+    )
     seq2seq = dataset.task == "seq2seq"
-    positions = "all" if seq2seq else "last"
-    trace = run(model, dataset.vocab, dataset.sequences, positions=positions, progress=progress)
-    outs = []
-    for i, (out, y) in enumerate(zip(trace.outputs, dataset.labels, strict=True)):
-        if len(out[-1]) != 1:
-            raise InputError(f"the model outputs {len(out[-1])} values per token, expected 1")
+    readout = model.meta.get("readout", "regression")
+    try:
+        trace = run(
+            model,
+            dataset.vocab,
+            dataset.sequences,
+            positions="all" if seq2seq else "last",
+            progress=progress,
+        )
+    except InconclusiveError:
         if seq2seq:
-            outs += [
-                (f"sequences[{i}][{k}]", col[0], yk)
-                for k, (col, yk) in enumerate(zip(out, y, strict=True))
-            ]
-        else:
-            outs.append((f"sequences[{i}]", out[-1][0], y))
-    checks = [check_outputs("labels", outs)]
+            raise
+        trace = None  # unequal softmax scores: certify on Arb enclosures instead
+    if trace is None:
+        checks = [ball_label_check(model, dataset)]
+    elif readout == "classification":
+        checks = [exact_classification_check(trace.outputs, dataset.labels)]
+    else:
+        outs = []
+        for i, (out, y) in enumerate(zip(trace.outputs, dataset.labels, strict=True)):
+            if len(out[-1]) != 1:
+                raise InputError(f"the model outputs {len(out[-1])} values per token, expected 1")
+            if seq2seq:
+                outs += [
+                    (f"sequences[{i}][{k}]", col[0], yk)
+                    for k, (col, yk) in enumerate(zip(out, y, strict=True))
+                ]
+            else:
+                outs.append((f"sequences[{i}]", out[-1][0], y))
+        checks = [check_outputs("labels", outs)]
     if construction.startswith("ks25-"):
         checks += check_ks25(trace, model, dataset, sv)
+    if construction == "mahdavi24":
+        checks += mahdavi_checks(model, dataset)
     checks += lower_bound_checks(model, dataset, sv)
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {
@@ -182,7 +216,8 @@ def _sequences(model, dataset, progress):
         "position_aware": bool(model.meta.get("position_aware")),
         "vocabulary": len(dataset.vocab),
     }
-    return checks, trace, data
+    stats = trace.stats if trace is not None else []
+    return checks, stats, data
 
 
 def certificate_json(cert: Certificate) -> dict:

@@ -35,7 +35,11 @@ CONSTRUCTIONS = {
     "ks25-bit-budget": "Kajitsuka & Sato 2025, Theorem F.1: memorizers split into sub-networks "
     "of B^2 points (needs --set bit_budget=B)",
 }
-PLANNED = ("mahdavi24", "dana25")
+CONSTRUCTIONS["mahdavi24"] = (
+    "Mahdavi, Liao & Thrampoulidis 2024: one multi-head attention layer memorizes "
+    "H(n - 1) + 1 examples (task next-token: n context tokens, then the query)"
+)
+PLANNED = ("dana25",)
 
 
 def _choice(*allowed: str):
@@ -102,7 +106,46 @@ OPTIONS = {
     "ks25-deep-sets": KS25_OPTIONS,
     "ks25-bit-budget": KS25_OPTIONS,
     "ks25-token-ids": {k: v for k, v in KS25_OPTIONS.items() if k != "position_aware"},
+    "mahdavi24": {
+        "heads": ("H (default: the fewest with H(n − 1) + 1 ≥ T)", _positive),
+        "score": (
+            "hardmax (default: the exact limit model) | softmax (finite temperature)",
+            _choice("hardmax", "softmax"),
+        ),
+        "readout": (
+            "regression (default: labels as real targets) | classification (C "
+            "logits, certified argmax)",
+            _choice("regression", "classification"),
+        ),
+        "temperature": (
+            "softmax temperature λ (default: the least power of two that certifies)",
+            lambda k, v: _rational_option(k, v),
+        ),
+        "readout_solve": (
+            "limit (default: the exact hardmax readout) | resolve (re-solved on "
+            "Arb balls at the temperature)",
+            _choice("limit", "resolve"),
+        ),
+        "tolerance": (
+            "allowed |output − label| for softmax regression (default 1/1000)",
+            lambda k, v: str(_rational_option(k, v)),
+        ),
+        "over_capacity": (
+            "true: build even when T > H(n − 1) + 1 (the verifier refutes)",
+            _boolean,
+        ),
+    },
 }
+
+
+def _rational_option(key: str, value: str):
+    from exactmem.exact import parse_rational
+
+    q = parse_rational(value, f"--set {key}")
+    if q <= 0:
+        raise InputError(f"--set {key}={value}: expected a positive rational")
+    return str(q)
+
 
 EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input, 3 internal error,
 4 inconclusive, 5 nothing selected"""
@@ -154,6 +197,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise InputError("generate points needs --N")
         ds = random_points(args.N, args.d, args.C, args.seed, coord_bound=args.coord_bound)
         what = f"{ds.size} points in Q^{ds.dim}"
+    elif args.family == "attention":
+        from exactmem.constructions.mahdavi24 import random_instance
+
+        if args.N is None:
+            raise InputError("generate attention needs --N (examples)")
+        ds = random_instance(
+            args.N, args.n or 6, args.d, args.C, args.seed, shared_context=args.shared_context
+        )
+        what = (
+            f"{ds.size} examples (n = {args.n or 6} context tokens + a query in Q^{ds.dim}"
+            f"{', shared context' if args.shared_context else ''})"
+        )
     elif args.family == "zen":
         ds = zen_of_python(args.n or 32, unit=args.unit)
         what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"
@@ -196,6 +251,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
     if args.construction == "vys":
         model, _ = vys.build(dataset, options)
+    elif args.construction == "mahdavi24":
+        from exactmem.constructions import mahdavi24
+
+        model, _ = mahdavi24.build(dataset, options)
     else:
         model, _ = ks25.build(dataset, options, args.construction)
     digest = save_model(model, args.out)
@@ -482,7 +541,7 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="write a random dataset file", epilog=EPILOG)
     g.add_argument(
         "family",
-        choices=("points", "next-token", "seq2seq", "multisets", "zen"),
+        choices=("points", "next-token", "seq2seq", "multisets", "attention", "zen"),
         help="random points; random sequences labelled at the last position (next-token), at "
         "every position (seq2seq) or by multiset (multisets, for deep sets); windows of the Zen "
         "of Python (next character or word)",
@@ -497,6 +556,11 @@ def parser() -> argparse.ArgumentParser:
         default="random",
         choices=("random", "permuted", "same_multiset", "near_delta", "distinct"),
         help="next-token family (default random)",
+    )
+    g.add_argument(
+        "--shared-context",
+        action="store_true",
+        help="attention: every example shares one context (Proposition 2)",
     )
     g.add_argument("--unit", default="char", choices=("char", "word"), help="zen tokens")
     g.add_argument("--seed", type=int, default=0)

@@ -94,6 +94,7 @@ def _sublayer_json(s: MLP | Attention | PositionalEncoding) -> dict:
         "kind": "attention",
         "label": s.label,
         "score": s.score,
+        "mask": s.mask,
         "heads": [
             {k: _affine_json(getattr(h, k)) for k in ("query", "key", "value", "output")}
             for h in s.heads
@@ -229,7 +230,12 @@ def _sublayer_from(obj: object, where: str) -> MLP | Attention:
                     for k in ("query", "key", "value", "output")
                 }
                 heads.append(AttentionHead(**parts))
-            return Attention(tuple(heads), _field(obj, "score", str, where), label)
+            return Attention(
+                tuple(heads),
+                _field(obj, "score", str, where),
+                label,
+                _field(obj, "mask", str, where),
+            )
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise

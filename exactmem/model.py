@@ -34,6 +34,7 @@ __all__ = [
 Row = tuple[tuple[int, int], ...]  # ((column, integer coefficient), ...), non-zero, sorted
 
 SCORE_MODES = ("uniform", "hardmax", "softmax")
+MASKS = ("none", "context")
 
 
 @dataclass(frozen=True)
@@ -166,15 +167,22 @@ class Attention:
 
     ``uniform``: weights exactly 1/n whatever the scores (eq. (39)); ``hardmax``: weight 1/|I|
     on the maximisers I of each column, ties averaged (eq. (1)); ``softmax``: exp-normalised.
+
+    ``mask``: ``none`` (every position is a key) or ``context`` (every position but the last is
+    a key: a query token placed last attends to its context only, the model of Mahdavi et al.
+    2024).
     """
 
     heads: tuple[AttentionHead, ...]
     score: str = "hardmax"
     label: str = ""
+    mask: str = "none"
 
     def __post_init__(self) -> None:
         if self.score not in SCORE_MODES:
             raise ValueError(f"score mode {self.score!r} not in {SCORE_MODES}")
+        if self.mask not in MASKS:
+            raise ValueError(f"mask {self.mask!r} not in {MASKS}")
         for h in self.heads:
             for m in (h.query, h.key, h.value, h.output):
                 if any(m.bias):

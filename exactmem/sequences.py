@@ -75,6 +75,7 @@ def describe_multiset(ms: Multiset) -> str:
 
 
 CONSISTENCY = {
+    "sequence": "the same tokens in the same order",
     "next-token": "the same last token and the same multiset of tokens",
     "seq2seq": "the same token and the same multiset of tokens",
     "multiset": "the same multiset of tokens",
@@ -90,7 +91,7 @@ def check_consistency(
     eq. (5)); ``seq2seq``: of (token, multiset) at every position (eq. (10)); ``multiset``: of
     the multiset alone (deep sets, Theorem D.1).
     """
-    expected_task = "seq2seq" if mode == "seq2seq" else "next-token"
+    expected_task = {"seq2seq": "seq2seq"}.get(mode, "next-token")
     if ds.task != expected_task:
         raise InputError(f"expected task {expected_task!r}, the dataset has {ds.task!r}")
     sv = sv or view(ds)
@@ -111,7 +112,10 @@ def check_consistency(
                         )
                     )
             continue
-        key = sv.key(i) if mode == "next-token" else sv.multisets[i]
+        if mode == "sequence":
+            key = tuple(sv.canonical[t] for t in ds.sequences[i])
+        else:
+            key = sv.key(i) if mode == "next-token" else sv.multisets[i]
         j = owner.setdefault(key, i)
         if j != i and ds.labels[j] != ds.labels[i]:
             conflicts.append((f"sequences[{j}]", f"sequences[{i}]", ds.labels[j], ds.labels[i]))

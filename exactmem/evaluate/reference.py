@@ -193,18 +193,20 @@ def _attention(
     att: Attention, seq_cols: list[list[tuple[mpq, ...]]]
 ) -> tuple[list[list[tuple]], int]:
     """Exact attention on each sequence (columns as tuples of mpq); also counts the query
-    columns whose scores were not all equal."""
+    columns whose scores were not all equal. With ``mask="context"`` the last position is not
+    a key."""
     result = []
     unequal = 0
     for cols in seq_cols:
         n = len(cols)
+        keys_at = list(range(n - 1)) if att.mask == "context" and n > 1 else list(range(n))
         new = [list(c) for c in cols]
         for h in att.heads:
             values = [_apply_linear(h.value, c) for c in cols]
             if att.score == "uniform":
-                weights = [[(k, mpq(1, n)) for k in range(n)]] * n
+                weights = [[(k, mpq(1, len(keys_at))) for k in keys_at]] * n
             else:
-                keys = [_apply_linear(h.key, c) for c in cols]
+                keys = [_apply_linear(h.key, cols[k]) for k in keys_at]
                 queries = [_apply_linear(h.query, c) for c in cols]
                 weights = []
                 for q in queries:
@@ -214,15 +216,16 @@ def _attention(
                     top = max(scores)
                     if min(scores) != top:
                         unequal += 1
-                    if att.score == "softmax" and min(scores) != top:
-                        raise InconclusiveError(
-                            f"softmax attention {att.label!r}: unequal scores in a column are "
-                            "transcendental; exact evaluation needs rigorous enclosures"
-                        )
+                        if att.score == "softmax":
+                            raise InconclusiveError(
+                                f"softmax attention {att.label!r}: unequal scores in a column are "
+                                "transcendental; evaluate with the ball evaluator "
+                                "(exactmem.evaluate.softmax)"
+                            )
                     if att.score == "softmax":
-                        weights.append([(k, mpq(1, n)) for k in range(n)])
+                        weights.append([(k, mpq(1, len(keys_at))) for k in keys_at])
                     else:
-                        tied = [k for k, s in enumerate(scores) if s == top]
+                        tied = [k for k, s in zip(keys_at, scores, strict=True) if s == top]
                         weights.append([(k, mpq(1, len(tied))) for k in tied])
             for kq, ws in enumerate(weights):
                 mixed = [

@@ -76,16 +76,17 @@ def _mlp(mlp: MLP, v: list[arb]) -> list[arb]:
     return [a + b for a, b in zip(v, h, strict=True)] if mlp.residual else h
 
 
-def _attention(att: Attention, cols: list[list[arb]], mask_first: bool) -> list[list[arb]]:
+def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[list[arb]]:
     n = len(cols)
-    keys_from = 1 if mask_first and n > 1 else 0
+    idx = list(range(n - 1)) if att.mask == "context" and n > 1 else list(range(n))
     new = [list(c) for c in cols]
     for h in att.heads:
         values = [_affine(h.value, c) for c in cols]
         keys = [_affine(h.key, c) for c in cols]
         queries = [_affine(h.query, c) for c in cols]
         for kq, q in enumerate(queries):
-            idx = list(range(keys_from, n))
+            if only_last and kq != n - 1:
+                continue
             scores = [sum((a * b for a, b in zip(keys[k], q, strict=True)), arb(0)) for k in idx]
             if att.score == "uniform":
                 weights = [arb(fmpq(1, len(idx)))] * len(idx)
@@ -117,19 +118,21 @@ def run_balls(
     sequences: Sequence[Sequence[int]],
     *,
     precision: int = 128,
-    mask_first: bool = False,
+    positions: str = "all",
 ) -> BallTrace:
-    """Evaluate ``model`` in ball arithmetic at ``precision`` bits.
-
-    ``mask_first``: the first token (a query/CLS token) is not attended to as a key, the
-    convention of Mahdavi et al. 2024 (the query attends to its context only).
-    """
+    """Evaluate ``model`` in ball arithmetic at ``precision`` bits. With ``positions="last"``
+    attention is computed for the last column only (what next-token tasks are judged on; the
+    other columns then carry no attention output)."""
     old = ctx.prec
     ctx.prec = precision
     try:
         outs = []
+        only_last = positions == "last"
         for seq in sequences:
-            cols = [[to_ball(x) for x in vocab[t]] for t in seq]
+            if model.token_inputs:
+                cols = [[arb(int(t == j)) for j in range(model.input_dim)] for t in seq]
+            else:
+                cols = [[to_ball(x) for x in vocab[t]] for t in seq]
             if model.embed:
                 cols = [_affine(model.embed, c) for c in cols]
             for sub in model.sublayers:
@@ -141,7 +144,7 @@ def run_balls(
                         for k, c in enumerate(cols)
                     ]
                 else:
-                    cols = _attention(sub, cols, mask_first)
+                    cols = _attention(sub, cols, only_last)
             if model.unembed:
                 cols = [_affine(model.unembed, c) for c in cols]
             outs.append(cols)

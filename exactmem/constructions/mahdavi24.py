@@ -1,0 +1,463 @@
+"""Mahdavi, Liao & Thrampoulidis 2024 (ICLR): one multi-head attention layer with H heads
+memorizes T = H(min(n, d_h) − 1) + 1 examples (query e^(t), context E^(t) ∈ Q^{n×d}, n < d)
+under A1 (queries: Kruskal rank ≥ n) and A2 (every context has rank n).
+
+The construction is the digest's step-by-step reconstruction (attention_memorization_papers.md
+§A.4, [RECONSTRUCTION]); the paper's own proof was not available. A sequence is the n context
+tokens followed by the query, the attention mask makes the query attend to its context only,
+and the output is read at the query. With d_h = d, m = n:
+
+1. example 0 is the anchor; the others form H groups G_h of at most n − 1 examples;
+2. designed attention on the head's own group: with f_t the dual basis of the group's queries
+   and r_t = Eᵀ(EEᵀ)⁻¹ℓ_t, W_G = Σ f_t r_tᵀ gives scores e^(t)ᵀW_G x_j = ℓ_{t,j} (ℓ_t: 0/1 logits of
+   a random designed subset S_t);
+3. saturation elsewhere: W^h = W_G + λ u vᵀ with u ⊥ the group's queries and v separating every
+   context, so every other example attends to the single token argmax_j sign(uᵀe)·vᵀx_j;
+4. rank: the features z^(t) = [E^(t)ᵀ a_h^(t)]_h have rank T (checked exactly in the hardmax
+   limit, where a group example attends uniformly to S_t: designed ties);
+5. readout: solve Z w = y on T pivot columns; W_V^h = w_h, W_O^h writes the output lane(s).
+
+``score="hardmax"`` is the exact limit model (every weight rational, every output exact).
+``score="softmax"`` keeps the weights at a finite λ and re-solves the readout in ball
+arithmetic; its certificate is rigorous (Arb enclosures) with a stated tolerance (regression)
+or an argmax margin (classification).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from flint import arb_mat, ctx, fmpq, fmpq_mat
+from gmpy2 import mpq
+
+from exactmem.assumptions import context_rank_violations, kruskal_rank_at_least
+from exactmem.data import Dataset
+from exactmem.errors import InputError
+from exactmem.evaluate.softmax import ball_bounds, softmax_balls, to_ball
+from exactmem.model import Affine, Attention, AttentionHead, Transformer
+
+__all__ = ["MahdaviWitness", "build", "capacity", "examples", "random_instance", "rank_ceiling"]
+
+Vec = tuple[mpq, ...]
+
+
+def capacity(H: int, n: int, d_h: int) -> int:
+    """T = H(min(n, d_h) − 1) + 1 (Theorem 1 as digested)."""
+    return H * (min(n, d_h) - 1) + 1
+
+
+def examples(ds: Dataset) -> tuple[list[Vec], list[list[Vec]]]:
+    """(queries, contexts): the last token of each sequence is the query."""
+    if ds.task != "next-token":
+        raise InputError(f"mahdavi24 needs task 'next-token', the dataset has {ds.task!r}")
+    n1 = len(ds.sequences[0])
+    if n1 < 3:
+        raise InputError("mahdavi24 needs sequences of n ≥ 2 context tokens and a query")
+    queries = [tuple(ds.vocab[s[-1]]) for s in ds.sequences]
+    contexts = [[tuple(ds.vocab[t]) for t in s[:-1]] for s in ds.sequences]
+    return queries, contexts
+
+
+def check_assumptions(queries, contexts, *, max_subsets: int = 20_000, seed: int = 0):
+    """A2 then A1, exact; violations are input errors naming the examples."""
+    n, d = len(contexts[0]), len(queries[0])
+    if n >= d:
+        raise InputError(f"Mahdavi et al. assume n < d; the contexts have n = {n} tokens in Q^{d}")
+    bad = context_rank_violations(contexts)
+    if bad:
+        shown = ", ".join(f"sequences[{t}] (rank {r})" for t, r in bad[:5])
+        raise InputError(f"A2 fails: {len(bad)} contexts are not of rank n = {n}: {shown}")
+    report = kruskal_rank_at_least(
+        queries, min(n, len(queries)), max_subsets=max_subsets, seed=seed
+    )
+    if not report.holds:
+        raise InputError(
+            f"A1 fails: the queries of sequences {list(report.violation)} are "
+            f"linearly dependent (Kruskal rank < n = {n})"
+        )
+    return report
+
+
+# --------------------------------------------------------------------------- exact algebra
+
+
+def _fmat(rows: Sequence[Sequence[mpq]]) -> fmpq_mat:
+    return fmpq_mat(
+        [[fmpq(int(mpq(x).numerator), int(mpq(x).denominator)) for x in r] for r in rows]
+    )
+
+
+def _rows(m: fmpq_mat) -> list[list[mpq]]:
+    return [[mpq(int(x.p), int(x.q)) for x in row] for row in m.tolist()]
+
+
+def _transpose(rows):
+    return [list(c) for c in zip(*rows, strict=True)]
+
+
+def _matmul(a, b):
+    bt = _transpose(b)
+    return [[sum((x * y for x, y in zip(r, c, strict=True)), mpq(0)) for c in bt] for r in a]
+
+
+def _dot(u, v) -> mpq:
+    return sum((mpq(a) * b for a, b in zip(u, v, strict=True)), mpq(0))
+
+
+def _pivots(rows) -> list[int]:
+    """Pivot columns of the reduced row echelon form (exact)."""
+    rref, rank = _fmat(rows).rref()
+    piv = []
+    for r in _rows(rref)[:rank]:
+        piv.append(next(j for j, x in enumerate(r) if x != 0))
+    return piv
+
+
+def rank_of(rows) -> int:
+    return _fmat(rows).rank() if rows else 0
+
+
+# --------------------------------------------------------------------------- the design
+
+
+@dataclass(frozen=True)
+class MahdaviWitness:
+    """What the construction intends (untrusted)."""
+
+    heads: int
+    groups: tuple[tuple[int, ...], ...]
+    designed: tuple[tuple[int, ...], ...]  # S_t per example (empty for the anchor)
+    lam: mpq
+    feature_rank: int
+    capacity: int
+    precision: int = 0
+    temperature: mpq = mpq(1)
+
+
+def _head(group, queries, contexts, rng, d, n):
+    """Steps 2–3 for one head: (W_G, u, v, designed subsets)."""
+    Q = [list(queries[t]) for t in group]  # k × d (rows are queries)
+    designed = {}
+    W = [[mpq(0)] * d for _ in range(d)]
+    if group:
+        gram = _matmul(Q, _transpose(Q))
+        F = _transpose(_rows(_fmat(gram).solve(_fmat(Q))))  # d × k: columns f_t
+        # uniform attention on [n] ∖ {i}, distinct i: these n points are an affine image of the
+        # simplex's vertices, so any n − 1 of them and a saturated vertex are affinely
+        # independent (a singleton would look saturated)
+        left_out = rng.sample(range(n), len(group))
+        for col, t in enumerate(group):
+            S = tuple(j for j in range(n) if j != left_out[col])
+            designed[t] = S
+            ell = [[mpq(1 if j in S else 0)] for j in range(n)]
+            E = contexts[t]
+            r = _rows(_fmat(_matmul(E, _transpose(E))).solve(_fmat(ell)))  # n × 1
+            r_t = [sum((E[j][i] * r[j][0] for j in range(n)), mpq(0)) for i in range(d)]
+            for i in range(d):
+                if F[i][col]:
+                    for k2 in range(d):
+                        W[i][k2] += F[i][col] * r_t[k2]
+    for _ in range(64):
+        v0 = [mpq(rng.randint(-9, 9)) for _ in range(d)]
+        if group:
+            gram = _matmul(Q, _transpose(Q))
+            coef = _rows(_fmat(gram).solve(_fmat([[_dot(q, v0)] for q in Q])))
+            u = [
+                v0[i] - sum((coef[c][0] * Q[c][i] for c in range(len(Q))), mpq(0)) for i in range(d)
+            ]
+        else:
+            u = v0
+        others = [t for t in range(len(queries)) if t not in designed]
+        if all(_dot(u, queries[t]) != 0 for t in others):
+            break
+    else:
+        raise InputError("no saturating direction found (are the queries in general position?)")
+    for _ in range(64):
+        v = [mpq(rng.randint(-99, 99)) for _ in range(d)]
+        if all(len({_dot(v, x) for x in ctx_}) == n for ctx_ in contexts):
+            break
+    else:
+        raise InputError("no direction separates the tokens of every context")
+    return W, u, v, designed
+
+
+def _saturating_lambda(W, u, v, queries, contexts, outside) -> mpq:
+    """The least integer λ ≥ 1 for which every example outside the group has a unique hardmax
+    at argmax_j sign(uᵀe)·vᵀx_j: λ·|uᵀe|·(value gap) must exceed the spread of the designed
+    scores (exact)."""
+    need = mpq(0)
+    for t in outside:
+        e, E = queries[t], contexts[t]
+        c = [_dot(e, [_dot(row, x) for row in W]) for x in E]
+        s = _dot(u, e)
+        vals = sorted((s * _dot(v, x) for x in E), reverse=True)
+        gap = vals[0] - vals[1]
+        spread = max(c) - min(c)
+        need = max(need, spread / gap)
+    return mpq(math.floor(need) + 1)
+
+
+def _attention_rows(W, lam, u, v, e, E, score, precision):
+    """Scores and weights of one head on one example (exact for hardmax, balls for softmax)."""
+    Wl = [[W[i][k] + lam * u[i] * v[k] for k in range(len(W))] for i in range(len(W))]
+    scores = [_dot(e, [_dot(row, x) for row in Wl]) for x in E]
+    if score == "hardmax":
+        top = max(scores)
+        tied = [j for j, s in enumerate(scores) if s == top]
+        return [mpq(1, len(tied)) if j in tied else mpq(0) for j in range(len(E))]
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        return softmax_balls([to_ball(s) for s in scores])
+    finally:
+        ctx.prec = old
+
+
+def _features(heads, queries, contexts, score, precision):
+    """Z: row t is [E^(t)ᵀ a_h^(t)]_h (exact rationals or balls)."""
+    Z = []
+    for e, E in zip(queries, contexts, strict=True):
+        row = []
+        ball = score != "hardmax"
+        cast = (lambda x: to_ball(x)) if ball else (lambda x: x)
+        old = ctx.prec
+        ctx.prec = max(precision, 53)
+        try:
+            for W, lam, u, v in heads:
+                a = _attention_rows(W, lam, u, v, e, E, score, precision)
+                for i in range(len(e)):
+                    terms = [a[j] * cast(E[j][i]) for j in range(len(E))]
+                    row.append(sum(terms[1:], terms[0]))
+        finally:
+            ctx.prec = old
+        Z.append(row)
+    return Z
+
+
+def _rational_matrix_affine(rows, in_dim, names=()) -> Affine:
+    den = math.lcm(*[int(mpq(x).denominator) for r in rows for x in r]) if rows else 1
+    dense = [[int(mpq(x) * den) for x in r] for r in rows]
+    return Affine.from_dense(dense, None, den, names, in_dim=in_dim)
+
+
+def _model(heads, W_read, d, outputs, score, meta) -> Transformer:
+    """E_in = [I_d; 0], one attention layer (query = x, key = W^h x, value = readout rows),
+    E_out reads the output lanes."""
+    width = d + outputs
+    lanes = tuple(f"x{i}" for i in range(d)) + tuple(f"out{c}" for c in range(outputs))
+    embed = Affine(d, tuple(((i, 1),) for i in range(d)) + ((),) * outputs, (0,) * width, 1, lanes)
+    pad = [mpq(0)] * outputs
+    att_heads = []
+    for h, (W, lam, u, v) in enumerate(heads):
+        Wl = [[W[i][k] + lam * u[i] * v[k] for k in range(d)] + pad for i in range(d)]
+        query = Affine(width, tuple(((i, 1),) for i in range(d)), (0,) * d)
+        key = _rational_matrix_affine(Wl, width)
+        value = _rational_matrix_affine(
+            [list(W_read[c][h * d : (h + 1) * d]) + pad for c in range(outputs)], width
+        )
+        output = Affine(outputs, ((),) * d + tuple(((c, 1),) for c in range(outputs)), (0,) * width)
+        att_heads.append(AttentionHead(query, key, value, output))
+    unembed = Affine(width, tuple(((d + c, 1),) for c in range(outputs)), (0,) * outputs)
+    return Transformer(
+        d, (Attention(tuple(att_heads), score, "mha", "context"),), embed, unembed, meta
+    )
+
+
+def _targets(ds: Dataset, readout: str) -> list[list[mpq]]:
+    if readout == "regression":
+        return [[mpq(y)] for y in ds.labels]
+    return [[mpq(1 if c + 1 == y else 0) for c in range(ds.num_classes)] for y in ds.labels]
+
+
+def _solve_balls(Z, piv, Y, precision) -> list[list[mpq]]:
+    """Readout w on the pivot columns from ball features; midpoints become the rational
+    weights (the verifier evaluates the resulting model independently)."""
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        A = arb_mat([[Z[t][j] for j in piv] for t in range(len(Z))])
+        B = arb_mat([[to_ball(y) for y in row] for row in Y])
+        X = A.solve(B)
+        cols = len(Y[0])
+        width = len(Z[0])
+        W_read = [[mpq(0)] * width for _ in range(cols)]
+        for i, j in enumerate(piv):
+            for c in range(cols):
+                lo, hi = ball_bounds(X[i, c])
+                W_read[c][j] = (lo + hi) / 2
+        return W_read
+    finally:
+        ctx.prec = old
+
+
+def _scale(W, factor):
+    return [[x * factor for x in row] for row in W]
+
+
+def _exact_readout(Z0, piv, Y, T, outputs, width) -> list[list[mpq]]:
+    """Solve Z w = y exactly on the pivot columns (the first rank-many examples if Z is rank
+    deficient: then the others are not fitted and the verifier says so)."""
+    rows = _pivots(_transpose(Z0))  # independent examples (all of them when rank Z = T)
+    X = _rows(_fmat([[Z0[t][j] for j in piv] for t in rows]).solve(_fmat([Y[t] for t in rows])))
+    W_read = [[mpq(0)] * width for _ in range(outputs)]
+    for i, j in enumerate(piv):
+        for c in range(outputs):
+            W_read[c][j] = X[i][c]
+    return W_read
+
+
+def _auto_temperature(heads, W_read, queries, contexts, Y, piv, tol, precision, solve) -> mpq:
+    """Double the temperature until the outputs are within ``tol`` of the targets (regression)
+    or keep their argmax with margin (classification), checked on Arb balls."""
+    temperature = mpq(1)
+    for _ in range(14):
+        scaled = [(_scale(W, temperature), lam * temperature, u, v) for W, lam, u, v in heads]
+        Z = _features(scaled, queries, contexts, "softmax", precision)
+        read = W_read
+        if solve == "resolve":
+            read = _solve_balls(Z[: len(piv)], piv, Y[: len(piv)], precision)
+        old = ctx.prec
+        ctx.prec = precision
+        try:
+            ok = True
+            for z, y in zip(Z, Y, strict=True):
+                outs = [sum((z[j] * to_ball(w[j]) for j in piv), to_ball(mpq(0))) for w in read]
+                for o, target in zip(outs, y, strict=True):
+                    lo, hi = ball_bounds(o - to_ball(target))
+                    if not (-tol < lo and hi < tol):
+                        ok = False
+        finally:
+            ctx.prec = old
+        if ok:
+            return temperature
+        temperature *= 2
+    raise InputError("no temperature up to 2^13 brings the softmax model within tolerance")
+
+
+def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]:
+    """``build --construction mahdavi24``."""
+    queries, contexts = examples(dataset)
+    T, n, d = len(queries), len(contexts[0]), len(queries[0])
+    seed = options.get("seed", 0)
+    score = options.get("score", "hardmax")
+    readout = options.get("readout", "regression")
+    if score not in ("hardmax", "softmax") or readout not in ("regression", "classification"):
+        raise InputError(
+            "mahdavi24: score must be hardmax|softmax, readout regression|classification"
+        )
+    report = check_assumptions(queries, contexts, seed=seed)
+    m = min(n, d)
+    H = options.get("heads") or max(1, math.ceil((T - 1) / (m - 1)))
+    over = T > capacity(H, n, d)
+    if over and not options.get("over_capacity"):
+        raise InputError(
+            f"{T} examples exceed the capacity H(n − 1) + 1 = {capacity(H, n, d)} "
+            f"of {H} heads (--set heads=… or over_capacity=true to try anyway)"
+        )
+    rng = random.Random(seed)
+    rest = list(range(1, T))
+    size = max(m - 1, math.ceil(len(rest) / H)) if over else m - 1
+    groups = [tuple(rest[h * size : (h + 1) * size]) for h in range(H)]
+    outputs = 1 if readout == "regression" else dataset.num_classes
+    Y = _targets(dataset, readout)
+    for _attempt in range(16):
+        parts = [_head(list(g), queries, contexts, rng, d, n) for g in groups]
+        heads = []
+        for (W, u, v, _), g in zip(parts, groups, strict=True):
+            outside = [t for t in range(T) if t not in g]
+            heads.append((W, _saturating_lambda(W, u, v, queries, contexts, outside), u, v))
+        Z0 = _features(heads, queries, contexts, "hardmax", 0)
+        rank = rank_of(Z0)
+        if rank == T or over:
+            break
+    else:
+        raise InputError(f"the features did not reach rank {T} in 16 designs")
+    designed = [()] * T
+    for *_, des in parts:
+        for t, S in des.items():
+            designed[t] = S
+    piv = _pivots(Z0)
+    W_read = _exact_readout(Z0, piv, Y, T, outputs, H * d)
+    temperature = mpq(1)
+    precision = 0
+    solve = options.get("readout_solve", "limit")
+    if score == "softmax":
+        tol = mpq(options.get("tolerance", "1/1000"))
+        precision = options.get("precision", 256)
+        if options.get("temperature"):
+            temperature = mpq(options["temperature"])
+        else:  # the least power of two at which the construction's own check passes
+            temperature = _auto_temperature(
+                heads, W_read, queries, contexts, Y, piv, tol, precision, solve
+            )
+        heads = [(_scale(W, temperature), lam * temperature, u, v) for W, lam, u, v in heads]
+        if solve == "resolve":
+            Zs = _features(heads, queries, contexts, "softmax", precision)
+            rows = list(range(min(T, len(piv))))
+            W_read = _solve_balls([Zs[t] for t in rows], piv, [Y[t] for t in rows], precision)
+    meta = {
+        "construction": "mahdavi24",
+        "theorem": "Mahdavi, Liao & Thrampoulidis 2024, Theorem 1 (reconstruction)",
+        "options": {k: v for k, v in options.items()},
+        "readout": readout,
+        "tolerance": str(options.get("tolerance", "1/1000")),
+        "temperature": str(temperature),
+        "readout_solve": solve,
+        "heads": H,
+        "capacity": capacity(H, n, d),
+        "assumption_A1": report.describe(),
+    }
+    model = _model(heads, W_read, d, outputs, score, meta)
+    witness = MahdaviWitness(
+        H,
+        tuple(groups),
+        tuple(designed),
+        heads[0][1],
+        rank,
+        capacity(H, n, d),
+        precision,
+        temperature,
+    )
+    return model, witness
+
+
+def rank_ceiling(contexts: Sequence[Sequence[Vec]], H: int) -> int | None:
+    """Proposition 2 (shared context): every attention vector lies in the simplex, so E ᵀa ranges
+    over an affine set of dimension rank([x_j − x_1]_j) and the T rows of Z lie in an affine
+    space of dimension H·that: rank Z ≤ H·dim + 1 whatever the weights. Returns the ceiling
+    when all contexts are equal (None otherwise)."""
+    if any(c != contexts[0] for c in contexts):
+        return None
+    E = contexts[0]
+    diffs = [[a - b for a, b in zip(x, E[0], strict=True)] for x in E[1:]]
+    return H * rank_of(diffs) + 1
+
+
+def random_instance(
+    T: int, n: int, d: int, C: int, seed: int = 0, *, shared_context: bool = False, bound: int = 9
+) -> Dataset:
+    """T examples: n context tokens and a query, integer coordinates in [−bound, bound]."""
+    rng = random.Random(seed)
+    vocab: list[Vec] = []
+
+    def token() -> int:
+        vocab.append(tuple(mpq(rng.randint(-bound, bound)) for _ in range(d)))
+        return len(vocab) - 1
+
+    shared = [token() for _ in range(n)] if shared_context else None
+    seqs, labels = [], []
+    for _ in range(T):
+        ctx_ = shared if shared else [token() for _ in range(n)]
+        seqs.append(tuple(ctx_) + (token(),))
+        labels.append(rng.randint(1, C))
+    return Dataset(
+        "next-token",
+        tuple(labels),
+        C,
+        vocab=tuple(vocab),
+        sequences=tuple(seqs),
+        meta={"generator": "mahdavi_instance", "shared_context": shared_context},
+    )
