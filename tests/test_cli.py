@@ -47,7 +47,7 @@ def test_usage_errors_exit_2(tmp_path, capsys):
             [
                 "build",
                 "--construction",
-                "mahdavi24",
+                "transformer-xl",
                 "--data",
                 str(data),
                 "--out",
@@ -56,7 +56,7 @@ def test_usage_errors_exit_2(tmp_path, capsys):
         )
         == 2
     )
-    assert "not implemented yet" in capsys.readouterr().err
+    assert "available: vys, ks25-next-token" in capsys.readouterr().err
     assert (
         main(
             [
