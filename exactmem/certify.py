@@ -28,6 +28,7 @@ from exactmem.sequences import check_consistency, view, with_positions
 from exactmem.verify import Certificate, activation_summary, check_memorizer, check_outputs
 from exactmem.verify_attention import (
     ball_label_check,
+    dana_checks,
     exact_classification_check,
     mahdavi_checks,
 )
@@ -204,6 +205,8 @@ def _sequences(model, dataset, progress):
         checks += check_ks25(trace, model, dataset, sv)
     if construction == "mahdavi24":
         checks += mahdavi_checks(model, dataset)
+    if construction == "dana25":
+        checks += dana_checks(model, dataset)
     checks += lower_bound_checks(model, dataset, sv)
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {

@@ -39,7 +39,10 @@ CONSTRUCTIONS["mahdavi24"] = (
     "Mahdavi, Liao & Thrampoulidis 2024: one multi-head attention layer memorizes "
     "H(n - 1) + 1 examples (task next-token: n context tokens, then the query)"
 )
-PLANNED = ("dana25",)
+CONSTRUCTIONS["dana25"] = (
+    "Dana, Pydi & Chevaleyre 2025: an attention-only Transformer memorizes H*d_h + d "
+    "associations (task next-token over token ids)"
+)
 
 
 def _choice(*allowed: str):
@@ -106,6 +109,13 @@ OPTIONS = {
     "ks25-deep-sets": KS25_OPTIONS,
     "ks25-bit-budget": KS25_OPTIONS,
     "ks25-token-ids": {k: v for k, v in KS25_OPTIONS.items() if k != "position_aware"},
+    "dana25": {
+        "d": ("embedding dimension (default 2)", _positive),
+        "head_dim": ("d_h ≤ d (default d)", _positive),
+        "heads": ("H (default: the fewest with H·d_h + d ≥ T₀)", _positive),
+        "scale": ("λ_U: the target residual is λ_U·w_g (default 100)", _positive),
+        "precision": ("bits of the Arb readout solve (default 256, doubled on failure)", _positive),
+    },
     "mahdavi24": {
         "heads": ("H (default: the fewest with H(n − 1) + 1 ≥ T)", _positive),
         "score": (
@@ -209,6 +219,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
             f"{ds.size} examples (n = {args.n or 6} context tokens + a query in Q^{ds.dim}"
             f"{', shared context' if args.shared_context else ''})"
         )
+    elif args.family == "associations":
+        from exactmem.constructions.dana25 import random_associations
+
+        if args.N is None:
+            raise InputError("generate associations needs --N (associations)")
+        ds = random_associations(args.vocab or 50, args.n or 2, args.N, args.seed)
+        what = f"{ds.size} associations of {args.n or 2} tokens over {len(ds.vocab)} tokens"
     elif args.family == "zen":
         ds = zen_of_python(args.n or 32, unit=args.unit)
         what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"
@@ -240,9 +257,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from exactmem.model import resources
 
     if args.construction not in CONSTRUCTIONS:
-        planned = " (not implemented yet)" if args.construction in PLANNED else ""
         raise InputError(
-            f"--construction {args.construction!r}{planned}; available: {', '.join(CONSTRUCTIONS)}"
+            f"--construction {args.construction!r} is unknown; available: "
+            f"{', '.join(CONSTRUCTIONS)}"
         )
     progress = Progress(not args.quiet)
     options = parse_options(args.construction, args.set or [])
@@ -255,6 +272,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         from exactmem.constructions import mahdavi24
 
         model, _ = mahdavi24.build(dataset, options)
+    elif args.construction == "dana25":
+        from exactmem.constructions import dana25
+
+        model, _ = dana25.build(dataset, options)
     else:
         model, _ = ks25.build(dataset, options, args.construction)
     digest = save_model(model, args.out)
@@ -470,8 +491,6 @@ def parser() -> argparse.ArgumentParser:
         help="build a construction's model for a dataset",
         epilog="constructions:\n"
         + "\n".join(f"  {k:<16} {v}" for k, v in CONSTRUCTIONS.items())
-        + "\n  planned: "
-        + ", ".join(PLANNED)
         + "".join(
             f"\n\noptions of {', '.join(c for c in OPTIONS if OPTIONS[c] is opts)} "
             "(--set KEY=VALUE):\n" + "\n".join(f"  {k:<17} {h}" for k, (h, _) in opts.items())
@@ -541,7 +560,15 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="write a random dataset file", epilog=EPILOG)
     g.add_argument(
         "family",
-        choices=("points", "next-token", "seq2seq", "multisets", "attention", "zen"),
+        choices=(
+            "points",
+            "next-token",
+            "seq2seq",
+            "multisets",
+            "attention",
+            "associations",
+            "zen",
+        ),
         help="random points; random sequences labelled at the last position (next-token), at "
         "every position (seq2seq) or by multiset (multisets, for deep sets); windows of the Zen "
         "of Python (next character or word)",

@@ -211,3 +211,80 @@ def _hardmax_features(att, queries, contexts) -> list[list[mpq]]:
                 row.append(sum((E[j][i] for j in tied), mpq(0)) / len(tied))
         Z.append(row)
     return Z
+
+
+def dana_checks(model, ds, precision: int = 256) -> list[Check]:
+    """Lemma 2's rank, certified: the attention features Φ(t) = [W_V^h A_h(t)]_h that the model's
+    own weights produce at the last position form a T₀ × (H d_h + d) matrix whose first T₀
+    columns are non-singular (Arb solve); and the capacity H·d_h + d."""
+    from flint import arb_mat, ctx
+
+    from exactmem.evaluate.softmax import softmax_balls, to_ball
+    from exactmem.model import Attention, PositionalEncoding
+
+    pos = next(s for s in model.sublayers if isinstance(s, PositionalEncoding))
+    att = next(s for s in model.sublayers if isinstance(s, Attention))
+    pairs = {tuple(s): y for s, y in zip(ds.sequences, ds.labels, strict=True)}
+    T0 = len(pairs)
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        rows = []
+        for seq in pairs:
+            xs = []
+            for k, t in enumerate(seq):
+                col = [
+                    sum(
+                        (to_ball(mpq(c, model.embed.denominator)) for j, c in row if j == t),
+                        to_ball(mpq(0)),
+                    )
+                    for row in model.embed.rows
+                ]
+                xs.append([a + to_ball(b) for a, b in zip(col, pos.table[k], strict=True)])
+            feats = []
+            for h in att.heads:
+
+                def lin(a, v):
+                    return [
+                        sum(
+                            (v[j] * to_ball(mpq(c, a.denominator)) for j, c in row), to_ball(mpq(0))
+                        )
+                        for row in a.rows
+                    ]
+
+                q = lin(h.query, xs[-1])
+                scores = [
+                    sum((x * y for x, y in zip(lin(h.key, x_), q, strict=True)), to_ball(mpq(0)))
+                    for x_ in xs
+                ]
+                a = softmax_balls(scores)
+                A = [
+                    sum((a[s] * xs[s][i] for s in range(len(xs))), to_ball(mpq(0)))
+                    for i in range(len(xs[0]))
+                ]
+                feats += lin(h.value, A)
+            rows.append(feats[:T0])
+        try:
+            arb_mat(rows).solve(
+                arb_mat([[to_ball(mpq(int(i == j))) for j in range(T0)] for i in range(T0)])
+            )
+            ok = True
+        except ZeroDivisionError:
+            ok = False
+    finally:
+        ctx.prec = old
+    cap = model.meta.get("capacity")
+    detail = (
+        f"the {T0} attention feature vectors are linearly independent (Arb, {precision} bits)"
+        if ok
+        else f"the {T0} attention features are not certifiably independent at {precision} bits"
+    )
+    return [
+        Check("dana.feature_rank", ok, detail, {"associations": T0}),
+        Check(
+            "dana.capacity",
+            cap is not None and T0 <= cap,
+            f"T₀ = {T0} {'≤' if cap and T0 <= cap else '>'} H·d_h + d = {cap}",
+            {"capacity": cap, "paper_parameters": model.meta.get("paper_parameters")},
+        ),
+    ]
