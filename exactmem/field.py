@@ -174,7 +174,10 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
     """Build exactmem's constructions on random data of these sizes and report what they use.
 
     Each model is certified when the number of judged items is at most ``verify_limit``; the
-    eq. (72) count of its block architecture is reported beside its parameter count.
+    eq. (72) count of its block architecture is reported beside its parameter count. The
+    attention-only constructions run at capped sizes (their exact feature solves grow fast):
+    Mahdavi et al. with T = min(N, 41) examples of min(n, d − 1) context tokens, Dana et al. with
+    min(N, 100) associations; the task column says which.
     """
     from exactmem.certify import certify
     from exactmem.constructions import ks25, vys
@@ -206,6 +209,27 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
             lambda: random_sequences(N, n, 1, omega, C, seed),
             lambda ds: ks25.build(ds, {}, "ks25-token-ids"),
             N,
+        ),
+    ]
+    from exactmem.constructions import dana25, mahdavi24
+
+    n_ctx = min(n, d - 1)
+    T_att = min(N, 41)
+    T_dana = min(N, 100, omega**n)
+    jobs += [
+        (
+            "mahdavi24",
+            f"attention, T = {T_att}",
+            lambda: mahdavi24.random_instance(T_att, n_ctx, d, C, seed),
+            lambda ds: mahdavi24.build(ds, {"score": "softmax"}),
+            T_att,
+        ),
+        (
+            "dana25",
+            f"associations, T = {T_dana}",
+            lambda: dana25.random_associations(min(omega, 50), n, T_dana, seed),
+            lambda ds: dana25.build(ds, {"d": 2}),
+            T_dana,
         ),
     ]
     rows = []

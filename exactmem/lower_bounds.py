@@ -81,27 +81,31 @@ def architecture_of(model: Transformer) -> Architecture:
     return Architecture(d=model.input_dim, m=res.width, s=s, H=H, q=res.width, L=max(blocks, 1))
 
 
-def _log2_factor(coefficient: arb, exponent: int) -> arb:
-    """log₂ of (coefficient / exponent)^exponent."""
-    return exponent * (coefficient / exponent).log() / arb(2).log()
+def _log2_sign_vectors(M: int, D: int, W: int) -> arb:
+    """log₂ of a bound on the sign vectors of M polynomials of degree ≤ D in W variables:
+    Goldberg–Jerrum's (8eMD/W)^W when M ≥ W (Lemma B.4 needs it), and never more than 3^M —
+    each polynomial has three signs. Without the cap the formula is meaningless for M < W."""
+    trivial = M * arb(3).log() / arb(2).log()
+    if M < W:
+        return trivial
+    gj = W * (8 * arb.const_e() * M * D / W).log() / arb(2).log()
+    return gj.min(trivial)
 
 
 def sign_pattern_log2(arch: Architecture, n: int, N: int, precision: int = 256) -> arb:
-    """log₂ of the product bound on the number of sign vectors K (eqs. (72), (86)–(89))."""
+    """log₂ of the product bound on the number of sign vectors K (eqs. (72), (86)–(89)): per
+    block, the hardmax pattern (N·H·n³ score differences of degree 8l − 4) and the ReLU pattern
+    (n·q·N pre-activations of degree 4l), then the outputs (n·N of degree 4L + 2)."""
     old = ctx.prec
     ctx.prec = precision
     try:
-        e8 = 8 * arb.const_e()
         m, s, H, q, L = arch.m, arch.s, arch.H, arch.q, arch.L
         total = arb(0)
         for layer in range(1, L + 1):
-            before = arch.parameters_before(layer - 1)
-            att = before + 2 * m * s * H
-            total += _log2_factor(e8 * n**3 * H * N * (8 * layer - 4), att)
-            ffn = att + (m + 1) * q
-            total += _log2_factor(e8 * n * q * N * 4 * layer, ffn)
-        W = arch.parameters
-        total += _log2_factor(e8 * n * N * (4 * L + 2), W)
+            att = arch.parameters_before(layer - 1) + 2 * m * s * H
+            total += _log2_sign_vectors(N * H * n**3, 8 * layer - 4, att)
+            total += _log2_sign_vectors(n * q * N, 4 * layer, att + (m + 1) * q)
+        total += _log2_sign_vectors(n * N, 4 * L + 2, arch.parameters)
         return total
     finally:
         ctx.prec = old

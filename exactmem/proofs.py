@@ -51,6 +51,16 @@ CONSTRUCTION_OPTIONS = {
     "ks25-deep-sets": KS25_OPTIONS,
     "ks25-bit-budget": KS25_OPTIONS,
     "ks25-token-ids": KS25_OPTIONS - {"position_aware"},
+    "mahdavi24": {
+        "heads",
+        "score",
+        "readout",
+        "temperature",
+        "readout_solve",
+        "tolerance",
+        "over_capacity",
+    },
+    "dana25": {"d", "head_dim", "heads", "scale", "precision"},
 }
 
 
@@ -59,6 +69,14 @@ def _build(construction: str, dataset, options: dict):
 
     if construction == "vys":
         return vys.build(dataset, options)
+    if construction == "mahdavi24":
+        from exactmem.constructions import mahdavi24
+
+        return mahdavi24.build(dataset, options)
+    if construction == "dana25":
+        from exactmem.constructions import dana25
+
+        return dana25.build(dataset, options)
     return ks25.build(dataset, options, construction)
 
 
@@ -154,7 +172,28 @@ def _gen_zen(p: dict):
     return zen_of_python(p.get("n", 32), unit=p.get("unit", "char"), limit=p.get("limit"))
 
 
+def _gen_attention(p: dict):
+    from exactmem.constructions.mahdavi24 import random_instance
+
+    return random_instance(
+        p["T"],
+        p["n"],
+        p["d"],
+        p["C"],
+        p.get("seed", 0),
+        shared_context=p.get("shared_context", False),
+    )
+
+
+def _gen_associations(p: dict):
+    from exactmem.constructions.dana25 import random_associations
+
+    return random_associations(p["vocab"], p["S"], p["T"], p.get("seed", 0))
+
+
 GENERATORS: dict[str, Callable] = {
+    "attention": _gen_attention,
+    "associations": _gen_associations,
     "random_points": _gen_random_points,
     "label_extremes": _gen_label_extremes,
     "random_sequences": _gen_random_sequences,

@@ -123,7 +123,14 @@ def test_bounds_measure_small(capsys):
     )
     report = json.loads(capsys.readouterr().out)
     kinds = {m["construction"]: m for m in report["measured"]}
-    assert set(kinds) == {"vys", "ks25-next-token", "ks25-seq2seq", "ks25-token-ids"}
+    assert set(kinds) == {
+        "vys",
+        "ks25-next-token",
+        "ks25-seq2seq",
+        "ks25-token-ids",
+        "mahdavi24",
+        "dana25",
+    }
     assert all(m["verdict"] == "verified" for m in kinds.values())
     assert all(m["eq72_max_N"] >= 40 for m in kinds.values())
 
