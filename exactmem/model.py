@@ -12,6 +12,7 @@ margins at named lanes of the evaluated network.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -80,6 +81,15 @@ class Affine:
         width = in_dim if in_dim is not None else (len(matrix[0]) if matrix else 0)
         b = tuple(int(x) for x in bias) if bias is not None else (0,) * len(rows)
         return cls(width, rows, b, denominator, tuple(names))
+
+    @classmethod
+    def from_rationals(
+        cls, matrix: Sequence[Sequence[mpq]], in_dim: int, names: Sequence[str] = ()
+    ) -> Affine:
+        """A bias-free map from a matrix of exact rationals (common denominator = their lcm)."""
+        den = math.lcm(*[int(mpq(x).denominator) for r in matrix for x in r]) if matrix else 1
+        dense = [[int(mpq(x) * den) for x in r] for r in matrix]
+        return cls.from_dense(dense, None, den, names, in_dim=in_dim)
 
     @classmethod
     def identity(cls, dim: int, names: Sequence[str] = ()) -> Affine:

@@ -31,7 +31,7 @@ from gmpy2 import mpq
 
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.evaluate.softmax import ball_bounds, softmax_balls, to_ball
+from exactmem.evaluate.softmax import ball_midpoint, softmax_balls, to_ball
 from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
 
 __all__ = [
@@ -186,18 +186,10 @@ def _solve_readout(pairs, emb, pos, heads, lam0, W_U, scale, d, precision):
         W_O = [[mpq(0)] * width for _ in range(d)]
         for j in range(T0):
             for i in range(d):
-                lo, hi = ball_bounds(X[j, i])
-                W_O[i][j] = (lo + hi) / 2
+                W_O[i][j] = ball_midpoint(X[j, i])
         return W_O
     finally:
         ctx.prec = old
-
-
-def _affine(rows, in_dim) -> Affine:
-    den = math.lcm(*[int(mpq(x).denominator) for r in rows for x in r]) if rows else 1
-    return Affine.from_dense(
-        [[int(mpq(x) * den) for x in r] for r in rows], None, den, in_dim=in_dim
-    )
 
 
 def _model(emb, pos, heads, lam0, W_O, W_U, scale, d, d_h, N, S, options) -> Transformer:
@@ -215,20 +207,25 @@ def _model(emb, pos, heads, lam0, W_O, W_U, scale, d, d_h, N, S, options) -> Tra
     for q, k, V in heads:
         block = [row[col : col + d_h] for row in W_O]
         att_heads.append(
-            AttentionHead(_affine([q], d), _affine([k], d), _affine(V, d), _affine(block, d_h))
+            AttentionHead(
+                Affine.from_rationals([q], d),
+                Affine.from_rationals([k], d),
+                Affine.from_rationals(V, d),
+                Affine.from_rationals(block, d_h),
+            )
         )
         col += d_h
     ident = [[mpq(int(i == j)) for j in range(d)] for i in range(d)]
     att_heads.append(
         AttentionHead(
-            _affine([[lam0 * x for x in r] for r in ident], d),
-            _affine(ident, d),
-            _affine(ident, d),
-            _affine([row[col : col + d] for row in W_O], d),
+            Affine.from_rationals([[lam0 * x for x in r] for r in ident], d),
+            Affine.from_rationals(ident, d),
+            Affine.from_rationals(ident, d),
+            Affine.from_rationals([row[col : col + d] for row in W_O], d),
         )
     )
     unembed_rows = [list(w) + [mpq(0)] * (d - 2) for w in W_U]
-    unembed = _affine(unembed_rows, d)
+    unembed = Affine.from_rationals(unembed_rows, d)
     meta = {
         "construction": "dana25",
         "theorem": "Dana, Pydi & Chevaleyre 2025, Theorem 1 / Corollary 1 (reconstruction)",

@@ -36,7 +36,7 @@ from gmpy2 import mpq
 from exactmem.assumptions import context_rank_violations, kruskal_rank_at_least
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.evaluate.softmax import ball_bounds, softmax_balls, to_ball
+from exactmem.evaluate.softmax import ball_bounds, ball_midpoint, softmax_balls, to_ball
 from exactmem.model import Affine, Attention, AttentionHead, Transformer
 
 __all__ = ["MahdaviWitness", "build", "capacity", "examples", "random_instance", "rank_ceiling"]
@@ -237,12 +237,6 @@ def _features(heads, queries, contexts, score, precision):
     return Z
 
 
-def _rational_matrix_affine(rows, in_dim, names=()) -> Affine:
-    den = math.lcm(*[int(mpq(x).denominator) for r in rows for x in r]) if rows else 1
-    dense = [[int(mpq(x) * den) for x in r] for r in rows]
-    return Affine.from_dense(dense, None, den, names, in_dim=in_dim)
-
-
 def _model(heads, W_read, d, outputs, score, meta) -> Transformer:
     """E_in = [I_d; 0], one attention layer (query = x, key = W^h x, value = readout rows),
     E_out reads the output lanes."""
@@ -254,8 +248,8 @@ def _model(heads, W_read, d, outputs, score, meta) -> Transformer:
     for h, (W, lam, u, v) in enumerate(heads):
         Wl = [[W[i][k] + lam * u[i] * v[k] for k in range(d)] + pad for i in range(d)]
         query = Affine(width, tuple(((i, 1),) for i in range(d)), (0,) * d)
-        key = _rational_matrix_affine(Wl, width)
-        value = _rational_matrix_affine(
+        key = Affine.from_rationals(Wl, width)
+        value = Affine.from_rationals(
             [list(W_read[c][h * d : (h + 1) * d]) + pad for c in range(outputs)], width
         )
         output = Affine(outputs, ((),) * d + tuple(((c, 1),) for c in range(outputs)), (0,) * width)
@@ -286,8 +280,7 @@ def _solve_balls(Z, piv, Y, precision) -> list[list[mpq]]:
         W_read = [[mpq(0)] * width for _ in range(cols)]
         for i, j in enumerate(piv):
             for c in range(cols):
-                lo, hi = ball_bounds(X[i, c])
-                W_read[c][j] = (lo + hi) / 2
+                W_read[c][j] = ball_midpoint(X[i, c])
         return W_read
     finally:
         ctx.prec = old

@@ -19,7 +19,15 @@ from gmpy2 import mpq
 
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 
-__all__ = ["BallTrace", "ball_bounds", "decide", "run_balls", "softmax_balls", "to_ball"]
+__all__ = [
+    "BallTrace",
+    "ball_bounds",
+    "ball_midpoint",
+    "decide",
+    "run_balls",
+    "softmax_balls",
+    "to_ball",
+]
 
 MAX_PRECISION = 1 << 14
 
@@ -32,6 +40,11 @@ def to_ball(value: mpq) -> arb:
 def _dyadic(x: arb) -> mpq:
     man, exp = x.man_exp()
     return mpq(int(man)) * (mpq(2) ** int(exp)) if exp >= 0 else mpq(int(man), 2 ** (-int(exp)))
+
+
+def ball_midpoint(x: arb) -> mpq:
+    """The exact (dyadic) midpoint of a ball."""
+    return _dyadic(x.mid())
 
 
 def ball_bounds(x: arb) -> tuple[mpq, mpq]:
