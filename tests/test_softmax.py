@@ -136,3 +136,36 @@ def test_kruskal_sampling_says_so():
     assert not report.exhaustive and report.subsets_tried <= 50
     assert report.subsets_total == 593775
     assert "randomly sampled" in report.describe() or not report.holds
+
+
+def test_undecidable_enclosure_is_inconclusive(tmp_path, capsys):
+    """Unequal softmax scores over values that are all 2: the output is exactly 2, but the
+    balls can only straddle it. With tolerance 0 the verdict is inconclusive (exit 4)."""
+    from exactmem.certify import certify
+    from exactmem.cli import main
+    from exactmem.data import Dataset, save_dataset
+    from exactmem.errors import InconclusiveError
+    from exactmem.io import save_model
+
+    q = Affine.from_dense([[1, 0]])
+    k = Affine.from_dense([[1, 0]])
+    v = Affine.from_dense([[0, 1]])
+    o = Affine.from_dense([[0], [1]])
+    unembed = Affine.from_dense([[0, 1]], [-2])  # out = lane 1 − 2 = the attention output
+    model = Transformer(
+        2,
+        (Attention((AttentionHead(q, k, v, o),), "softmax"),),
+        unembed=unembed,
+        meta={"readout": "regression", "tolerance": "0"},
+    )
+    vocab = ((mpq(1), mpq(2)), (mpq(3), mpq(2)))
+    ds = Dataset("next-token", (2,), 2, vocab=vocab, sequences=((0, 1),))
+    with pytest.raises(InconclusiveError):
+        certify(model, ds)
+    save_model(model, tmp_path / "m.json")
+    save_dataset(ds, tmp_path / "d.json")
+    assert (
+        main(["verify", str(tmp_path / "m.json"), "--data", str(tmp_path / "d.json"), "--quiet"])
+        == 4
+    )
+    assert "too wide" in capsys.readouterr().err
