@@ -175,3 +175,26 @@ def test_certificate_file(files, tmp_path):
     assert body["verdict"] == "verified"
     assert body["subject"]["model_sha256"] == load_model(path)[1]
     assert body["subject"]["versions"]["gmpy2"]
+
+
+@pytest.mark.parametrize("which", ["dana", "mahdavi", "token_ids"])
+def test_round_trip_of_attention_features(tmp_path, which):
+    """Positional encodings, attention masks and token inputs survive the model file."""
+    from exactmem.certify import certify
+    from exactmem.constructions import dana25, ks25, mahdavi24
+    from exactmem.sequences import random_sequences
+
+    if which == "dana":
+        ds = dana25.random_associations(6, 3, 8, seed=1)
+        model, _ = dana25.build(ds, {"d": 2, "heads": 3})
+    elif which == "mahdavi":
+        ds = mahdavi24.random_instance(5, 3, 5, 3, seed=1)
+        model, _ = mahdavi24.build(ds, {"heads": 2})
+    else:
+        ds = random_sequences(20, 3, 1, 9, 3, seed=1)
+        model, _ = ks25.build(ds, {}, "ks25-token-ids")
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    loaded, _ = load_model(path)
+    assert loaded == model
+    assert certify(loaded, ds).verdict == "verified"
