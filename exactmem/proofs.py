@@ -273,7 +273,8 @@ def find_proofs_dir(given: str | None) -> Path:
         if not path.is_dir():
             raise InputError(f"--proofs {given}: not a directory")
         return path
-    for candidate in (Path.cwd() / "proofs", Path(__file__).resolve().parent.parent / "proofs"):
+    here = Path(__file__).resolve().parent
+    for candidate in (Path.cwd() / "proofs", here / "proofs", here.parent / "proofs"):
         if candidate.is_dir():
             return candidate
     raise InputError("no proofs/ directory here; run from the repository or pass --proofs DIR")
