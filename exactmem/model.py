@@ -91,16 +91,6 @@ class Affine:
         dense = [[int(mpq(x) * den) for x in r] for r in matrix]
         return cls.from_dense(dense, None, den, names, in_dim=in_dim)
 
-    @classmethod
-    def identity(cls, dim: int, names: Sequence[str] = ()) -> Affine:
-        return cls(dim, tuple(((i, 1),) for i in range(dim)), (0,) * dim, 1, tuple(names))
-
-    def entry(self, i: int, j: int) -> mpq:
-        for col, coeff in self.rows[i]:
-            if col == j:
-                return mpq(coeff, self.denominator)
-        return mpq(0)
-
     def parameters(self, *, with_bias: bool = True) -> Iterator[mpq]:
         """The non-zero parameters as exact rationals (weights, then biases)."""
         for row in self.rows:

@@ -14,7 +14,6 @@ import io
 import random
 import re
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gmpy2 import mpq
@@ -290,8 +289,3 @@ def zen_of_python(n: int = 32, *, unit: str = "char", limit: int | None = None) 
         sequences=tuple(seqs),
         meta={"generator": "zen_of_python", "n": n, "unit": unit, "symbols": list(ids)},
     )
-
-
-def multiset_counts(ms: Multiset, order: Sequence[int]) -> tuple[int, ...]:
-    counts = dict(ms)
-    return tuple(counts.get(t, 0) for t in order)

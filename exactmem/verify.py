@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
 from gmpy2 import mpq
 
 from exactmem.evaluate.reference import LayerStat, Trace
@@ -334,8 +333,3 @@ def activation_summary(stats: list[LayerStat], *, per_layer: bool = True) -> dic
             for s in stats
         ]
     return summary
-
-
-def rows_expected(index: np.ndarray, labels: Iterable[int]) -> dict[int, int]:
-    """Expected label per row from a (sequence → row) index of a points evaluation."""
-    return {int(index[i, 0]): y for i, y in enumerate(labels)}

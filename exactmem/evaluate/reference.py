@@ -84,10 +84,6 @@ class Trace:
     embedded: Stream | None = None
     _lanes: dict[str, tuple[np.ndarray, int, np.ndarray]] = field(default_factory=dict)
 
-    @property
-    def lane_names(self) -> list[str]:
-        return list(self._lanes)
-
     def lane(self, name: str) -> np.ndarray:
         """Exact values of a probe, shape (sequences, positions): ints, or mpq when needed."""
         numerators, den, index = self._lanes[name]
