@@ -188,6 +188,14 @@ def check_memorizer(
     rho, c = layout["key_bits"], layout["label_bits"]
     rows = sorted(expected)
     checks: list[Check] = []
+    if not rows:
+        return [
+            Check(
+                prefix + "inputs",
+                False,
+                "no input has an exact expected label, so no invariant can be checked",
+            )
+        ]
 
     # Stage I: keys are integers ≥ 2, pairwise ≥ 2 apart across distinct labels.
     keys = _rows(trace, prefix + "key")

@@ -265,6 +265,8 @@ def dana_checks(model, ds, precision: int = 256) -> list[Check]:
                 feats += lin(h.value, A)
             rows.append(feats[:T0])
         try:
+            if len(rows[0]) < T0:  # fewer features than associations: rank < T₀ for sure
+                raise ZeroDivisionError
             arb_mat(rows).solve(
                 arb_mat([[to_ball(mpq(int(i == j))) for j in range(T0)] for i in range(T0)])
             )
@@ -273,7 +275,7 @@ def dana_checks(model, ds, precision: int = 256) -> list[Check]:
             ok = False
     finally:
         ctx.prec = old
-    cap = model.meta.get("capacity")
+    cap = sum(h.value.out_dim for h in att.heads)  # H·d_h + d, read off the model's heads
     detail = (
         f"the {T0} attention feature vectors are linearly independent (Arb, {precision} bits)"
         if ok
@@ -283,8 +285,8 @@ def dana_checks(model, ds, precision: int = 256) -> list[Check]:
         Check("dana.feature_rank", ok, detail, {"associations": T0}),
         Check(
             "dana.capacity",
-            cap is not None and T0 <= cap,
-            f"T₀ = {T0} {'≤' if cap and T0 <= cap else '>'} H·d_h + d = {cap}",
+            T0 <= cap,
+            f"T₀ = {T0} {'≤' if T0 <= cap else '>'} H·d_h + d = {cap}",
             {"capacity": cap, "paper_parameters": model.meta.get("paper_parameters")},
         ),
     ]
