@@ -234,3 +234,31 @@ def test_certificate_has_the_margins(built, tmp_path):
     assert checks["ks25.sequence_sums"]["min_sum_gap"] is not None
     assert body["subject"]["options"]["seed"] == 2
     assert body["resources"]["width"] <= 14
+
+
+def test_multiplicity_only_differences_are_separated():
+    """T12: {a, a, b} and {a, b, b} with the same last token b need different context ids."""
+    a, b = (mpq(1), mpq(0)), (mpq(0), mpq(1))
+    ds = Dataset(
+        "next-token", (1, 2, 3), 3, vocab=(a, b), sequences=((0, 0, 1), (0, 1, 1), (1, 1, 1))
+    )
+    model, _ = ks25.build(ds, {})
+    cert = certify(model, ds)
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_all_identical_tokens(n):
+    """T13: constant sequences (n = 1, n = 2 with equal tokens, longer); every token its own
+    label."""
+    vocab = tuple((mpq(i), mpq(i * i)) for i in range(6))
+    ds = Dataset(
+        "next-token",
+        tuple(range(1, 7)),
+        6,
+        vocab=vocab,
+        sequences=tuple((i,) * n for i in range(6)),
+    )
+    model, _ = ks25.build(ds, {})
+    cert = certify(model, ds)
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
