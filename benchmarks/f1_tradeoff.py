@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
+import sys
+from pathlib import Path
 
-from exactmem.certify import certify
-from exactmem.constructions import ks25
-from exactmem.sequences import random_sequences
+sys.path.insert(0, str(Path(__file__).parent))
+from common import table_header, timed  # noqa: E402
+
+from exactmem.certify import certify  # noqa: E402
+from exactmem.constructions import ks25  # noqa: E402
+from exactmem.sequences import random_sequences  # noqa: E402
 
 
 def main() -> None:
@@ -36,23 +40,17 @@ def main() -> None:
         "verify s",
         "verdict",
     )
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
+    table_header(head)
     for B in [int(b) for b in args.budgets.split(",")] + [None]:
-        t0 = time.perf_counter()
-        if B:
-            model, _ = ks25.build(ds, {"bit_budget": B}, "ks25-bit-budget")
-        else:
-            model, _ = ks25.build(ds, {}, "ks25-next-token")
-        build = time.perf_counter() - t0
+        options = {"bit_budget": B} if B else {}
+        name = "ks25-bit-budget" if B else "ks25-next-token"
+        (model, _), build = timed(lambda o=options, c=name: ks25.build(ds, o, c))
         subs = [
             len(s.meta.get("subnetworks", [s.meta]))
             for s in model.sublayers
             if hasattr(s, "meta") and s.meta
         ]
-        t0 = time.perf_counter()
-        cert = certify(model, ds, per_layer=False)
-        verify = time.perf_counter() - t0
+        cert, verify = timed(lambda m=model: certify(m, ds, per_layer=False))
         r = cert.resources
         print(
             f"| {B or 'unconstrained'} | {subs[0]}, {subs[-1]} | {r.width} | {r.depth} | "

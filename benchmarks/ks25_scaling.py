@@ -13,16 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import sympy
 
 sys.path.insert(0, str(Path(__file__).parent))
-from vys_scaling import print_slopes  # noqa: E402
+from common import print_slopes, table_header, timed, timed_verdict  # noqa: E402
 
 from exactmem.bounds import evaluate_ball, parse_formula  # noqa: E402
-from exactmem.certify import certify  # noqa: E402
 from exactmem.constructions import ks25  # noqa: E402
 from exactmem.data import squared_radius, squared_separation  # noqa: E402
 from exactmem.model import resources  # noqa: E402
@@ -74,21 +72,14 @@ def main() -> None:
         "verify s",
         "verdict",
     )
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
+    table_header(head)
     rows = []
     for N in (int(s) for s in args.sizes.split(",")):
         ds = random_sequences(N, 16, 8, 500, 10, seed=N)
-        t0 = time.perf_counter()
-        model, w = ks25.build(ds, {"seed": 0})
-        build = time.perf_counter() - t0
+        (model, w), build = timed(lambda ds=ds: ks25.build(ds, {"seed": 0}))
         res = resources(model)
         depth_bound, bits_bound = theorem_bounds(ds)
-        verify, verdict = "—", "not run"
-        if N <= args.verify_max:
-            t0 = time.perf_counter()
-            verdict = certify(model, ds, per_layer=False).verdict
-            verify = f"{time.perf_counter() - t0:.1f}"
+        verify, verdict = timed_verdict(model, ds, N <= args.verify_max)
         rows.append((N, res))
         print(
             f"| {N} | {len(w.witness_tokens)} | {res.width} | {res.depth} | {depth_bound:.0f} | "

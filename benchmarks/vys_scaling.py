@@ -10,39 +10,16 @@ compare columns of one run, not runs.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import time
+import sys
+from pathlib import Path
 
-from exactmem.certify import certify
-from exactmem.constructions import vys
-from exactmem.data import random_points
-from exactmem.model import resources
+sys.path.insert(0, str(Path(__file__).parent))
+from common import print_slopes, table_header, timed, timed_verdict  # noqa: E402
 
-
-def slope(xs, ys):
-    lx = [math.log(x) for x in xs]
-    ly = [math.log(y) for y in ys]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    num = sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True))
-    return num / sum((a - mx) ** 2 for a in lx)
-
-
-def print_slopes(rows: list) -> None:
-    """Least-squares log-log slopes of the resources against N, for (N, Resources) rows."""
-    if len(rows) < 2:
-        return
-    ns = [n for n, _ in rows]
-    parts = [
-        f"{name} {slope(ns, [getattr(r, key) for _, r in rows]):.3f}"
-        for name, key in (
-            ("dense parameters", "dense_parameters"),
-            ("non-zero", "nonzero_parameters"),
-            ("depth", "depth"),
-            ("max bits", "max_bits"),
-        )
-    ]
-    print("\nlog-log slope against N: " + ", ".join(parts))
+from exactmem.constructions import vys  # noqa: E402
+from exactmem.data import random_points  # noqa: E402
+from exactmem.model import resources  # noqa: E402
 
 
 def main() -> None:
@@ -75,20 +52,13 @@ def main() -> None:
         "verify s",
         "verdict",
     )
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
+    table_header(head)
     rows = []
     for N in sizes:
         ds = random_points(N, args.d, args.C, seed=N)
-        t0 = time.perf_counter()
-        model, w = vys.build(ds, {"gadget": args.gadget, "seed": 0})
-        build = time.perf_counter() - t0
+        (model, w), build = timed(lambda ds=ds: vys.build(ds, {"gadget": args.gadget, "seed": 0}))
         res = resources(model)
-        verify, verdict = "—", "not run"
-        if N <= args.verify_max:
-            t0 = time.perf_counter()
-            verdict = certify(model, ds, per_layer=False).verdict
-            verify = f"{time.perf_counter() - t0:.1f}"
+        verify, verdict = timed_verdict(model, ds, N <= args.verify_max)
         rows.append((N, res))
         print(
             f"| {N} | {w.group_size} ({w.paper_group_size}) | {w.groups} | {w.key_bits} | "
