@@ -86,15 +86,17 @@ def certify(
     *,
     progress: Callable[[str], None] | None = None,
     per_layer: bool = True,
+    jobs: int = 1,
 ) -> Certificate:
-    """Evaluate ``model`` on ``dataset`` with the reference evaluator and judge it."""
+    """Evaluate ``model`` on ``dataset`` with the reference evaluator (in ``jobs`` processes
+    for the token-wise sub-layers; same values) and judge it."""
     if dataset.task == "points":
-        checks, trace, data = _points(model, dataset, progress)
+        checks, trace, data = _points(model, dataset, progress, jobs)
         stats = trace.stats
     elif dataset.task in ("next-token", "seq2seq"):
         if model.meta.get("position_aware"):
             dataset = with_positions(dataset)
-        checks, stats, data = _sequences(model, dataset, progress)
+        checks, stats, data = _sequences(model, dataset, progress, jobs)
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
     subject = {
@@ -126,12 +128,14 @@ def _require_dim(model: Transformer, dim: int, what: str) -> None:
         )
 
 
-def _points(model, dataset, progress):
+def _points(model, dataset, progress, jobs=1):
     _require_dim(model, dataset.dim, "points")
     point_conflicts(dataset)
     if model.has_attention:
         raise InputError("a points model must be token-wise (no attention sub-layers)")
-    trace = run(model, dataset.points, [[i] for i in range(dataset.size)], progress=progress)
+    trace = run(
+        model, dataset.points, [[i] for i in range(dataset.size)], progress=progress, jobs=jobs
+    )
     outs = []
     for i, (out, y) in enumerate(zip(trace.outputs, dataset.labels, strict=True)):
         if len(out[0]) != 1:
@@ -156,7 +160,7 @@ def _consistency_mode(model, dataset) -> str:
     return dataset.task
 
 
-def _sequences(model, dataset, progress):
+def _sequences(model, dataset, progress, jobs=1):
     """Next-token (judged at the last position) and seq-to-seq (every position)."""
     construction = model.meta.get("construction") or ""
     if model.token_inputs:
@@ -179,6 +183,7 @@ def _sequences(model, dataset, progress):
             dataset.sequences,
             positions="all" if seq2seq else "last",
             progress=progress,
+            jobs=jobs,
         )
     except InconclusiveError:
         if seq2seq:

@@ -335,7 +335,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     model, _ = load_model(args.model)
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
-    cert = certify(model, dataset, progress=progress)
+    cert = certify(model, dataset, progress=progress, jobs=args.jobs)
     content = certificate_json(cert)
     if args.certificate:
         save_certificate(content, args.certificate)
@@ -451,10 +451,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         as_json=args.json,
         proofs_dir=args.proofs,
         progress=Progress(not args.quiet),
+        jobs=args.jobs,
     )
 
 
 # --------------------------------------------------------------------------- parser
+
+
+def _jobs(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--jobs {text!r}: expected a positive integer")
+    return int(text)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -484,6 +491,14 @@ def parser() -> argparse.ArgumentParser:
         help="claim directory (default: ./proofs or the copy shipped with the package)",
     )
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    c.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="processes for the token-wise layers (default: all cores; results are "
+        "the same for every N)",
+    )
     c.set_defaults(func=cmd_check)
 
     b = sub.add_parser(
@@ -534,6 +549,14 @@ def parser() -> argparse.ArgumentParser:
         help="accept JSON floats in the dataset, converted exactly (dyadic)",
     )
     v.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    v.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="processes for the token-wise layers (default: all cores; results are "
+        "the same for every N)",
+    )
     v.set_defaults(func=cmd_verify)
 
     bo = sub.add_parser(

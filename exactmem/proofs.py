@@ -332,7 +332,9 @@ def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
     return checks
 
 
-def run_instance(claim: Claim, inst: Instance, progress: Callable[[str], None] | None) -> dict:
+def run_instance(
+    claim: Claim, inst: Instance, progress: Callable[[str], None] | None, jobs: int = 1
+) -> dict:
     """Build, verify and bound one instance; returns its JSON record."""
     from exactmem.certify import certificate_json, certify
 
@@ -340,7 +342,7 @@ def run_instance(claim: Claim, inst: Instance, progress: Callable[[str], None] |
     dataset = GENERATORS[inst.generator](inst.params)
     options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
     model, _ = _build(claim.construction, dataset, options)
-    cert = certify(model, dataset, progress=progress, per_layer=False)
+    cert = certify(model, dataset, progress=progress, per_layer=False, jobs=jobs)
     bound_checks = _bound_checks(claim, cert, dataset, options)
     cert.checks.extend(c for c, _ in bound_checks)
     undecided = any(u for _, u in bound_checks)
@@ -376,6 +378,7 @@ def run_check(
     as_json: bool,
     proofs_dir: str | None = None,
     progress: Callable | None = None,
+    jobs: int = 1,
 ) -> int:
     """``python -m exactmem check``: returns the exit code."""
     from exactmem.certify import library_versions
@@ -391,7 +394,7 @@ def run_check(
     for n, (claim, inst) in enumerate(selected, 1):
         if progress:
             progress(f"[{n}/{len(selected)}] {claim.name}: {inst.label}", force=True)
-        record = run_instance(claim, inst, progress)
+        record = run_instance(claim, inst, progress, jobs)
         record["claim"] = claim.name
         results.append(record)
         if progress:

@@ -177,6 +177,69 @@ def _mlp(
     return _reduce(H, hden)
 
 
+MIN_ROWS_PER_JOB = 256
+
+
+def _mlp_chunk(args):
+    """One worker: the sub-layer on a chunk of rows; returns values, stats and probes."""
+    mlp, X, den, size, sub = args
+    stats: list = []
+    probes: dict = {}
+
+    def keep(name, values, vden):
+        probes[name] = (values, vden)
+
+    X, den = _mlp(mlp, X, den, size, sub, keep, stats)
+    return X, den, stats, probes
+
+
+def _common(parts: list[tuple[list, int]]) -> tuple[list, int]:
+    """Concatenate (numerator arrays, denominator) chunks over their least common denominator."""
+    common = math.lcm(*[d for _, d in parts])
+    arrays = [[col * (common // d) if d != common else col for col in cols] for cols, d in parts]
+    return [np.concatenate([a[j] for a in arrays]) for j in range(len(arrays[0]))], common
+
+
+def _mlp_parallel(mlp, X, den, size, sub, on_probe, stats, jobs, progress=None):
+    """:func:`_mlp` on ``jobs`` contiguous row chunks in worker processes, merged in order.
+
+    Every value is computed exactly as in one process; chunks only change how numerators share
+    a denominator, and the merge brings them back to the least common one."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    bounds = [size * i // jobs for i in range(jobs + 1)]
+    tasks = [
+        (mlp, [x[a:b] for x in X], den, b - a, sub)
+        for a, b in zip(bounds, bounds[1:], strict=False)
+    ]
+    if progress:
+        progress(
+            f"{mlp.label or 'mlp'}: {len(mlp.layers)} layers on {size} inputs in {jobs} processes"
+        )
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        results = list(pool.map(_mlp_chunk, tasks))
+    X_out, den_out = _common([(r[0], r[1]) for r in results])
+    for layer_stats in zip(*[r[2] for r in results], strict=True):
+        mins = [s.min_nonzero for s in layer_stats if s.min_nonzero is not None]
+        first = layer_stats[0]
+        stats.append(
+            LayerStat(
+                first.sublayer,
+                first.layer,
+                first.units,
+                size,
+                sum(s.zeros for s in layer_stats),
+                min(mins) if mins else None,
+            )
+        )
+    for name in results[0][3]:
+        values, vden = _common([([r[3][name][0]], r[3][name][1]) for r in results])
+        on_probe(name, values[0], vden)
+    return _reduce(X_out, den_out)
+
+
 def _columns(X: Batch, den: int) -> list[tuple[mpq, ...]]:
     return [tuple(mpq(int(v), den) for v in col) for col in zip(*X, strict=True)]
 
@@ -255,11 +318,14 @@ def run(
     *,
     positions: str = "all",
     progress: Callable[[str], None] | None = None,
+    jobs: int = 1,
 ) -> Trace:
     """Evaluate ``model`` exactly on ``sequences`` of indices into ``vocab``.
 
     ``positions="last"`` computes, after the last attention layer, only the last column of
-    each sequence (what next-token memorization is judged on).
+    each sequence (what next-token memorization is judged on). ``jobs > 1`` evaluates the
+    token-wise sub-layers on contiguous chunks of the rows in that many processes; the values,
+    lanes and statistics are the same as with one job.
     """
     if positions not in ("all", "last"):
         raise ValueError("positions must be 'all' or 'last'")
@@ -296,7 +362,10 @@ def run(
         if progress:
             progress(f"sub-layer {si + 1}/{len(model.sublayers)} on {size} distinct columns")
         if isinstance(sub, MLP):
-            X, den = _mlp(sub, X, den, size, si, on_probe, trace.stats, progress)
+            if jobs > 1 and size >= 2 * MIN_ROWS_PER_JOB:
+                X, den = _mlp_parallel(sub, X, den, size, si, on_probe, trace.stats, jobs, progress)
+            else:
+                X, den = _mlp(sub, X, den, size, si, on_probe, trace.stats, progress)
             names = sub.layers[-1].names
             if sub.residual or not names:
                 names = _stream_names(trace) or names
