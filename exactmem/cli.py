@@ -464,6 +464,17 @@ def _jobs(text: str) -> int:
     return int(text)
 
 
+def _add_jobs(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="processes for the token-wise layers (default: all cores; results "
+        "are the same for every N)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m exactmem",
@@ -491,14 +502,7 @@ def parser() -> argparse.ArgumentParser:
         help="claim directory (default: ./proofs or the copy shipped with the package)",
     )
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    c.add_argument(
-        "--jobs",
-        type=_jobs,
-        default=os.cpu_count() or 1,
-        metavar="N",
-        help="processes for the token-wise layers (default: all cores; results are "
-        "the same for every N)",
-    )
+    _add_jobs(c)
     c.set_defaults(func=cmd_check)
 
     b = sub.add_parser(
@@ -549,14 +553,7 @@ def parser() -> argparse.ArgumentParser:
         help="accept JSON floats in the dataset, converted exactly (dyadic)",
     )
     v.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    v.add_argument(
-        "--jobs",
-        type=_jobs,
-        default=os.cpu_count() or 1,
-        metavar="N",
-        help="processes for the token-wise layers (default: all cores; results are "
-        "the same for every N)",
-    )
+    _add_jobs(v)
     v.set_defaults(func=cmd_verify)
 
     bo = sub.add_parser(

@@ -223,12 +223,11 @@ def _three_lanes(mlp: MLP) -> MLP:
     return MLP(mlp.layers[:-1] + (final,), False, mlp.probes, mlp.label, mlp.meta)
 
 
-def _token_ids_only(points, seed: int, label: str) -> MLP:
+def _token_ids_only(proj: Projection, dim: int, label: str) -> MLP:
     """F^(FF)_1 when A = ∅ (one distinct multiset): φ̃ ≡ 0, token ids only (digest erratum 4)."""
     from exactmem.circuit import const, var
 
-    proj = integer_projection(points, random.Random(seed))
-    names = tuple(f"x{j}" for j in range(len(points[0])))
+    names = tuple(f"x{j}" for j in range(dim))
     circ = Circuit(names)
     circ.layer({"t": proj.expr(names)})
     return circ.finish(
@@ -356,6 +355,8 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
         vectors_of = {t: dataset.vocab[t] for t in tokens}
         labelled = [t for t in tokens if t in in_A]
         extra = [t for t in tokens if t not in in_A]
+        # one Stage I projection: φ̃'s keys are the token ids (digest §2.4)
+        proj = integer_projection([vectors_of[t] for t in labelled + extra], random.Random(seed))
         if labelled:
             mlp, phi_witness = _memorizer(
                 [vectors_of[t] for t in labelled],
@@ -367,14 +368,11 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
                 input_names=tuple(f"x{j}" for j in range(dataset.dim)),
                 label="phi",
                 carry_key=True,
+                projection=proj,
             )
             ffn1 = _three_lanes(mlp)
-            proj = integer_projection(
-                [vectors_of[t] for t in labelled + extra], random.Random(seed)
-            )
         else:
-            ffn1 = _token_ids_only([vectors_of[t] for t in tokens], seed, "phi")
-            proj = integer_projection([vectors_of[t] for t in tokens], random.Random(seed))
+            ffn1 = _token_ids_only(proj, dataset.dim, "phi")
         key_of = {t: proj.key(vectors_of[t]) for t in tokens}
         sublayers = (ffn1,)
 

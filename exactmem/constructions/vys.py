@@ -541,6 +541,7 @@ def build_split_memorizer(
     input_names: Sequence[str] | None = None,
     label: str = "memorizer",
     carry_key: bool = False,
+    projection: Projection | None = None,
 ) -> tuple[MLP, list[Packing]]:
     """Theorem F.1 (Kajitsuka & Sato 2025, App. F): the labelled points split into ⌈N/B²⌉
     sub-networks of B² points, each a Lemma C.1 network that maps every other point to 0; run
@@ -550,7 +551,7 @@ def build_split_memorizer(
     if budget < 2:
         raise InputError(f"bit budget B must be ≥ 2, got {budget}")
     everything = _validated_points(points, labels, num_classes, extra_points, gadget)
-    projection, keys = _keys(everything, None, seed, None)
+    projection, keys = _keys(everything, projection, seed, None)
     N = len(points)
     chunk = budget * budget
     order = sorted(range(N), key=lambda i: keys[i])
