@@ -19,7 +19,7 @@ from exactmem.data import (
     squared_separation,
 )
 from exactmem.errors import InconclusiveError, InputError
-from exactmem.evaluate.reference import run
+from exactmem.evaluate.reference import run as reference_run
 from exactmem.exact import format_rational
 from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
@@ -87,16 +87,22 @@ def certify(
     progress: Callable[[str], None] | None = None,
     per_layer: bool = True,
     jobs: int = 1,
+    evaluator: str = "fast",
 ) -> Certificate:
-    """Evaluate ``model`` on ``dataset`` with the reference evaluator (in ``jobs`` processes
-    for the token-wise sub-layers; same values) and judge it."""
+    """Evaluate ``model`` on ``dataset`` exactly and judge it.
+
+    ``evaluator`` is ``fast`` (:mod:`exactmem.evaluate.fast`: int64 rows and class-shared
+    multi-limb lanes, falling back to the reference wherever it cannot prove int64 safety) or
+    ``reference`` (plain Python integers, in ``jobs`` processes for the token-wise sub-layers).
+    Both compute the same values, lanes and statistics."""
+    run = _evaluator(evaluator)
     if dataset.task == "points":
-        checks, trace, data = _points(model, dataset, progress, jobs)
+        checks, trace, data = _points(model, dataset, progress, jobs, run)
         stats = trace.stats
     elif dataset.task in ("next-token", "seq2seq"):
         if model.meta.get("position_aware"):
             dataset = with_positions(dataset)
-        checks, stats, data = _sequences(model, dataset, progress, jobs)
+        checks, stats, data = _sequences(model, dataset, progress, jobs, run)
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
     subject = {
@@ -108,6 +114,7 @@ def certify(
         "layout": [
             {"label": s.label, **s.meta} for s in model.sublayers if isinstance(s, MLP) and s.meta
         ],
+        "evaluator": evaluator,
         "versions": library_versions(),
         "argv": sys.argv[1:],
     }
@@ -128,7 +135,20 @@ def _require_dim(model: Transformer, dim: int, what: str) -> None:
         )
 
 
-def _points(model, dataset, progress, jobs=1):
+EVALUATORS = ("fast", "reference")
+
+
+def _evaluator(name: str) -> Callable:
+    if name == "fast":
+        from exactmem.evaluate.fast import run as fast_run
+
+        return fast_run
+    if name == "reference":
+        return reference_run
+    raise InputError(f"evaluator {name!r} is not one of {', '.join(EVALUATORS)}")
+
+
+def _points(model, dataset, progress, jobs=1, run=None):
     _require_dim(model, dataset.dim, "points")
     point_conflicts(dataset)
     if model.has_attention:
@@ -160,7 +180,7 @@ def _consistency_mode(model, dataset) -> str:
     return dataset.task
 
 
-def _sequences(model, dataset, progress, jobs=1):
+def _sequences(model, dataset, progress, jobs=1, run=None):
     """Next-token (judged at the last position) and seq-to-seq (every position)."""
     construction = model.meta.get("construction") or ""
     if model.token_inputs:

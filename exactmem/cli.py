@@ -68,8 +68,9 @@ def _boolean(key: str, value: str) -> bool:
 
 MEMORIZER_OPTIONS = {
     "gadget": (
-        "peel (integer bit-peel, default) | tent (paper-style tent map)",
-        _choice("peel", "tent"),
+        "keyed (integer bit-peel with assembled keys, default; fast-evaluable) | peel "
+        "(bit-peel matched on the packed integer) | tent (paper-style tent map)",
+        _choice("keyed", "peel", "tent"),
     ),
     "group_size": ("slots per group K (default: the K of least depth)", _positive),
 }
@@ -335,7 +336,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     model, _ = load_model(args.model)
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
-    cert = certify(model, dataset, progress=progress, jobs=args.jobs)
+    cert = certify(model, dataset, progress=progress, jobs=args.jobs, evaluator=args.evaluator)
     content = certificate_json(cert)
     if args.certificate:
         save_certificate(content, args.certificate)
@@ -452,6 +453,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         proofs_dir=args.proofs,
         progress=Progress(not args.quiet),
         jobs=args.jobs,
+        evaluator=args.evaluator,
     )
 
 
@@ -462,6 +464,18 @@ def _jobs(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"--jobs {text!r}: expected a positive integer")
     return int(text)
+
+
+def _add_evaluator(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--evaluator",
+        choices=("fast", "reference"),
+        default="fast",
+        help="exact evaluator: fast (default; numba int64 rows and group-shared multi-limb "
+        "lanes, the reference wherever int64 safety is not proved) | reference (plain Python "
+        "integers). Both give the same values; the first fast run compiles its kernels (~10 s, "
+        "cached)",
+    )
 
 
 def _add_jobs(sub: argparse.ArgumentParser) -> None:
@@ -503,6 +517,7 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_jobs(c)
+    _add_evaluator(c)
     c.set_defaults(func=cmd_check)
 
     b = sub.add_parser(
@@ -539,12 +554,7 @@ def parser() -> argparse.ArgumentParser:
     )
     v.add_argument("model", metavar="MODEL")
     v.add_argument("--data", required=True, metavar="FILE")
-    v.add_argument(
-        "--evaluator",
-        choices=("reference",),
-        default="reference",
-        help="exact evaluator (reference: plain Python integers)",
-    )
+    _add_evaluator(v)
     v.add_argument("--json", action="store_true", help="certificate as JSON on stdout")
     v.add_argument("--certificate", metavar="OUT", help="also write the certificate file")
     v.add_argument(

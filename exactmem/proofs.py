@@ -333,7 +333,11 @@ def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
 
 
 def run_instance(
-    claim: Claim, inst: Instance, progress: Callable[[str], None] | None, jobs: int = 1
+    claim: Claim,
+    inst: Instance,
+    progress: Callable[[str], None] | None,
+    jobs: int = 1,
+    evaluator: str = "fast",
 ) -> dict:
     """Build, verify and bound one instance; returns its JSON record."""
     from exactmem.certify import certificate_json, certify
@@ -342,7 +346,9 @@ def run_instance(
     dataset = GENERATORS[inst.generator](inst.params)
     options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
     model, _ = _build(claim.construction, dataset, options)
-    cert = certify(model, dataset, progress=progress, per_layer=False, jobs=jobs)
+    cert = certify(
+        model, dataset, progress=progress, per_layer=False, jobs=jobs, evaluator=evaluator
+    )
     bound_checks = _bound_checks(claim, cert, dataset, options)
     cert.checks.extend(c for c, _ in bound_checks)
     undecided = any(u for _, u in bound_checks)
@@ -379,6 +385,7 @@ def run_check(
     proofs_dir: str | None = None,
     progress: Callable | None = None,
     jobs: int = 1,
+    evaluator: str = "fast",
 ) -> int:
     """``python -m exactmem check``: returns the exit code."""
     from exactmem.certify import library_versions
@@ -394,7 +401,7 @@ def run_check(
     for n, (claim, inst) in enumerate(selected, 1):
         if progress:
             progress(f"[{n}/{len(selected)}] {claim.name}: {inst.label}", force=True)
-        record = run_instance(claim, inst, progress, jobs)
+        record = run_instance(claim, inst, progress, jobs, evaluator)
         record["claim"] = claim.name
         results.append(record)
         if progress:

@@ -102,7 +102,7 @@ def test_stage3_segments_fail_on_a_wrong_peel():
     """Subtract half the peeled bit's weight from U: the state after slot 0 is no longer U with
     its top segment removed."""
     ds = random_points(40, 3, 9, seed=25)
-    model, _ = vys.build(ds, {"group_size": 3})  # several slots: the peeled state is read
+    model, _ = vys.build(ds, {"group_size": 3, "gadget": "peel"})  # the peeled state is read
     mlp = model.sublayers[0]
     li = next(i for i, a in enumerate(mlp.layers) if "s3.0.u0.hi" in a.names)
     prev = mlp.layers[li].names

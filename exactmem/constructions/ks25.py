@@ -31,6 +31,7 @@ from gmpy2 import mpq
 
 from exactmem.circuit import Circuit
 from exactmem.constructions.vys import (
+    DEFAULT_GADGET,
     MemorizerWitness,
     Projection,
     build_memorizer,
@@ -260,10 +261,10 @@ def _memorizer(points, labels, *, options, **kw):
     budget = options.get("bit_budget")
     if budget:
         mlp, _ = build_split_memorizer(
-            points, labels, budget=budget, gadget=options.get("gadget", "peel"), **kw
+            points, labels, budget=budget, gadget=options.get("gadget", DEFAULT_GADGET), **kw
         )
         return mlp, None
-    return build_memorizer(points, labels, gadget=options.get("gadget", "peel"), **kw)
+    return build_memorizer(points, labels, gadget=options.get("gadget", DEFAULT_GADGET), **kw)
 
 
 def _weights(restricted, A, options, rng) -> tuple[dict[int, int], tuple[mpq, ...]]:

@@ -4,17 +4,22 @@ form that Kajitsuka & Sato 2025 use twice (Lemma C.1: extra points that must map
 Three stages (bit_extraction_and_priors.md §A; kajitsuka_sato_2025.md §2.10):
 
 * **Stage I** — exact projection (Lemma C.2, [RECONSTRUCTION] of the digest's §2.4): scale the
-  rational inputs by their common denominator L, draw an integer direction w ∈ [−K, K]^d with
-  K = V², resample until the V projections are distinct, and set
+  rational inputs by their common denominator L, draw an integer direction w ∈ [−K, K]^d
+  (K = 1, 2, 4, … first, K = V² as the fallback), resample until the V projections are
+  distinct, and set
   ``t(x) = 2·(L·wᵀx − p_min) + 2``. Keys are integers ≥ 2, pairwise ≥ 2 apart.
 * **Stage II** — group selection (Lemma G.3): the labelled keys, sorted, form m groups of K
   slots; each group owns two packed integers, u_j (keys, ρ bits each) and w_j (labels, c bits
   each), slot 0 most significant. A telescoping sum of integer steps ``S_{a_j}(t)`` selects
   (u_j, w_j) in m − 1 layers. Padding slots hold key 0 and label 0: no key is below 2, and a
   matched pad would output 0 anyway.
-* **Stage III** — bit extraction (Lemma G.6 with G.4/G.5). Two gadgets:
+* **Stage III** — bit extraction (Lemma G.6 with G.4/G.5). Three gadgets:
 
-  - ``peel`` (default): the integer bit-peel of the digest's G3. Slot k's match is read
+  - ``keyed`` (default): the integer bit-peel of the digest's G3 with the slot's key and label
+    assembled in small group-shared lanes, matched on t − key: no unit that reads the input's
+    key t ever sees a packed integer, so the fast evaluator keeps inputs in int64 and computes
+    the packed integers once per group (:func:`_stage3_keyed`).
+  - ``peel``: the integer bit-peel of the digest's G3. Slot k's match is read
     without assembling its key: with U the remaining packed keys (slot k on top, at bit
     P = ρ(K−1−k)), ``t = key_k  ⇔  0 ≤ U − t·2^P < 2^P``. Label bits are gated by the match
     with σ(b + m − 1) and summed into the output. One layer per bit, U and W in parallel.
@@ -34,6 +39,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from gmpy2 import mpq
 
 from exactmem.circuit import Circuit, Lin, const, var
@@ -44,6 +50,7 @@ from exactmem.gadgets import and_bit, interval_match, interval_match_finish, ste
 from exactmem.model import MLP, Transformer
 
 __all__ = [
+    "DEFAULT_GADGET",
     "GADGETS",
     "Packing",
     "build_split_memorizer",
@@ -60,7 +67,8 @@ __all__ = [
     "stage3_layers",
 ]
 
-GADGETS = ("peel", "tent")
+GADGETS = ("keyed", "peel", "tent")
+DEFAULT_GADGET = "keyed"
 Vector = Sequence[mpq]
 
 
@@ -103,20 +111,33 @@ def integer_projection(
     """Stage I: an integer direction that keeps all points apart (resampled until it does).
 
     For a fixed pair P(wᵀ(x − x') = 0) ≤ 1/(2K + 1), so with K = V² one draw succeeds with
-    probability > ½ (bit_extraction_and_priors.md §A.2, exact-arithmetic variant).
+    probability > ½ (bit_extraction_and_priors.md §A.2, exact-arithmetic variant). Without a
+    given ``bound`` the search first tries a few directions with |w_i| ≤ 1, 2, 4, … below V²:
+    keys then need fewer bits (fewer Stage III layers, and int64 rows for the fast
+    evaluator); the V² draws remain the fallback, so the guarantee is unchanged.
     """
     V = len(points)
     d = len(points[0])
     scale = math.lcm(*[int(x.denominator) for p in points for x in p])
     integral = [[int(x * scale) for x in p] for p in points]
-    K = bound if bound is not None else max(V * V, 1)
-    for _ in range(attempts):
-        w = [rng.randint(-K, K) for _ in range(d)]
-        proj = [sum(wi * xi for wi, xi in zip(w, p, strict=True)) for p in integral]
-        if len(set(proj)) == V:
-            return Projection(scale, tuple(w), 2 - 2 * min(proj))
+    top = bound if bound is not None else max(V * V, 1)
+    tiers = [] if bound is not None else [1 << e for e in range(max(top.bit_length() - 1, 0))]
+    reach = max((abs(x) for p in integral for x in p), default=0) * d
+    matrix = np.array(integral, dtype=np.int64) if reach * top < 2**62 else None
+    for B in [*tiers, top]:
+        for _ in range(attempts if B == top else 3):
+            w = [rng.randint(-B, B) for _ in range(d)]
+            if matrix is not None:
+                proj = matrix @ np.array(w, dtype=np.int64)
+                if np.unique(proj).size == V:
+                    return Projection(scale, tuple(w), 2 - 2 * int(proj.min()))
+                continue
+            proj = [sum(wi * xi for wi, xi in zip(w, p, strict=True)) for p in integral]
+            if len(set(proj)) == V:
+                return Projection(scale, tuple(w), 2 - 2 * min(proj))
     raise InputError(
-        f"no injective projection found in {attempts} draws with |w_i| ≤ {K}: are two points equal?"
+        f"no injective projection found in {attempts} draws with |w_i| ≤ {top}: "
+        "are two points equal?"
     )
 
 
@@ -134,6 +155,8 @@ def stage3_layers(gadget: str, K: int, rho: int, c: int) -> int:
         L = max(rho, c)
         spill = 1 if max(c, 2) == L else 0
         return K * L + spill
+    if gadget == "keyed":
+        return keyed_layers(K, rho, c)
     return K * (rho + max(c, 2) + 1)
 
 
@@ -247,6 +270,105 @@ def _stage3_peel(
         due = next_due
     if due or b0 is not None:
         raise AssertionError("peel layout left label bits unread")  # stage3_layers is wrong
+    return out
+
+
+def keyed_layers(K: int, rho: int, c: int) -> int:
+    """Hidden layers of the keyed Stage III: K slots of L = max(ρ, c) layers; the last slot's
+    select comes max(ρ + 3, L + 1) layers after its start."""
+    L = max(rho, c)
+    return (K - 1) * L + max(rho + 4, L + 2)
+
+
+def _stage3_keyed(
+    circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int, carry_key: bool
+) -> Lin:
+    """Integer bit-peel with assembled segments: every lane that varies from input to input
+    stays as small as the key (the fast evaluator's int64 rows).
+
+    Slot k peels its ρ key bits off U from its first layer and its c label bits off W in its
+    last c layers (L = max(ρ, c) layers per slot, so the label bits stay clear of the previous
+    slot's match), and assembles them, v = 2v + bit and y = 2y + bit, in lanes that depend only
+    on the group. The complete key is written to lane ``vk`` (layer kL + ρ) and matched on
+    t − vk with a two-layer hat (Lemma G.5); at layer S_k = kL + max(ρ + 3, L + 1) the label,
+    held in lane ``yh{k mod 2}``, is selected with σ(y − 2^c(1 − m)) and added to the output.
+    Every unit that reads t reads only small lanes (t, vk, the indicator, the held label), never
+    the packed integers or their step units.
+    """
+    L = max(rho, c)
+    total = keyed_layers(K, rho, c)
+    last_u, last_w = (K - 1) * L + rho - 1, K * L - 1
+    last_match = (K - 1) * L + rho + 1
+    select_at = {k * L + max(rho + 3, L + 1): k for k in range(K)}
+    out: Lin | None = None
+    u_prev: tuple[int, Lin] | None = None  # (power, bit) peeled in the previous layer
+    w_prev: tuple[int, Lin] | None = None
+    for g in range(total):
+        k, i = divmod(g, L)
+        units: dict[str, Lin] = {}
+        if g < last_match or carry_key:
+            units["t"] = t
+        Ucur = U - (2 ** u_prev[0]) * u_prev[1] if u_prev else U
+        Wcur = W - (2 ** w_prev[0]) * w_prev[1] if w_prev else W
+        u_bit = w_bit = None
+        p = q = 0
+        if k < K and i < rho:
+            p = rho * (K - 1 - k) + rho - 1 - i
+            su, u_bit = step(f"s3.{k}.u{i}", Ucur, 2**p)
+            units.update(su)
+        if g < last_u:
+            units["U"] = Ucur
+        j = i - (L - c)  # label bit j of slot k in its last c layers
+        if k < K and 0 <= j < c:
+            q = c * (K - 1 - k) + c - 1 - j
+            sw, w_bit = step(f"s3.{k}.w{j}", Wcur, 2**q)
+            units.update(sw)
+        if g < last_w:
+            units["W"] = Wcur
+        if k < K and 1 <= i < rho:  # key bits 0..i−1 of slot k
+            units["v"] = (2 * var("v") if i > 1 else const(0)) + u_prev[1]
+        if k < K and 1 <= j < c:
+            units["y"] = (2 * var("y") if j > 1 else const(0)) + w_prev[1]
+        for kk in range(max(0, k - 3), min(K, k + 1)):
+            start = kk * L
+            hold = f"yh{kk % 2}"
+            if g == start + L:  # the complete label of slot kk
+                units[hold] = (2 * var("y") if c > 1 else const(0)) + w_prev[1]
+            elif start + L < g < start + max(rho + 3, L + 1):
+                units[hold] = var(hold)
+            if g == start + rho:  # the complete key of slot kk
+                units["vk"] = (2 * var("v") if rho > 1 else const(0)) + u_prev[1]
+            elif g == start + rho + 1:  # match on t − vk
+                units.update(interval_match(f"s3.{kk}", var("t") - var("vk"), 1))
+            elif g == start + rho + 2:
+                units[f"s3.{kk}.m"] = interval_match_finish(f"s3.{kk}")
+            elif start + rho + 2 < g < start + max(rho + 3, L + 1):
+                units[f"s3.{kk}.m"] = var(f"s3.{kk}.m")
+        selected = select_at.get(g)
+        if selected is not None:
+            hold, m = f"yh{selected % 2}", var(f"s3.{selected}.m")
+            units[f"s3.{selected}.sel"] = var(hold) - 2**c * (1 - m)
+        if out is not None:
+            units["out"] = out
+        circ.layer(units)
+        if g == 0:
+            circ.probe("key", var("t"))
+        for kk in range(max(0, k - 3), min(K, k + 1)):
+            if g == kk * L + rho:
+                circ.probe(f"key[{kk}]", var("vk"))
+            if g == kk * L + L:
+                circ.probe(f"label[{kk}]", var(f"yh{kk % 2}"))
+            if g == kk * L + rho + 2:
+                circ.probe(f"match[{kk}]", var(f"s3.{kk}.m"))
+        t = var("t")
+        U = var("U") if "U" in units else U
+        W = var("W") if "W" in units else W
+        u_prev = (p, u_bit) if u_bit is not None else None
+        w_prev = (q, w_bit) if w_bit is not None else None
+        if selected is not None:
+            out = (var("out") if out is not None else const(0)) + var(f"s3.{selected}.sel")
+        elif out is not None:
+            out = var("out")
     return out
 
 
@@ -375,7 +497,7 @@ def pack(
     labels: Sequence[int],
     *,
     num_classes: int,
-    gadget: str = "peel",
+    gadget: str = DEFAULT_GADGET,
     group_size: int | None = None,
     bit_widths: str = "corrected",
     max_group_size: int | None = None,
@@ -429,7 +551,7 @@ def emit(circ: Circuit, t: Lin, packing: Packing, *, carry_key: bool = False) ->
     """Append Stages II and III of one memorizer to ``circ``; returns the output expression."""
     p = packing
     t, U, W = _stage2(circ, t, p.thresholds, p.packed_keys, p.packed_labels)
-    stage3 = _stage3_peel if p.gadget == "peel" else _stage3_tent
+    stage3 = {"peel": _stage3_peel, "keyed": _stage3_keyed, "tent": _stage3_tent}[p.gadget]
     return stage3(circ, t, U, W, p.group_size, p.key_bits, p.label_bits, carry_key)
 
 
@@ -471,7 +593,7 @@ def build_memorizer(
     *,
     num_classes: int,
     extra_points: Sequence[Vector] = (),
-    gadget: str = "peel",
+    gadget: str = DEFAULT_GADGET,
     group_size: int | None = None,
     seed: int = 0,
     direction_bound: int | None = None,
@@ -536,7 +658,7 @@ def build_split_memorizer(
     num_classes: int,
     budget: int,
     extra_points: Sequence[Vector] = (),
-    gadget: str = "peel",
+    gadget: str = DEFAULT_GADGET,
     seed: int = 0,
     input_names: Sequence[str] | None = None,
     label: str = "memorizer",
@@ -612,7 +734,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MemorizerWitnes
         pts,
         labs,
         num_classes=dataset.num_classes,
-        gadget=options.get("gadget", "peel"),
+        gadget=options.get("gadget", DEFAULT_GADGET),
         group_size=options.get("group_size"),
         seed=options.get("seed", 0),
         direction_bound=options.get("direction_bound"),

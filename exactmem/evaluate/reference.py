@@ -87,6 +87,8 @@ class Trace:
     def lane(self, name: str) -> np.ndarray:
         """Exact values of a probe, shape (sequences, positions): ints, or mpq when needed."""
         numerators, den, index = self._lanes[name]
+        if numerators.dtype != object:
+            numerators = numerators.astype(object)  # Python ints, never numpy scalars
         values = numerators if den == 1 else np.array([mpq(v, den) for v in numerators], object)
         return values[index]
 
@@ -319,13 +321,18 @@ def run(
     positions: str = "all",
     progress: Callable[[str], None] | None = None,
     jobs: int = 1,
+    mlp_step: Callable | None = None,
+    mix_step: Callable | None = None,
 ) -> Trace:
     """Evaluate ``model`` exactly on ``sequences`` of indices into ``vocab``.
 
     ``positions="last"`` computes, after the last attention layer, only the last column of
     each sequence (what next-token memorization is judged on). ``jobs > 1`` evaluates the
     token-wise sub-layers on contiguous chunks of the rows in that many processes; the values,
-    lanes and statistics are the same as with one job.
+    lanes and statistics are the same as with one job. ``mlp_step`` replaces the evaluation of
+    token-wise sub-layers (the fast evaluator passes its own; same signature as ``_mlp`` plus
+    ``jobs``); ``mix_step`` may evaluate a token-mixing sub-layer whose scores are all equal
+    (returns None to leave it to this module).
     """
     if positions not in ("all", "last"):
         raise ValueError("positions must be 'all' or 'last'")
@@ -362,7 +369,9 @@ def run(
         if progress:
             progress(f"sub-layer {si + 1}/{len(model.sublayers)} on {size} distinct columns")
         if isinstance(sub, MLP):
-            if jobs > 1 and size >= 2 * MIN_ROWS_PER_JOB:
+            if mlp_step is not None:
+                X, den = mlp_step(sub, X, den, size, si, on_probe, trace.stats, progress, jobs)
+            elif jobs > 1 and size >= 2 * MIN_ROWS_PER_JOB:
                 X, den = _mlp_parallel(sub, X, den, size, si, on_probe, trace.stats, jobs, progress)
             else:
                 X, den = _mlp(sub, X, den, size, si, on_probe, trace.stats, progress)
@@ -371,14 +380,23 @@ def run(
                 names = _stream_names(trace) or names
             trace.streams.append(Stream(tuple(names), _columns(X, den), index))
             continue
+        if isinstance(sub, PositionalEncoding) and n > len(sub.table):
+            raise InputError(
+                f"positional encoding {sub.label!r} covers {len(sub.table)} "
+                f"positions, the sequences have {n}"
+            )
+        keep = range(n - 1, n) if positions == "last" and si == last_attention else range(n)
+        shortcut = mix_step(sub, X, den, index, keep) if mix_step is not None else None
+        if shortcut is not None:  # all scores equal: weights exactly 1/n, nothing to decide
+            X, den, index, rows = shortcut
+            if isinstance(sub, Attention):
+                trace.attention.append(AttentionStat(si, N * n * len(sub.heads), 0))
+            size = len(rows)
+            trace.streams.append(Stream(tuple(_stream_names(trace)), rows, index))
+            continue
         cols = _columns(X, den)
         seq_cols = [[cols[r] for r in row] for row in index]
         if isinstance(sub, PositionalEncoding):
-            if n > len(sub.table):
-                raise InputError(
-                    f"positional encoding {sub.label!r} covers {len(sub.table)} "
-                    f"positions, the sequences have {n}"
-                )
             mixed = [
                 [
                     tuple(a + b for a, b in zip(col, sub.table[k], strict=True))
@@ -389,7 +407,6 @@ def run(
         else:
             mixed, unequal = _attention(sub, seq_cols)
             trace.attention.append(AttentionStat(si, N * n * len(sub.heads), unequal))
-        keep = range(n - 1, n) if positions == "last" and si == last_attention else range(n)
         distinct: dict[tuple, int] = {}
         new_index = np.zeros((N, len(keep)), dtype=np.int64)
         for i, seq in enumerate(mixed):

@@ -1,0 +1,678 @@
+"""The fast exact evaluator: same values as the reference evaluator, computed with less work.
+
+Two honest savings, both exact for every model the IR expresses:
+
+* **Row lanes in int64.** Before each layer the engine proves, from the actual largest
+  |value| of every input lane, that every partial sum of a unit stays below 2^62; such units
+  run in a numba kernel over all rows. A unit that could exceed the bound never touches int64.
+* **Class-shared lanes.** Rows are partitioned into classes; a *shared* lane holds one Python
+  integer per class, and all rows of a class have that value. A unit reading only shared lanes
+  is computed once per class (the packed integers a Lemma C.1 group selects, for instance).
+  A big unit that also reads row lanes splits the classes by the exact values of the row
+  functionals it reads (:func:`~exactmem.evaluate.kernels.refine`), so the invariant holds
+  after it: the split is computed, never assumed. If a functional is itself too big for int64
+  every row becomes its own class — reference speed, same values.
+
+Statistics (zeros, least non-zero |pre-activation|) count every row: a class contributes its
+row count. Lanes are returned per row; the numerators equal the reference evaluator's after its
+gcd reduction, and the differential tests compare the two on outputs, lanes and statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from gmpy2 import mpq
+
+from exactmem.evaluate import reference
+from exactmem.evaluate.reference import Batch, LayerStat
+from exactmem.model import MLP, Affine
+
+__all__ = ["LIMIT", "run", "run_points"]
+
+LIMIT = 2**62  # every partial sum of an int64 unit is proved below this
+
+
+@dataclass
+class _Lane:
+    """One coordinate of the current layer: a row slot (int64 per row) or a shared slot
+    (multi-limb integer per class)."""
+
+    shared: bool
+    slot: int
+    bound: int  # max |value| over all rows (exact)
+    nonneg: bool
+    zeros: int  # rows where the value is 0
+    pos: int | np.ndarray | None  # least positive value (limbs until first needed)
+
+    @property
+    def min_pos(self) -> int | None:
+        if isinstance(self.pos, np.ndarray):
+            self.pos = _int_of(self.pos)
+        return self.pos
+
+
+class _Fallback(Exception):
+    """The fast path cannot prove int64 safety for a row functional: use the reference."""
+
+
+def _kernels():
+    from exactmem.evaluate import kernels  # numba: imported only when evaluating
+
+    return kernels
+
+
+def _obj(a: np.ndarray) -> np.ndarray:
+    """int64 → object array of Python ints."""
+    return a.astype(object)
+
+
+LIMB = 30
+MASK = (1 << LIMB) - 1
+
+
+def _limbs(bound: int) -> int:
+    """Limbs that hold any integer of magnitude ≤ bound (and its sign), at least 3."""
+    return max(3, -(-(bound.bit_length() + 1) // LIMB) + 1)
+
+
+_SPARSE: dict[int, tuple[list[int], list[int]]] = {}
+
+
+def _sparse(w: int) -> tuple[list[int], list[int]]:
+    """Non-zero 30-bit limbs of |w| with w's sign: (offsets, signed limb values)."""
+    got = _SPARSE.get(w)
+    if got is None:
+        sign, m = (1, w) if w >= 0 else (-1, -w)
+        offs, vals, i = [], [], 0
+        while m:
+            if m & ((1 << LIMB) - 1):
+                offs.append(i)
+                vals.append(sign * (m & ((1 << LIMB) - 1)))
+            m >>= LIMB
+            i += 1
+        got = (offs, vals)
+        if len(_SPARSE) < 1 << 16:
+            _SPARSE[w] = got
+    return got
+
+
+def _int_of(limbs: np.ndarray) -> int:
+    v = 0
+    for x in limbs[::-1]:
+        v = (v << LIMB) + int(x)
+    return v
+
+
+def _short(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of non-negative limb vectors: limbs in use, and the value where that is ≤ 2."""
+    nonzero = M != 0
+    used = np.where(nonzero.any(axis=1), M.shape[1] - np.argmax(nonzero[:, ::-1], axis=1), 0)
+    return used, M[:, 0] + (M[:, 1] << LIMB)
+
+
+class _Engine:
+    """State of one MLP evaluation: row slots, classes, shared slots, current lanes."""
+
+    def __init__(self, X: Batch, den: int, n: int):
+        self.k = _kernels()
+        self.n = n
+        self.den = den
+        self.cls = np.zeros(n, np.int64)
+        self.nclass = 1 if n else 0
+        self.counts = np.array([n], np.int64)
+        self.R = np.zeros((0, n), np.int64)
+        self.free: list[int] = []
+        self.H = np.zeros((0, 1, 3), np.int64)
+        self.used = np.zeros(0, np.int64)
+        self.hfree: list[int] = []
+        self.lanes = []
+        for col in X:
+            bound = max((abs(int(v)) for v in col), default=0)
+            if bound >= LIMIT:
+                raise _Fallback(f"an input value has {bound.bit_length()} bits")
+            s = self._alloc()
+            self.R[s] = np.array(col, dtype=np.int64) if n else 0
+            v = self.R[s]
+            pos = v[v > 0]
+            self.lanes.append(
+                _Lane(
+                    False,
+                    s,
+                    bound,
+                    bool(n == 0 or v.min() >= 0),
+                    int(n - np.count_nonzero(v)),
+                    int(pos.min()) if pos.size else None,
+                )
+            )
+
+    # ---------------------------------------------------------------- storage
+
+    def _alloc(self) -> int:
+        if not self.free:
+            grow = max(4, self.R.shape[0])
+            self.free = list(range(self.R.shape[0] + grow - 1, self.R.shape[0] - 1, -1))
+            self.R = np.concatenate([self.R, np.zeros((grow, self.n), np.int64)])
+        return self.free.pop()
+
+    def _halloc(self) -> int:
+        if not self.hfree:
+            slots, cap, nl = self.H.shape
+            grow = max(4, slots)
+            self.hfree = list(range(slots + grow - 1, slots - 1, -1))
+            self.H = np.concatenate([self.H, np.zeros((grow, cap, nl), np.int64)])
+            self.used = np.concatenate([self.used, np.zeros(grow, np.int64)])
+        return self.hfree.pop()
+
+    def _reserve(self, classes: int, limbs: int) -> None:
+        """Room for ``classes`` classes and ``limbs`` limbs in every shared slot."""
+        slots, cap, nl = self.H.shape
+        cap2 = cap if classes <= cap else max(classes, cap + cap // 2)
+        nl2 = max(nl, limbs)
+        if (cap2, nl2) == (cap, nl):
+            return
+        H = np.zeros((slots, cap2, nl2), np.int64)
+        H[:, :cap, : nl - 1] = self.H[:, :, : nl - 1]
+        top = self.H[:, :, nl - 1]
+        if nl2 == nl:
+            H[:, :cap, nl - 1] = top
+        else:  # a negative top limb t becomes t mod 2^30, then 2^30 − 1 …, then −1
+            negative = top < 0
+            H[:, :cap, nl - 1] = top & MASK
+            H[:, :cap, nl : nl2 - 1] = np.where(negative[..., None], MASK, 0)
+            H[:, :cap, nl2 - 1] = np.where(negative, -1, 0)
+            self.used[negative.any(axis=1)] = nl2
+        self.H = H
+
+    def shared_values(self, slot: int) -> np.ndarray:
+        """Exact values of a shared slot, one Python int per class."""
+        return np.array([_int_of(r) for r in self.H[slot, : self.nclass]], dtype=object)
+
+    def _table(self, lane: _Lane) -> np.ndarray:
+        out = np.zeros(self.nclass, np.int64)
+        self.k.limbs_to_int64(self.H, lane.slot, self.nclass, out)
+        return out
+
+    def _refine(self, functionals: list[list[tuple[int, int]]]) -> np.ndarray:
+        """Split classes by the exact values of row functionals; returns the value of each
+        functional per (new) class."""
+        ptr, src, kind, coef = _encode(functionals, self.lanes, {})
+        sigs = np.zeros((len(functionals), self.n), np.int64)
+        self.k.linear_rows(self.R, self.cls, _EMPTY_TABLE, ptr, src, kind, coef, sigs)
+        new_cls, parent, every = self.k.refine(self.cls, sigs, self.nclass)
+        if parent.size:
+            total = self.nclass + int(parent.size)
+            if total > max(64, self.n // 4):
+                # classes near one per row: sharing no longer pays; the reference is faster
+                raise _Fallback(f"{total} classes for {self.n} rows")
+            self._reserve(total, self.H.shape[2])
+            for s in {lane.slot for lane in self.lanes if lane.shared}:
+                self.H[s, self.nclass : total] = self.H[s, parent]
+            self.cls = new_cls
+            self.nclass = total
+            self.counts = np.bincount(new_cls, minlength=total).astype(np.int64)
+        return every
+
+    # ---------------------------------------------------------------- layers
+
+    def layer(self, a: Affine, relu: bool = True) -> tuple[int, int | None]:
+        """Apply ``a`` (then σ if ``relu``); returns (zeros, least non-zero |z| numerator) over
+        all pre-activations, as the reference counts them."""
+        lanes = self.lanes
+        plans = []
+        bounds = []
+        mixed: dict[tuple, int] = {}
+        for row, b in zip(a.rows, a.bias, strict=True):
+            bias = b * self.den
+            rterms = [(c, w) for c, w in row if not lanes[c].shared]
+            bound = abs(bias) + sum(abs(w) * lanes[c].bound for c, w in row)
+            bounds.append(bound)
+            if relu and len(row) == 1 and row[0][1] == 1 and b == 0 and lanes[row[0][0]].nonneg:
+                plans.append(("alias", row[0][0]))
+            elif not rterms:
+                plans.append(("shared", None))
+            elif bound < LIMIT:
+                plans.append(("row", None))
+            else:
+                lam = math.gcd(*[w for _, w in rterms]) * (1 if rterms[0][1] > 0 else -1)
+                g = tuple((c, w // lam) for c, w in rterms)
+                if sum(abs(w) * lanes[c].bound for c, w in g) >= LIMIT:
+                    raise _Fallback("a row functional read by a shared unit exceeds int64")
+                plans.append(("mixed", (mixed.setdefault(g, len(mixed)), lam)))
+        sig = self._refine([list(g) for g in mixed]) if mixed else None
+
+        out: list[_Lane | None] = [None] * len(plans)
+        zeros = 0
+        best: int | None = None
+        row_units = [u for u, p in enumerate(plans) if p[0] == "row"]
+        if row_units:
+            table_of: dict[int, int] = {}
+            ptr, src, kind, coef = _encode([a.rows[u] for u in row_units], lanes, table_of)
+            table = _EMPTY_TABLE
+            if table_of:
+                table = np.zeros((len(table_of), self.nclass), np.int64)
+                for c, j in table_of.items():
+                    table[j] = self._table(lanes[c])
+            slots = np.array([self._alloc() for _ in row_units], np.int64)
+            bias = np.array([a.bias[u] * self.den for u in row_units], np.int64)
+            stats = np.zeros((len(row_units), 5), np.int64)
+            self.k.relu_units(
+                self.R, self.cls, table, slots, ptr, src, kind, coef, bias, relu, stats
+            )
+            for j, u in enumerate(row_units):
+                z, neg, mabs, mpos, mx = (int(x) for x in stats[j])
+                zeros += z
+                if mabs < LIMIT:
+                    best = mabs if best is None else min(best, mabs)
+                out[u] = _Lane(
+                    False,
+                    int(slots[j]),
+                    mx,
+                    relu or neg == 0,
+                    z + neg if relu else z,
+                    mpos if mpos < LIMIT else None,
+                )
+        big_units = [u for u, p in enumerate(plans) if p[0] in ("shared", "mixed")]
+        if big_units:
+            z, b = self._shared_layer(a, relu, plans, bounds, big_units, sig, out)
+            zeros += z
+            if b is not None:
+                best = b if best is None else min(best, b)
+        for u, (how, extra) in enumerate(plans):
+            if how == "alias":
+                src_lane = lanes[extra]
+                zeros += src_lane.zeros
+                if src_lane.min_pos is not None:
+                    best = src_lane.min_pos if best is None else min(best, src_lane.min_pos)
+                out[u] = src_lane
+        keep_r = {lane.slot for lane in out if not lane.shared}
+        keep_h = {lane.slot for lane in out if lane.shared}
+        for lane in lanes:
+            if lane.shared:
+                if lane.slot not in keep_h and lane.slot not in self.hfree:
+                    self.hfree.append(lane.slot)
+            elif lane.slot not in keep_r and lane.slot not in self.free:
+                self.free.append(lane.slot)
+        self.lanes = out
+        self.den *= a.denominator
+        return zeros, best
+
+    def _shared_layer(self, a, relu, plans, bounds, units, sig, out):
+        """Shared and mixed units of one layer, in the multi-limb kernel."""
+        lanes = self.lanes
+        need = max(_limbs(bounds[u]) for u in units)
+        self._reserve(self.nclass, need)
+        slots = np.array([self._halloc() for _ in units], np.int64)
+        ptr, src, cptr, coff, cval = [0], [], [0], [], []
+        bptr, boff, bval = [0], [], []
+        mix, lptr, loff, lval = [], [0], [], []
+        widths = []
+        for u in units:
+            width = _limbs(bounds[u]) + 2
+            for c, w in a.rows[u]:
+                if lanes[c].shared:
+                    src.append(lanes[c].slot)
+                    offs, vals = _sparse(w)
+                    coff += offs
+                    cval += vals
+                    cptr.append(len(coff))
+                    reach = max(_limbs(lanes[c].bound), int(self.used[lanes[c].slot]))
+                    width = max(width, (offs[-1] if offs else 0) + reach + 2)
+            ptr.append(len(src))
+            offs, vals = _sparse(a.bias[u] * self.den)
+            boff += offs
+            bval += vals
+            bptr.append(len(boff))
+            how, extra = plans[u]
+            if how == "mixed":
+                k, lam = extra
+                mix.append(k)
+                offs, vals = _sparse(lam)
+                loff += offs
+                lval += vals
+                width = max(width, (offs[-1] if offs else 0) + 5)
+            else:
+                mix.append(-1)
+            lptr.append(len(loff))
+            widths.append(width)
+        width = max(widths)
+        n_u = len(units)
+        zeros = np.zeros(n_u, np.int64)
+        neg = np.zeros(n_u, np.int64)
+        lo_abs = np.zeros((n_u, width), np.int64)
+        hi_abs = np.zeros((n_u, width), np.int64)
+        lo_pos = np.zeros((n_u, width), np.int64)
+        flags = np.zeros(n_u, np.int64)
+        out_used = np.zeros(n_u, np.int64)
+        arr = lambda xs: np.array(xs, np.int64)  # noqa: E731
+        sig_arr = sig if sig is not None else _EMPTY_SIG
+        ok = self.k.shared_units(
+            self.H,
+            self.used,
+            slots,
+            arr(ptr),
+            arr(src),
+            arr(cptr),
+            arr(coff),
+            arr(cval),
+            arr(bptr),
+            arr(boff),
+            arr(bval),
+            arr(mix),
+            arr(lptr),
+            arr(loff),
+            arr(lval),
+            sig_arr,
+            self.counts,
+            self.nclass,
+            relu,
+            arr(widths),
+            zeros,
+            neg,
+            lo_abs,
+            hi_abs,
+            lo_pos,
+            flags,
+            out_used,
+        )
+        if not ok:
+            raise AssertionError("multi-limb result outgrew its proved bound")
+        hi_n, hi_v = _short(hi_abs)
+        lo_n, lo_v = _short(lo_abs)
+        pos_n, pos_v = _short(lo_pos)
+        seen = (flags & 1).astype(bool)
+        best = None
+        if seen.any():  # the least non-zero |z|: fewest limbs first, exact among those
+            fewest = lo_n[seen].min()
+            pick = np.flatnonzero(seen & (lo_n == fewest))
+            best = min(int(lo_v[j]) if fewest <= 2 else _int_of(lo_abs[j]) for j in pick)
+        for j, u in enumerate(units):
+            self.used[slots[j]] = max(int(out_used[j]), 1)
+            z, ng = int(zeros[j]), int(neg[j])
+            pos = None
+            if flags[j] & 2:
+                pos = int(pos_v[j]) if pos_n[j] <= 2 else lo_pos[j].copy()
+            out[u] = _Lane(
+                True,
+                int(slots[j]),
+                # an exact maximum when short, else 2^(30·limbs): a valid bound either way
+                int(hi_v[j]) if hi_n[j] <= 2 else 1 << (LIMB * int(hi_n[j])),
+                relu or ng == 0,
+                z + ng if relu else z,
+                pos,
+            )
+        return int(zeros.sum()), best
+
+    def reduce(self) -> None:
+        """Divide numerators and denominator by their gcd, as the reference does."""
+        if self.den == 1:
+            return
+        g = self.den
+        slots = np.array(sorted({lane.slot for lane in self.lanes if not lane.shared}), np.int64)
+        if slots.size:
+            g = int(self.k.gcd_rows(self.R, slots, np.int64(g)))
+        hslots = sorted({lane.slot for lane in self.lanes if lane.shared})
+        for s in hslots:
+            for v in self.shared_values(s):
+                g = math.gcd(g, int(v))
+                if g == 1:
+                    return
+        if g == 1:
+            return
+        for s in slots:
+            self.R[s] //= g
+        for s in hslots:
+            values = self.shared_values(s) // g
+            self._store(s, values)
+        for lane in self.lanes:
+            lane.bound //= g
+            if lane.min_pos is not None:
+                lane.pos = lane.min_pos // g
+        self.den //= g
+
+    def _store(self, slot: int, values: np.ndarray) -> None:
+        """Write Python ints (one per class) into a shared slot."""
+        top = max((abs(int(v)) for v in values), default=0)
+        self._reserve(self.nclass, _limbs(top))
+        NL = self.H.shape[2]
+        for c, v in enumerate(values):
+            v = int(v)
+            for i in range(NL - 1):
+                self.H[slot, c, i] = v & ((1 << LIMB) - 1)
+                v >>= LIMB
+            self.H[slot, c, NL - 1] = v
+        self.used[slot] = NL
+
+    def probe(self, terms) -> np.ndarray:
+        """Numerators of a linear read-out, per row (int64 when proved to fit, else ints)."""
+        lanes = self.lanes
+        if (
+            all(lanes[c].bound < LIMIT for c, _ in terms)
+            and sum(abs(w) * lanes[c].bound for c, w in terms) < LIMIT
+        ):
+            table_of: dict[int, int] = {}
+            ptr, src, kind, coef = _encode([list(terms)], lanes, table_of)
+            table = _EMPTY_TABLE
+            if table_of:
+                table = np.zeros((len(table_of), self.nclass), np.int64)
+                for c, j in table_of.items():
+                    table[j] = self._table(lanes[c])
+            out = np.zeros((1, self.n), np.int64)
+            self.k.linear_rows(self.R, self.cls, table, ptr, src, kind, coef, out)
+            return out[0]
+        acc = np.zeros(self.n, dtype=object)
+        for c, w in terms:
+            acc = acc + self.column(c) * w
+        return acc
+
+    def column(self, c: int) -> np.ndarray:
+        lane = self.lanes[c]
+        if lane.shared:
+            return self.shared_values(lane.slot)[self.cls]
+        return _obj(self.R[lane.slot])
+
+    def batch(self) -> Batch:
+        return [self.column(c) for c in range(len(self.lanes))]
+
+
+_EMPTY_TABLE = np.zeros((0, 1), np.int64)
+_EMPTY_SIG = np.zeros((1, 1), np.int64)
+
+
+def _encode(functionals, lanes: list[_Lane], table_of: dict[int, int]):
+    """Flatten unit terms for the row kernels: row slot (kind 0) or table row (kind 1)."""
+    ptr = [0]
+    src, kind, coef = [], [], []
+    for terms in functionals:
+        for c, w in terms:
+            lane = lanes[c]
+            if lane.shared:
+                src.append(table_of.setdefault(c, len(table_of)))
+                kind.append(1)
+            else:
+                src.append(lane.slot)
+                kind.append(0)
+            coef.append(w)
+        ptr.append(len(src))
+    return (
+        np.array(ptr, np.int64),
+        np.array(src, np.int64),
+        np.array(kind, np.int64),
+        np.array(coef, np.int64),
+    )
+
+
+def mlp(
+    mlp: MLP,
+    X: Batch,
+    den: int,
+    size: int,
+    sub: int,
+    on_probe: Callable,
+    stats: list,
+    progress: Callable[[str], None] | None = None,
+    jobs: int = 1,
+) -> tuple[Batch, int]:
+    """Drop-in for the reference's MLP step: same values, lanes and statistics. Falls back to
+    the reference evaluator (whole sub-layer) where int64 safety cannot be proved."""
+    try:
+        return _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress)
+    except _Fallback as why:
+        if progress:
+            progress(f"{mlp.label or 'mlp'}: reference evaluator ({why})")
+        if jobs > 1 and size >= 2 * reference.MIN_ROWS_PER_JOB:
+            return reference._mlp_parallel(mlp, X, den, size, sub, on_probe, stats, jobs, progress)
+        return reference._mlp(mlp, X, den, size, sub, on_probe, stats, progress)
+
+
+def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
+    probes_at: dict[int, list] = {}
+    for p in mlp.probes:
+        probes_at.setdefault(p.layer, []).append(p)
+    eng = _Engine(X, den, size)
+    my_stats: list = []
+    my_probes: list = []
+    last = len(mlp.layers) - 1
+    for li, layer in enumerate(mlp.layers):
+        if progress and li % 1000 == 0:
+            progress(f"{mlp.label or 'mlp'}: layer {li}/{len(mlp.layers)} on {size} inputs")
+        if li == last:
+            eng.layer(layer, relu=False)
+            break
+        zeros, best = eng.layer(layer)
+        my_stats.append(
+            LayerStat(
+                sub, li, len(layer.rows), size, zeros, None if best is None else mpq(best, eng.den)
+            )
+        )
+        eng.reduce()
+        for p in probes_at.get(li, ()):
+            values = eng.probe(p.terms)
+            if eng.den != 1 and values.dtype != object:
+                values = _obj(values)
+            my_probes.append((f"{mlp.label}.{p.name}" if mlp.label else p.name, values, eng.den))
+    H, hden = eng.batch(), eng.den
+    stats.extend(my_stats)
+    for name, values, vden in my_probes:
+        on_probe(name, values, vden)
+    if mlp.residual:
+        common = math.lcm(den, hden)
+        H = [x * (common // den) + h * (common // hden) for x, h in zip(X, H, strict=True)]
+        hden = common
+    return reference._reduce(H, hden)
+
+
+# --------------------------------------------------------------------------- token mixing
+
+
+def _zero_map(a: Affine) -> bool:
+    return all(not row for row in a.rows) and not any(a.bias)
+
+
+def _as_matrix(columns: list[np.ndarray], rows: int) -> np.ndarray:
+    """Numerator columns → one (rows × dim) array: int64 when every value fits, else ints."""
+    if not columns:
+        return np.zeros((rows, 0), np.int64)
+    top = max((abs(int(v)) for col in columns for v in col), default=0)
+    dtype = np.int64 if top < LIMIT else object
+    return np.stack([np.asarray(col).astype(dtype) for col in columns], axis=1)
+
+
+def _scaled(M: np.ndarray, factor: int) -> np.ndarray:
+    if factor == 1:
+        return M
+    if M.dtype != object and max(int(np.abs(M).max(initial=0)), 1) * factor < LIMIT:
+        return M * factor
+    return M.astype(object) * factor
+
+
+def _add(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    if A.dtype != object and B.dtype != object:
+        top = int(np.abs(A).max(initial=0)) + int(np.abs(B).max(initial=0))
+        if top < LIMIT:
+            return A + B
+    return A.astype(object) + B.astype(object)
+
+
+def mix(sub, X: Batch, den: int, index: np.ndarray, keep: range):
+    """A positional encoding, or attention whose scores are all equal (uniform scores, or a
+    zero key or query map: every score is 0), evaluated on whole arrays of sequences.
+
+    Kajitsuka & Sato 2025, eq. (39): equal scores give weights exactly 1/n under softmax and
+    hardmax alike, so the output at q is x_q + Σ_h W_O^h (1/n_k) Σ_k W_V^h x_k. Returns
+    (numerators, denominator, index, distinct rows in first-seen order), or None when scores
+    may differ (the reference evaluator decides those)."""
+    from exactmem.model import Attention, PositionalEncoding
+
+    N, n = index.shape
+    size = len(X[0]) if X else 0
+    if isinstance(sub, PositionalEncoding):
+        D = math.lcm(den, *[int(v.denominator) for row in sub.table[:n] for v in row])
+        base = _scaled(_as_matrix(X, size), D // den)
+        shift = _as_matrix(
+            [
+                np.array([int(row[j] * D) for row in sub.table[:n]], dtype=object)
+                for j in range(len(X))
+            ],
+            n,
+        )
+        cols = list(keep)
+        Y = _add(base[index[:, cols]], shift[cols][None, :, :])
+        return _distinct(Y.reshape(N * len(cols), -1), D, N, len(cols))
+    if not isinstance(sub, Attention):
+        return None
+    if sub.score != "uniform" and not all(
+        _zero_map(h.key) or _zero_map(h.query) for h in sub.heads
+    ):
+        return None
+    keys = n - 1 if sub.mask == "context" and n > 1 else n
+    deltas = []
+    for h in sub.heads:
+        V, vden = reference._affine(h.value, X, den, size)
+        Vm = _as_matrix(V, size)
+        picked = Vm[index[:, :keys]]  # (N, keys, dv)
+        if Vm.dtype != object and int(np.abs(Vm).max(initial=0)) * keys >= LIMIT:
+            picked = picked.astype(object)
+        S = picked.sum(axis=1)  # Σ_k W_V x_k, over vden
+        O, oden = reference._affine(h.output, [S[:, j] for j in range(S.shape[1])], vden, N)
+        deltas.append((_as_matrix(O, N), oden * keys))
+    D = math.lcm(den, *[d for _, d in deltas])
+    total = _scaled(np.zeros((N, len(X)), np.int64), 1)
+    for M, d in deltas:
+        total = _add(total, _scaled(M, D // d))
+    base = _scaled(_as_matrix(X, size), D // den)
+    cols = list(keep)
+    Y = _add(base[index[:, cols]], total[:, None, :])
+    return _distinct(Y.reshape(N * len(cols), -1), D, N, len(cols))
+
+
+def _distinct(Y: np.ndarray, D: int, N: int, width: int):
+    """Rows of Y (numerators over D) deduplicated in first-seen order, as the reference."""
+    if Y.dtype != object:
+        uniq, first, inverse = np.unique(Y, axis=0, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        rows_num = uniq[order]
+        new_index = rank[inverse.reshape(-1)].reshape(N, width)
+    else:
+        where: dict[tuple, int] = {}
+        ids = np.array([where.setdefault(tuple(r), len(where)) for r in Y], np.int64)
+        rows_num = np.array(list(where), dtype=object).reshape(len(where), Y.shape[1])
+        new_index = ids.reshape(N, width)
+    batch = [rows_num[:, j].astype(object) for j in range(rows_num.shape[1])]
+    batch, bden = reference._reduce(batch, D)
+    rows = reference._columns(batch, bden)
+    return batch, bden, new_index, rows
+
+
+def run(model, vocab, sequences, **kw):
+    """:func:`exactmem.evaluate.reference.run` with the fast MLP and mixing steps."""
+    return reference.run(model, vocab, sequences, mlp_step=mlp, mix_step=mix, **kw)
+
+
+def run_points(model, points, **kw):
+    return run(model, points, [[i] for i in range(len(points))], **kw)

@@ -1,0 +1,392 @@
+"""numba kernels of the fast evaluator: int64 arithmetic whose bounds were proved by the caller.
+
+Every kernel here assumes what :mod:`exactmem.evaluate.fast` checks before calling it: each
+partial sum of every affine unit stays below 2^62 in absolute value, so no int64 operation can
+wrap (numba wraps silently, ecosystem.md §1). Nothing here decides a bound.
+
+Imported lazily (numba takes ~0.5 s to import); compiled functions are cached on disk
+(``cache=True``), so only the first run on a machine pays for compilation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["gather_rows", "gcd_rows", "linear_rows", "refine", "relu_units"]
+
+BIG = np.int64(2**62)
+
+
+@njit(cache=True)
+def relu_units(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats):
+    """One layer's row units: ``R[out_slot[u]] = σ(Σ coef·input + bias)`` over all rows.
+
+    An input term reads row slot ``src`` (``kind`` 0) or the per-class table row ``src`` at the
+    row's class (``kind`` 1). ``stats[u]`` receives (zeros, negatives, min non-zero |z|, min
+    positive z, max |z|), with 2^62 standing for "none"."""
+    n = R.shape[1]
+    for u in range(out_slot.shape[0]):
+        o = out_slot[u]
+        b = bias[u]
+        zeros = 0
+        neg = 0
+        min_abs = BIG
+        min_pos = BIG
+        max_abs = 0
+        lo = ptr[u]
+        hi = ptr[u + 1]
+        for r in range(n):
+            acc = b
+            for t in range(lo, hi):
+                if kind[t] == 0:
+                    acc += coef[t] * R[src[t], r]
+                else:
+                    acc += coef[t] * table[src[t], cls[r]]
+            if acc == 0:
+                zeros += 1
+            elif acc < 0:
+                neg += 1
+                if -acc < min_abs:
+                    min_abs = -acc
+            else:
+                if acc < min_abs:
+                    min_abs = acc
+                if acc < min_pos:
+                    min_pos = acc
+            if acc > max_abs:
+                max_abs = acc
+            elif -acc > max_abs:
+                max_abs = -acc
+            if relu and acc < 0:
+                acc = 0
+            R[o, r] = acc
+        stats[u, 4] = max_abs
+        stats[u, 0] = zeros
+        stats[u, 1] = neg
+        stats[u, 2] = min_abs
+        stats[u, 3] = min_pos
+
+
+@njit(cache=True)
+def linear_rows(R, cls, table, ptr, src, kind, coef, out):
+    """``out[k] = Σ coef·input`` for the functionals k (same term encoding, no bias)."""
+    n = R.shape[1]
+    for k in range(out.shape[0]):
+        for r in range(n):
+            acc = 0
+            for t in range(ptr[k], ptr[k + 1]):
+                if kind[t] == 0:
+                    acc += coef[t] * R[src[t], r]
+                else:
+                    acc += coef[t] * table[src[t], cls[r]]
+            out[k, r] = acc
+
+
+@njit(cache=True)
+def _same(sigs, r, table, i):
+    for j in range(sigs.shape[0]):
+        if sigs[j, r] != table[i, j]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def refine(cls, sigs, nclass):
+    """Split classes by signature: rows of class c whose signature differs from the first row
+    of c move to a new class, one per distinct (c, signature), numbered in row order.
+
+    Returns (new class per row, parent of each new class, signature of every class — old ones
+    get the signature of their first row). The first other signature of a class is remembered
+    beside it, so the usual two-way split needs no hashing."""
+    k, n = sigs.shape
+    rep = np.zeros((nclass, k), np.int64)
+    second = np.full(nclass, -1, np.int64)  # id of the class's first child
+    seen = np.zeros(nclass, np.bool_)
+    parent = np.zeros(16, np.int64)
+    child_sig = np.zeros((16, k), np.int64)
+    made = 0
+    cap = 0
+    slot_class = np.zeros(0, np.int64)
+    new = cls.copy()
+    for r in range(n):
+        c = cls[r]
+        if not seen[c]:
+            seen[c] = True
+            for j in range(k):
+                rep[c, j] = sigs[j, r]
+            continue
+        if _same(sigs, r, rep, c):
+            continue
+        s2 = second[c]
+        if s2 >= 0 and _same(sigs, r, child_sig, s2):
+            new[r] = nclass + s2
+            continue
+        if s2 < 0:
+            found = -1
+        else:  # a third signature in one class: open addressing on (c, signature)
+            if cap == 0:
+                cap = 1024
+                slot_class = np.full(cap, -1, np.int64)
+            h = np.uint64(c) * np.uint64(0x9E3779B97F4A7C15)
+            for j in range(k):
+                h = (h ^ np.uint64(sigs[j, r])) * np.uint64(0xBF58476D1CE4E5B9)
+            i = np.int64(h >> np.uint64(20)) & (cap - 1)
+            found = -1
+            while slot_class[i] >= 0:
+                id_ = slot_class[i]
+                if parent[id_] == c and _same(sigs, r, child_sig, id_):
+                    found = id_
+                    break
+                i = (i + 1) & (cap - 1)
+        if found >= 0:
+            new[r] = nclass + found
+            continue
+        if made == parent.shape[0]:
+            parent = np.concatenate((parent, np.zeros(made, np.int64)))
+            child_sig = np.concatenate((child_sig, np.zeros((made, k), np.int64)))
+        parent[made] = c
+        for j in range(k):
+            child_sig[made, j] = sigs[j, r]
+        if s2 < 0:
+            second[c] = made
+        else:
+            slot_class[i] = made
+            if 2 * made > cap:  # keep the table at most half full: rebuild twice as large
+                cap *= 4
+                slot_class = np.full(cap, -1, np.int64)
+                for id_ in range(made + 1):
+                    if second[parent[id_]] == id_:
+                        continue
+                    h = np.uint64(parent[id_]) * np.uint64(0x9E3779B97F4A7C15)
+                    for j in range(k):
+                        h = (h ^ np.uint64(child_sig[id_, j])) * np.uint64(0xBF58476D1CE4E5B9)
+                    i = np.int64(h >> np.uint64(20)) & (cap - 1)
+                    while slot_class[i] >= 0:
+                        i = (i + 1) & (cap - 1)
+                    slot_class[i] = id_
+        new[r] = nclass + made
+        made += 1
+    every = np.zeros((nclass + made, k), np.int64)
+    every[:nclass] = rep
+    every[nclass:] = child_sig[:made]
+    return new, parent[:made].copy(), every
+
+
+@njit(cache=True)
+def gcd_rows(R, slots, g):
+    """gcd of ``g`` and every value in the given row slots (stops early at 1)."""
+    for s in slots:
+        for r in range(R.shape[1]):
+            a = R[s, r]
+            if a < 0:
+                a = -a
+            while a:
+                g, a = a, g % a
+            if g == 1:
+                return g
+    return g
+
+
+@njit(cache=True)
+def gather_rows(table, cls, out):
+    """``out[j, r] = table[j, cls[r]]``."""
+    for j in range(table.shape[0]):
+        for r in range(cls.shape[0]):
+            out[j, r] = table[j, cls[r]]
+
+
+# --------------------------------------------------------------------------- multi-limb
+#
+# Shared lanes hold one integer per class as little-endian limbs of 30 bits: limbs below the
+# top are in [0, 2^30), the top limb is signed. Products of a coefficient limb and a value limb
+# stay below 2^60, so a handful can be accumulated in int64 before carries are propagated.
+
+LIMB = 30
+MASK = (1 << LIMB) - 1
+
+
+@njit(cache=True)
+def _normalize(acc, top):
+    """Propagate carries so limbs 0..top−1 are in [0, 2^30); limb ``top`` keeps the sign."""
+    for i in range(top):
+        c = acc[i] >> LIMB
+        acc[i] -= c << LIMB
+        acc[i + 1] += c
+
+
+@njit(cache=True)
+def _greater(a, b, n):
+    """a > b for non-negative normalized limb vectors of length n."""
+    for i in range(n - 1, -1, -1):
+        if a[i] != b[i]:
+            return a[i] > b[i]
+    return False
+
+
+@njit(cache=True)
+def shared_units(
+    H,
+    used,
+    out_slot,
+    ptr,
+    src,
+    cptr,
+    coff,
+    cval,
+    bptr,
+    boff,
+    bval,
+    mix,
+    lptr,
+    loff,
+    lval,
+    sig,
+    counts,
+    nclass,
+    relu,
+    uwidth,
+    zeros,
+    neg,
+    lo_abs,
+    hi_abs,
+    lo_pos,
+    flags,
+    out_used,
+):
+    """One layer's shared units over all classes, in exact multi-limb arithmetic.
+
+    Unit u: bias (sparse limbs) + Σ_t coefficient_t (sparse limbs) · H[src_t] + λ_u·sig[c, mix_u]
+    (when ``mix[u] ≥ 0``), then σ if ``relu``; written to H[out_slot[u]]. Statistics count each
+    class ``counts[c]`` times. ``flags[u]`` bit 0: a non-zero value was seen, bit 1: a positive
+    one. Returns False if a result needs more limbs than H has (nothing else is wrong then)."""
+    NL = H.shape[2]
+    full = lo_abs.shape[1]
+    acc = np.zeros(full, np.int64)
+    mag = np.zeros(full, np.int64)
+    for u in range(out_slot.shape[0]):
+        o = out_slot[u]
+        width = uwidth[u]
+        top = width - 1
+        hi_used = 0
+        for c in range(nclass):
+            acc[:width] = 0
+            for j in range(bptr[u], bptr[u + 1]):
+                acc[boff[j]] += bval[j]
+            pending = 1
+            for t in range(ptr[u], ptr[u + 1]):
+                s = src[t]
+                nx = used[s]
+                for j in range(cptr[t], cptr[t + 1]):
+                    off = coff[j]
+                    w = cval[j]
+                    for i in range(nx):
+                        acc[off + i] += w * H[s, c, i]
+                    pending += 1
+                    if pending >= 3:
+                        _normalize(acc, top)
+                        pending = 0
+            if mix[u] >= 0:
+                sv = sig[c, mix[u]]
+                sgn = 1
+                if sv < 0:
+                    sgn = -1
+                    sv = -sv
+                s0 = sv & MASK
+                s1 = (sv >> LIMB) & MASK
+                s2 = sv >> (2 * LIMB)
+                for j in range(lptr[u], lptr[u + 1]):
+                    off = loff[j]
+                    w = sgn * lval[j]
+                    acc[off] += w * s0
+                    acc[off + 1] += w * s1
+                    acc[off + 2] += w * s2
+                    pending += 1
+                    if pending >= 3:
+                        _normalize(acc, top)
+                        pending = 0
+            _normalize(acc, top)
+            negative = acc[top] < 0
+            nonzero = False
+            for i in range(width):
+                if acc[i] != 0:
+                    nonzero = True
+                    break
+            k = counts[c]
+            if not nonzero:
+                zeros[u] += k
+            else:
+                if negative:
+                    for i in range(width):
+                        mag[i] = -acc[i]
+                    _normalize(mag, top)
+                    neg[u] += k
+                else:
+                    for i in range(width):
+                        mag[i] = acc[i]
+                if not (flags[u] & 1) or _greater(lo_abs[u], mag, width):
+                    lo_abs[u, :width] = mag[:width]
+                if _greater(mag, hi_abs[u], width):
+                    hi_abs[u, :width] = mag[:width]
+                if not negative and (not (flags[u] & 2) or _greater(lo_pos[u], mag, width)):
+                    lo_pos[u, :width] = mag[:width]
+                    flags[u] |= 2
+                flags[u] |= 1
+            if relu and negative:
+                for i in range(NL):
+                    H[o, c, i] = 0
+                continue
+            if width <= NL:
+                for i in range(width - 1):
+                    H[o, c, i] = acc[i]
+                if width == NL:
+                    H[o, c, NL - 1] = acc[top]
+                elif negative:  # sign-extend: t mod 2^30, 2^30 − 1, …, −1
+                    H[o, c, top] = acc[top] & MASK
+                    for i in range(width, NL - 1):
+                        H[o, c, i] = MASK
+                    H[o, c, NL - 1] = -1
+                else:
+                    H[o, c, top] = acc[top]
+                    for i in range(width, NL):
+                        H[o, c, i] = 0
+            else:
+                # fold limbs NL−1.. into the top stored limb; it must stay a limb
+                fold = acc[top]
+                for i in range(top - 1, NL - 2, -1):
+                    fold = fold * (1 << LIMB) + acc[i]
+                    if fold > MASK or fold < -MASK - 1:
+                        return False
+                for i in range(NL - 1):
+                    H[o, c, i] = acc[i]
+                H[o, c, NL - 1] = fold
+            for i in range(NL - 1, -1, -1):
+                if H[o, c, i] != 0:
+                    if i + 1 > hi_used:
+                        hi_used = i + 1
+                    break
+        out_used[u] = hi_used
+    return True
+
+
+@njit(cache=True)
+def limbs_to_int64(H, slot, nclass, out):
+    """Values of a shared lane known to be below 2^62 in magnitude, as int64."""
+    NL = H.shape[2]
+    for c in range(nclass):
+        v = np.int64(0)
+        for i in range(NL - 1, -1, -1):
+            v = v * (1 << LIMB) + H[slot, c, i]
+        out[c] = v
+
+
+@njit(cache=True)
+def int64_to_limbs(values, H, slot):
+    """Store int64 values (one per class) as limbs of ``slot``."""
+    NL = H.shape[2]
+    for c in range(values.shape[0]):
+        v = values[c]
+        for i in range(NL - 1):
+            H[slot, c, i] = v & MASK
+            v = v >> LIMB
+        H[slot, c, NL - 1] = v
