@@ -234,12 +234,12 @@ class _Engine:
                 plans.append(("alias", row[0][0]))
             elif not rterms:
                 plans.append(("shared", None))
-            elif bound < LIMIT:
+            elif bound < LIMIT and all(abs(w) < LIMIT for _, w in row):
                 plans.append(("row", None))
             else:
                 lam = math.gcd(*[w for _, w in rterms]) * (1 if rterms[0][1] > 0 else -1)
                 g = tuple((c, w // lam) for c, w in rterms)
-                if sum(abs(w) * lanes[c].bound for c, w in g) >= LIMIT:
+                if sum(max(abs(w), 1) * max(lanes[c].bound, 1) for c, w in g) >= LIMIT:
                     raise _Fallback("a row functional read by a shared unit exceeds int64")
                 plans.append(("mixed", (mixed.setdefault(g, len(mixed)), lam)))
         sig = self._refine([list(g) for g in mixed]) if mixed else None
@@ -412,8 +412,8 @@ class _Engine:
             return
         g = self.den
         slots = np.array(sorted({lane.slot for lane in self.lanes if not lane.shared}), np.int64)
-        if slots.size:
-            g = int(self.k.gcd_rows(self.R, slots, np.int64(g)))
+        if slots.size:  # the denominator may exceed int64: gcd of the rows first
+            g = math.gcd(g, int(self.k.gcd_rows(self.R, slots, np.int64(0))))
         hslots = sorted({lane.slot for lane in self.lanes if lane.shared})
         for s in hslots:
             for v in self.shared_values(s):
@@ -422,8 +422,8 @@ class _Engine:
                     return
         if g == 1:
             return
-        for s in slots:
-            self.R[s] //= g
+        for s in slots:  # a row value divisible by g ≥ 2^62 > |value| is 0
+            self.R[s] = self.R[s] // g if g < LIMIT else 0
         for s in hslots:
             values = self.shared_values(s) // g
             self._store(s, values)
@@ -449,10 +449,8 @@ class _Engine:
     def probe(self, terms) -> np.ndarray:
         """Numerators of a linear read-out, per row (int64 when proved to fit, else ints)."""
         lanes = self.lanes
-        if (
-            all(lanes[c].bound < LIMIT for c, _ in terms)
-            and sum(abs(w) * lanes[c].bound for c, w in terms) < LIMIT
-        ):
+        # every coefficient, value and partial sum fits int64
+        if sum(max(abs(w), 1) * max(lanes[c].bound, 1) for c, w in terms) < LIMIT:
             table_of: dict[int, int] = {}
             ptr, src, kind, coef = _encode([list(terms)], lanes, table_of)
             table = _EMPTY_TABLE

@@ -1,0 +1,237 @@
+"""The fast evaluator against the reference: identical outputs, lanes, statistics and streams.
+
+Acceptance of issue 5: on every quick-tier claim instance and on hypothesis-generated models
+whose values cross 2^63, both ways, through int64 rows, multi-limb class-shared lanes, class
+refinement and the reference fallback.
+"""
+
+import random
+
+import numpy as np
+import pytest
+from gmpy2 import mpq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exactmem.certify import certify
+from exactmem.constructions import ks25, vys
+from exactmem.data import random_points
+from exactmem.errors import InconclusiveError
+from exactmem.evaluate import fast, kernels, reference
+from exactmem.model import MLP, Affine, Probe, Transformer
+from exactmem.proofs import GENERATORS, _build, find_proofs_dir, load_claims
+from exactmem.sequences import random_sequences, with_positions
+
+
+def same_trace(a, b):
+    assert a.outputs == b.outputs
+    assert a.stats == b.stats
+    assert a.attention == b.attention
+    assert set(a._lanes) == set(b._lanes)
+    for name in a._lanes:
+        assert list(a.lane(name).ravel()) == list(b.lane(name).ravel()), name
+        assert all(type(v) is not np.int64 for v in b.lane(name).ravel())
+    assert len(a.streams) == len(b.streams)
+    for x, y in zip(a.streams, b.streams, strict=True):
+        assert x.names == y.names and x.rows == y.rows
+        assert (x.index == y.index).all()
+
+
+def both(model, vocab, sequences, **kw):
+    """Run both evaluators; they must agree, also on raising InconclusiveError."""
+    results = []
+    for module in (reference, fast):
+        try:
+            results.append(module.run(model, vocab, sequences, **kw))
+        except InconclusiveError:
+            results.append(None)
+    a, b = results
+    assert (a is None) == (b is None)
+    if a is not None:
+        same_trace(a, b)
+    return b
+
+
+QUICK = [
+    (claim, inst)
+    for claim in load_claims(find_proofs_dir(None))
+    for inst in claim.instances
+    if inst.tier == "quick"
+]
+
+
+@pytest.mark.parametrize(
+    ("claim", "inst"), QUICK, ids=[f"{c.name}[{i.label}]" for c, i in QUICK]
+)
+def test_fast_equals_reference_on_quick_claims(claim, inst):
+    dataset = GENERATORS[inst.generator](inst.params)
+    model, _ = _build(claim.construction, dataset, {**claim.options, **inst.options})
+    if dataset.task == "points":
+        both(model, dataset.points, [[i] for i in range(dataset.size)])
+    else:
+        ds = with_positions(dataset) if model.meta.get("position_aware") else dataset
+        positions = "all" if ds.task == "seq2seq" else "last"
+        both(model, ds.vocab, ds.sequences, positions=positions)
+    a = certify(model, dataset, evaluator="reference")
+    b = certify(model, dataset, evaluator="fast")
+    assert [c.as_dict() for c in a.checks] == [c.as_dict() for c in b.checks]
+    assert a.activation == b.activation
+    assert a.verdict == b.verdict
+
+
+@pytest.mark.parametrize("gadget", ["keyed", "peel", "tent"])
+def test_theorem_4_1_all_gadgets(gadget):
+    ds = random_sequences(400, 6, 3, 60, 7, seed=3)
+    model, _ = ks25.build(ds, {"gadget": gadget})
+    both(model, ds.vocab, ds.sequences, positions="last")
+
+
+def test_keyed_memorizer_shares_the_packed_integers():
+    """The keyed gadget runs without falling back: inputs stay in int64 rows."""
+    ds = random_points(600, 4, 9, seed=4)
+    model, _ = vys.build(ds, {"gadget": "keyed"})
+    notes = []
+    fast.run_points(model, ds.points, progress=notes.append)
+    assert not [m for m in notes if "reference evaluator" in m]
+    both(model, ds.points, [[i] for i in range(ds.size)])
+
+
+def test_peel_falls_back_and_agrees():
+    """peel multiplies the key by 2^P next to the packed integer: the classes split to one
+    per row, the engine hands the sub-layer to the reference, the values are the same."""
+    ds = random_points(600, 4, 9, seed=5)
+    model, _ = vys.build(ds, {"gadget": "peel"})
+    notes = []
+    fast.run_points(model, ds.points, progress=notes.append)
+    assert [m for m in notes if "reference evaluator" in m]
+    both(model, ds.points, [[i] for i in range(ds.size)])
+
+
+# --------------------------------------------------------------------------- random models
+
+entries = st.one_of(
+    st.just(0),
+    st.just(0),
+    st.integers(-3, 3),
+    st.integers(-(2**70), 2**70),
+    st.builds(lambda e, s: s * 2**e, st.integers(0, 200), st.sampled_from([1, -1])),
+)
+
+
+@st.composite
+def sparse_mlps(draw):
+    """Sparse layers mixing small and huge weights and biases, rational denominators and
+    probes: units read small row lanes, huge constant lanes, or both (class refinement)."""
+    width = draw(st.integers(1, 3))
+    depth = draw(st.integers(2, 5))
+    residual = draw(st.booleans())
+    layers, probes, w = [], [], width
+    for i in range(depth):
+        out = width if i == depth - 1 else draw(st.integers(1, 5))
+        rows = []
+        for _ in range(out):
+            row = tuple((c, v) for c in range(w) if (v := draw(entries)))
+            rows.append(row)
+        bias = tuple(draw(entries) for _ in range(out))
+        den = draw(st.sampled_from([1, 1, 1, 2, 6, 2**64]))
+        layers.append(Affine(w, tuple(rows), bias, den))
+        if i < depth - 1 and draw(st.booleans()):
+            terms = tuple((c, draw(st.integers(-3, 3)) or 1) for c in range(out))
+            probes.append(Probe(f"p{i}", i, terms))
+        w = out
+    return MLP(tuple(layers), residual=residual, probes=tuple(probes)), width
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fast_agrees_on_random_models(data):
+    mlp, width = data.draw(sparse_mlps())
+    values = st.one_of(
+        st.integers(-50, 50),
+        st.integers(-(2**66), 2**66),
+        st.fractions(min_value=-30, max_value=30, max_denominator=4),
+    )
+    pool = data.draw(st.lists(st.tuples(*[values] * width), min_size=1, max_size=8))
+    # repeated values make classes that stay together, distinct ones make classes split
+    rng = random.Random(data.draw(st.integers(0, 99)))
+    pts = [tuple(mpq(x) for x in rng.choice(pool)) for _ in range(rng.randint(1, 40))]
+    model = Transformer(width, (mlp,))
+    both(model, pts, [[i] for i in range(len(pts))])
+
+
+def test_values_crossing_2_63_in_rows_and_shared_lanes():
+    """A row lane near 2^61 (int64), a shared lane of 2^200 read by a row unit's neighbour,
+    and a sum that crosses 2^63 — every path meets the reference."""
+    big = 2**200
+    layers = (
+        Affine(1, (((0, 1),), (), ((0, 2**40),)), (0, big, 2**61), 1),
+        Affine(3, (((0, 1), (1, 1)), ((2, 4),), ((1, 1), (2, -(2**3)))), (0, -(2**63), 1), 1),
+        Affine(3, (((0, 1), (1, 1), (2, 1)),), (5,), 1),
+    )
+    probes = (Probe("s", 0, ((1, 1), (2, 1))), Probe("r", 1, ((1, 1),)))
+    model = Transformer(1, (MLP(layers, residual=False, probes=probes),))
+    pts = [(mpq(v),) for v in (0, 1, 2**20, -5, 2**21 - 1, 3)]
+    trace = both(model, pts, [[i] for i in range(len(pts))])
+    assert max(abs(o[0][0]) for o in trace.outputs) > 2**63
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def test_refine_splits_exactly():
+    cls = np.array([0, 0, 0, 1, 1, 0, 1, 0], np.int64)
+    sigs = np.array([[5, 5, 7, 1, 1, 7, 2, 9]], np.int64)
+    new, parent, every = kernels.refine(cls, sigs, 2)
+    # class 0: first signature 5; then 7 (child 2), 9 (child 4); class 1: 1, then 2 (child 3)
+    assert list(new) == [0, 0, 2, 1, 1, 2, 3, 4]
+    assert list(parent) == [0, 1, 0]
+    assert every[:, 0].tolist() == [5, 1, 7, 2, 9]
+
+
+def test_refine_many_signatures_in_one_class():
+    rng = np.random.default_rng(0)
+    sigs = rng.integers(-5, 5, (2, 5000)).astype(np.int64)
+    cls = rng.integers(0, 3, 5000).astype(np.int64)
+    new, parent, every = kernels.refine(cls, sigs, 3)
+    key = {(int(c), int(a), int(b)) for c, a, b in zip(cls, *sigs, strict=True)}
+    assert len(set(new.tolist())) == len(key)
+    for r in range(5000):
+        c = new[r]
+        assert (every[c] == sigs[:, r]).all()
+        assert (c if c < 3 else parent[c - 3]) == cls[r]
+
+
+def test_multi_limb_units_against_python_integers():
+    """The shared-lane kernel on random huge values, coefficients and signatures."""
+    rng = random.Random(7)
+    for _ in range(30):
+        nclass = rng.randint(1, 6)
+        lanes = [[rng.randint(0, 2 ** rng.randint(0, 400)) for _ in range(nclass)]
+                 for _ in range(3)]
+        coeffs = [rng.choice([0, 1, -1, rng.randint(-(2**90), 2**90), -(2 ** rng.randint(0, 300))])
+                  for _ in range(3)]
+        bias = rng.randint(-(2**500), 2**500)
+        lam = rng.randint(-(2**100), 2**100)
+        sig = [rng.randint(-(2**61), 2**61) for _ in range(nclass)]
+        eng = fast._Engine([np.zeros(nclass, dtype=object)], 1, nclass)
+        eng.cls = np.arange(nclass, dtype=np.int64)
+        eng.nclass = nclass
+        eng.counts = np.ones(nclass, np.int64)
+        slots = []
+        for values in lanes:
+            s = eng._halloc()
+            eng._store(s, np.array(values, dtype=object))
+            slots.append(s)
+            eng.lanes.append(fast._Lane(True, s, max(values), True, 0, None))
+        unit = tuple((c + 1, w) for c, w in enumerate(coeffs) if w)
+        a = Affine(4, (unit,), (bias,), 1)
+        plans = [("mixed", (0, lam))]
+        out = [None]
+        bound = abs(bias) + sum(abs(w) * max(lanes[c - 1]) for c, w in unit) + abs(lam) * 2**61
+        sig_arr = np.array([[s] for s in sig], np.int64)
+        eng._shared_layer(a, False, plans, [bound], [0], sig_arr, out)
+        got = list(eng.shared_values(out[0].slot))
+        want = [
+            bias + sum(w * lanes[c - 1][k] for c, w in unit) + lam * sig[k] for k in range(nclass)
+        ]
+        assert got == want
