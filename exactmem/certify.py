@@ -25,7 +25,13 @@ from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
 from exactmem.model import MLP, PositionalEncoding, Transformer, resources
 from exactmem.sequences import check_consistency, view, with_positions
-from exactmem.verify import Certificate, activation_summary, check_memorizer, check_outputs
+from exactmem.verify import (
+    Certificate,
+    activation_summary,
+    check_memorizer,
+    check_outputs,
+    step_folds,
+)
 from exactmem.verify_attention import (
     ball_label_check,
     dana_checks,
@@ -154,7 +160,12 @@ def _points(model, dataset, progress, jobs=1, run=None):
     if model.has_attention:
         raise InputError("a points model must be token-wise (no attention sub-layers)")
     trace = run(
-        model, dataset.points, [[i] for i in range(dataset.size)], progress=progress, jobs=jobs
+        model,
+        dataset.points,
+        [[i] for i in range(dataset.size)],
+        progress=progress,
+        jobs=jobs,
+        folds=step_folds(model),
     )
     outs = []
     for i, (out, y) in enumerate(zip(trace.outputs, dataset.labels, strict=True)):
@@ -204,6 +215,7 @@ def _sequences(model, dataset, progress, jobs=1, run=None):
             positions="all" if seq2seq else "last",
             progress=progress,
             jobs=jobs,
+            folds=step_folds(model),
         )
     except InconclusiveError:
         if seq2seq:

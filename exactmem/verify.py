@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 from gmpy2 import mpq
 
 from exactmem.evaluate.reference import LayerStat, Trace
@@ -20,12 +21,14 @@ from exactmem.model import MLP, Resources
 
 __all__ = [
     "Certificate",
+    "StepFold",
     "Check",
     "activation_summary",
     "check_any_memorizer",
     "check_memorizer",
     "check_outputs",
     "check_split_memorizer",
+    "step_folds",
 ]
 
 MAX_EXAMPLES = 5
@@ -166,6 +169,98 @@ def check_split_memorizer(
     return checks
 
 
+def _values(trace: Trace, lane: str) -> np.ndarray:
+    """A lane's exact values per distinct row, as an array: integers (NumPy int8/int64 from the
+    fast evaluator, Python ints otherwise) or mpq where the denominator is not 1."""
+    numerators, den, _ = trace.lane_raw(lane)
+    if den == 1:
+        return numerators
+    return np.array([mpq(int(v), den) for v in numerators], dtype=object)
+
+
+def _integral(a: np.ndarray) -> np.ndarray:
+    if a.dtype != object:
+        return np.ones(a.shape, bool)
+    return np.vectorize(_is_int, otypes=[bool])(a) if a.size else np.ones(a.shape, bool)
+
+
+def _stack(trace: Trace, names: list[str], rows: np.ndarray) -> np.ndarray:
+    """Lanes × rows; int64 when every lane is a NumPy integer array."""
+    parts = [_values(trace, n)[rows] for n in names]
+    if not parts:
+        return np.zeros((0, len(rows)), np.int64)
+    if all(p.dtype != object for p in parts):
+        return np.stack([p.astype(np.int64) for p in parts])
+    return np.stack([p.astype(object) for p in parts])
+
+
+def _fmt(v) -> str:
+    return format_rational(v if not isinstance(v, np.integer) else int(v))
+
+
+class StepFold:
+    """Stage II of one memorizer (Lemma G.3) read as its step lanes arrive: per row the number
+    of steps equal to 1, the first step off {0, 1} and the first rise. Memory O(rows) where the
+    lanes themselves take rows × groups (7.6 · 10⁹ values at N = 10⁶)."""
+
+    def __init__(self, prefix: str, steps: int):
+        self.prefix = prefix
+        self.steps = steps
+        self.seen = 0
+        self.ones = self.ramp = self.rise = self.prev = None
+        self.ramp_values: dict[int, mpq] = {}  # the first offending rows only
+
+    def claims(self, name: str) -> bool:
+        return name.startswith(self.prefix + "step[") and name[len(self.prefix) + 5 : -1].isdigit()
+
+    def __call__(self, name: str, values: np.ndarray, den: int) -> None:
+        j = int(name[len(self.prefix) + 5 : -1])
+        if j != self.seen + 1:
+            raise AssertionError(f"step lanes out of order: {name} after step[{self.seen}]")
+        if self.ones is None:
+            n = len(values)
+            self.ones = np.zeros(n, np.int64)
+            self.ramp = np.zeros(n, np.int64)
+            self.rise = np.zeros(n, np.int64)
+            self.prev = np.ones(n, bool)
+        one = np.asarray(values == den, bool)
+        binary = one | np.asarray(values == 0, bool)
+        fresh = np.flatnonzero(~binary & (self.ramp == 0))
+        self.ramp[fresh] = j
+        for r in fresh[: MAX_EXAMPLES + 1]:
+            self.ramp_values[int(r)] = mpq(int(values[r]), den)
+        if len(self.ramp_values) > MAX_EXAMPLES + 1:
+            keep = sorted(self.ramp_values)[: MAX_EXAMPLES + 1]
+            self.ramp_values = {r: self.ramp_values[r] for r in keep}
+        self.rise[one & ~self.prev & (self.rise == 0)] = j
+        self.ones += one
+        self.prev = np.where(binary, one, self.prev)
+        self.seen = j
+
+    @classmethod
+    def of_lanes(cls, trace: Trace, prefix: str, steps: int) -> StepFold:
+        fold = cls(prefix, steps)
+        for j in range(1, steps + 1):
+            numerators, den, _ = trace.lane_raw(f"{prefix}step[{j}]")
+            fold(f"{prefix}step[{j}]", numerators, den)
+        return fold
+
+
+def step_folds(model) -> list[StepFold]:
+    """A :class:`StepFold` for every memorizer (and sub-network) of a model."""
+    folds = []
+    for sub in model.sublayers:
+        if not isinstance(sub, MLP):
+            continue
+        base = f"{sub.label}." if sub.label else ""
+        if "subnetworks" in sub.meta:
+            for j, layout in enumerate(sub.meta["subnetworks"]):
+                folds.append(StepFold(f"{base}net{j}.", layout["groups"] - 1))
+        elif "groups" in sub.meta:
+            folds.append(StepFold(base, sub.meta["groups"] - 1))
+    return folds
+
+
 def check_memorizer(
     trace: Trace,
     mlp: MLP,
@@ -179,16 +274,15 @@ def check_memorizer(
 
     ``expected`` maps each row (distinct input of the MLP) to its label, 0 for the extra points
     of Lemma C.1. ``describe(row)`` names a row in messages. ``layout`` and ``prefix`` select a
-    sub-network of a split memorizer.
+    sub-network of a split memorizer. Every check runs on whole arrays of rows (the fast
+    evaluator's lanes are NumPy integers), messages name the first offending rows.
     """
     layout = layout or mlp.meta
     if prefix is None:
         prefix = f"{mlp.label}." if mlp.label else ""
     K, m = layout["group_size"], layout["groups"]
     rho, c = layout["key_bits"], layout["label_bits"]
-    rows = sorted(expected)
-    checks: list[Check] = []
-    if not rows:
+    if not expected:
         return [
             Check(
                 prefix + "inputs",
@@ -196,124 +290,184 @@ def check_memorizer(
                 "no input has an exact expected label, so no invariant can be checked",
             )
         ]
+    rows = np.array(sorted(expected), dtype=np.int64)
+    want = np.array([expected[int(r)] for r in rows], dtype=np.int64)
+    checks: list[Check] = []
 
     # Stage I: keys are integers ≥ 2, pairwise ≥ 2 apart across distinct labels.
-    keys = _rows(trace, prefix + "key")
+    keys = _values(trace, prefix + "key")[rows]
+    wrong = ~_integral(keys) | (keys < 2)
     bad = [
-        f"{describe(r)}: key {format_rational(keys[r])}"
-        for r in rows
-        if not _is_int(keys[r]) or keys[r] < 2
+        f"{describe(int(r))}: key {_fmt(k)}"
+        for r, k in zip(rows[wrong][: MAX_EXAMPLES + 1], keys[wrong], strict=False)
     ]
-    owner: dict = {}
-    for r in rows:
-        prev = owner.setdefault(keys[r], r)
-        if prev != r and expected[prev] != expected[r]:
-            bad.append(f"{describe(prev)} and {describe(r)} share key {keys[r]}")
-    distinct = sorted(owner)
-    gap = min((b - a for a, b in zip(distinct, distinct[1:], strict=False)), default=None)
+    # rows sharing a key must share the label; the first row (in row order) owns the key
+    order = np.lexsort((rows, keys)) if keys.dtype != object else _object_order(keys, rows)
+    owner = _first_of_runs(keys[order])
+    owners = order[owner]
+    clash = np.sort(order[want[order] != want[owners]])
+    owner_of = np.empty(len(order), np.int64)
+    owner_of[order] = owners
+    bad += [
+        f"{describe(int(rows[owner_of[i]]))} and {describe(int(rows[i]))} share key {_fmt(keys[i])}"
+        for i in clash[: MAX_EXAMPLES + 1]
+    ]
+    failed = int(np.count_nonzero(wrong)) + len(clash)
+    distinct = keys[order][owner == np.arange(len(order))]
+    gap = (distinct[1:] - distinct[:-1]).min() if len(distinct) > 1 else None
     if gap is not None and gap < 2:
-        bad.append(f"two keys only {format_rational(gap)} apart")
-    labelled = [keys[r] for r in rows if expected[r]]
-    if labelled and max(labelled) >= 2**rho:
-        bad.append(f"key {max(labelled)} needs more than ρ = {rho} bits")
+        bad.append(f"two keys only {_fmt(gap)} apart")
+        failed += 1
+    labelled = keys[want != 0]
+    if labelled.size and labelled.max() >= 2**rho:
+        bad.append(f"key {_fmt(labelled.max())} needs more than ρ = {rho} bits")
+        failed += 1
     figures = {
-        "min_key": format_rational(min(keys[r] for r in rows)),
-        "max_key": format_rational(max(keys[r] for r in rows)),
-        "min_key_gap": None if gap is None else format_rational(gap),
+        "min_key": _fmt(keys.min()),
+        "max_key": _fmt(keys.max()),
+        "min_key_gap": None if gap is None else _fmt(gap),
     }
     checks.append(
         Check(
             prefix + "stage1.keys",
             not bad,
-            _examples(bad) if bad else "keys ≥ 2, pairwise ≥ 2 apart",
+            _examples(bad, failed) if bad else "keys ≥ 2, pairwise ≥ 2 apart",
             figures,
         )
     )
 
     # Stage II: every step exactly 0 or 1, monotone, so exactly one group indicator is 1.
-    steps = [_rows(trace, f"{prefix}step[{j}]") for j in range(1, m)]
-    group = {}
+    fold = trace.folds.get(prefix)
+    if fold is None or fold.steps != m - 1:
+        fold = StepFold.of_lanes(trace, prefix, m - 1)
+    n = len(rows)
+    ramp = fold.ramp[rows] if fold.ones is not None else np.zeros(n, np.int64)
+    rise = fold.rise[rows] if fold.ones is not None else np.zeros(n, np.int64)
+    ones = fold.ones[rows] if fold.ones is not None else np.zeros(n, np.int64)
+    off = (ramp > 0) | (rise > 0)
     bad = []
-    for r in rows:
-        values = [s[r] for s in steps]
-        if any(v not in (0, 1) for v in values):
-            j = next(j for j, v in enumerate(values, 1) if v not in (0, 1))
-            bad.append(f"{describe(r)}: step[{j}] = {format_rational(values[j - 1])} (on a ramp)")
-            continue
-        if any(a < b for a, b in zip(values, values[1:], strict=False)):
-            bad.append(f"{describe(r)}: steps {values} not monotone — two group indicators")
-            continue
-        group[r] = sum(values)
+    if fold.seen != m - 1:
+        bad.append(f"{fold.seen} of {m - 1} step lanes were computed")
+    for i in np.flatnonzero(off)[: MAX_EXAMPLES + 1]:
+        r = int(rows[i])
+        if ramp[i]:
+            value = fold.ramp_values.get(r)
+            shown = format_rational(value) if value is not None else "not 0 or 1"
+            bad.append(f"{describe(r)}: step[{int(ramp[i])}] = {shown} (on a ramp)")
+        else:
+            j = int(rise[i])
+            bad.append(
+                f"{describe(r)}: step[{j}] = 1 after step[{j - 1}] = 0, not monotone — two "
+                "group indicators"
+            )
+    failed = int(np.count_nonzero(off)) + (fold.seen != m - 1)
+    group = np.where(off, -1, ones).astype(np.int64)
     checks.append(
         Check(
             prefix + "stage2.groups",
             not bad,
-            _examples(bad) if bad else f"each input selects exactly one of {m} groups",
+            _examples(bad, failed) if bad else f"each input selects exactly one of {m} groups",
             {"groups": m, "group_size": K},
         )
     )
 
     # Stage III: matches are 0/1; extracted segments are exact and agree with the data.
     if layout["gadget"] == "peel":
-        key_seg, bad_u = _segments(trace, prefix, "U", K, rho, len(keys), describe)
-        lab_seg, bad_w = _segments(trace, prefix, "W", K, c, len(keys), describe)
+        everything = len(_values(trace, prefix + "key"))
+        key_all, bad_u = _segments(trace, prefix, "U", K, rho, everything, describe)
+        lab_all, bad_w = _segments(trace, prefix, "W", K, c, everything, describe)
+        key_seg = np.array([[key_all[r][k] for r in rows] for k in range(K)], dtype=object)
+        lab_seg = np.array([[lab_all[r][k] for r in rows] for k in range(K)], dtype=object)
         bad = bad_u + bad_w
+        failed = len(bad)
     else:
-        kl = [_rows(trace, f"{prefix}key[{k}]") for k in range(K)]
-        ll = [_rows(trace, f"{prefix}label[{k}]") for k in range(K)]
-        key_seg = [[kl[k][r] for k in range(K)] for r in range(len(keys))]
-        lab_seg = [[ll[k][r] for k in range(K)] for r in range(len(keys))]
+        key_seg = _stack(trace, [f"{prefix}key[{k}]" for k in range(K)], rows)
+        lab_seg = _stack(trace, [f"{prefix}label[{k}]" for k in range(K)], rows)
+        fits = (
+            _integral(key_seg).all(axis=0)
+            & _integral(lab_seg).all(axis=0)
+            & ((key_seg >= 0) & (key_seg < 2**rho)).all(axis=0)
+            & ((lab_seg >= 0) & (lab_seg < 2**c)).all(axis=0)
+        )
         bad = [
-            f"{describe(r)}: extracted segment not a {rho}/{c}-bit integer"
-            for r in rows
-            if any(not _is_int(v) or not 0 <= v < 2**rho for v in key_seg[r])
-            or any(not _is_int(v) or not 0 <= v < 2**c for v in lab_seg[r])
+            f"{describe(int(r))}: extracted segment not a {rho}/{c}-bit integer"
+            for r in rows[~fits][: MAX_EXAMPLES + 1]
         ]
-    packed: dict[int, tuple] = {}
-    for r in rows:
-        if r in group:
-            seen = packed.setdefault(group[r], (tuple(key_seg[r]), tuple(lab_seg[r])))
-            if seen != (tuple(key_seg[r]), tuple(lab_seg[r])):
-                bad.append(
-                    f"{describe(r)}: group {group[r]} extracts other segments than its peers"
-                )
+        failed = int(np.count_nonzero(~fits))
+    # peers: every row of a group extracts the segments of the group's first row
+    order = np.lexsort((rows, group))
+    order = order[group[order] >= 0]
+    ref = order[_first_of_runs(group[order])]
+    differs = (key_seg[:, order] != key_seg[:, ref]).any(axis=0) | (
+        lab_seg[:, order] != lab_seg[:, ref]
+    ).any(axis=0)
+    peers = np.sort(order[differs]).tolist()
+    failed += len(peers)
+    bad += [
+        f"{describe(int(rows[i]))}: group {int(group[i])} extracts other segments than its peers"
+        for i in peers[: MAX_EXAMPLES + 1]
+    ]
     checks.append(
         Check(
             prefix + "stage3.segments",
             not bad,
-            _examples(bad) if bad else "extracted segments are exact and per-group",
+            _examples(bad, failed) if bad else "extracted segments are exact and per-group",
             {"key_bits": rho, "label_bits": c},
         )
     )
 
-    matches = [_rows(trace, f"{prefix}match[{k}]") for k in range(K)]
+    M = _stack(trace, [f"{prefix}match[{k}]" for k in range(K)], rows)
+    binary = ((M == 0) | (M == 1)).all(axis=0)
+    hits = (M == 1).sum(axis=0) if len(M) else np.zeros(len(rows), np.int64)
+    slot = np.argmax(M == 1, axis=0) if len(M) else np.zeros(len(rows), np.int64)
+    cols = np.arange(len(rows))
+    held_key = key_seg[slot, cols] if len(M) else keys
+    held_label = lab_seg[slot, cols] if len(M) else want
+    labelled = want != 0
+    wrong = (
+        ~binary
+        | (labelled & (hits != 1))
+        | (labelled & (hits == 1) & ((held_key != keys) | (held_label != want)))
+        | (~labelled & (hits != 0))
+    )
     bad = []
-    for r in rows:
-        ms = [mk[r] for mk in matches]
-        if any(v not in (0, 1) for v in ms):
-            bad.append(f"{describe(r)}: match indicators {list(map(format_rational, ms))}")
-            continue
-        hits = [k for k, v in enumerate(ms) if v == 1]
-        if expected[r]:
-            if len(hits) != 1:
-                bad.append(f"{describe(r)}: {len(hits)} slots match (exactly one required)")
-            elif key_seg[r][hits[0]] != keys[r] or lab_seg[r][hits[0]] != expected[r]:
-                bad.append(
-                    f"{describe(r)}: slot {hits[0]} holds key {key_seg[r][hits[0]]}, "
-                    f"label {lab_seg[r][hits[0]]}; expected {keys[r]}, {expected[r]}"
-                )
-        elif hits:
-            bad.append(f"{describe(r)}: extra point matches slot {hits[0]} (must match none)")
+    for i in np.flatnonzero(wrong)[: MAX_EXAMPLES + 1]:
+        r = int(rows[i])
+        if not binary[i]:
+            bad.append(f"{describe(r)}: match indicators {[_fmt(v) for v in M[:, i]]}")
+        elif labelled[i] and hits[i] != 1:
+            bad.append(f"{describe(r)}: {int(hits[i])} slots match (exactly one required)")
+        elif labelled[i]:
+            bad.append(
+                f"{describe(r)}: slot {int(slot[i])} holds key {_fmt(held_key[i])}, "
+                f"label {_fmt(held_label[i])}; expected {_fmt(keys[i])}, {int(want[i])}"
+            )
+        else:
+            bad.append(f"{describe(r)}: extra point matches slot {int(slot[i])} (must match none)")
     checks.append(
         Check(
             prefix + "stage3.match",
             not bad,
-            _examples(bad)
+            _examples(bad, int(np.count_nonzero(wrong)))
             if bad
             else "exactly one slot matches each labelled input, none an extra one",
         )
     )
     return checks
+
+
+def _first_of_runs(sorted_values: np.ndarray) -> np.ndarray:
+    """For each position of a sorted array, the position where its run of equal values starts."""
+    n = len(sorted_values)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    starts = np.ones(n, bool)
+    starts[1:] = sorted_values[1:] != sorted_values[:-1]
+    return np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+
+
+def _object_order(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    return np.array(sorted(range(len(rows)), key=lambda i: (keys[i], rows[i])), dtype=np.int64)
 
 
 # --------------------------------------------------------------------------- margins

@@ -60,9 +60,7 @@ QUICK = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("claim", "inst"), QUICK, ids=[f"{c.name}[{i.label}]" for c, i in QUICK]
-)
+@pytest.mark.parametrize(("claim", "inst"), QUICK, ids=[f"{c.name}[{i.label}]" for c, i in QUICK])
 def test_fast_equals_reference_on_quick_claims(claim, inst):
     dataset = GENERATORS[inst.generator](inst.params)
     model, _ = _build(claim.construction, dataset, {**claim.options, **inst.options})
@@ -181,7 +179,8 @@ def test_values_crossing_2_63_in_rows_and_shared_lanes():
 def test_refine_splits_exactly():
     cls = np.array([0, 0, 0, 1, 1, 0, 1, 0], np.int64)
     sigs = np.array([[5, 5, 7, 1, 1, 7, 2, 9]], np.int64)
-    new, parent, every = kernels.refine(cls, sigs, 2)
+    new = cls.copy()
+    parent, every = kernels.refine(new, sigs, 2)
     # class 0: first signature 5; then 7 (child 2), 9 (child 4); class 1: 1, then 2 (child 3)
     assert list(new) == [0, 0, 2, 1, 1, 2, 3, 4]
     assert list(parent) == [0, 1, 0]
@@ -192,7 +191,8 @@ def test_refine_many_signatures_in_one_class():
     rng = np.random.default_rng(0)
     sigs = rng.integers(-5, 5, (2, 5000)).astype(np.int64)
     cls = rng.integers(0, 3, 5000).astype(np.int64)
-    new, parent, every = kernels.refine(cls, sigs, 3)
+    new = cls.copy()
+    parent, every = kernels.refine(new, sigs, 3)
     key = {(int(c), int(a), int(b)) for c, a, b in zip(cls, *sigs, strict=True)}
     assert len(set(new.tolist())) == len(key)
     for r in range(5000):
@@ -206,10 +206,13 @@ def test_multi_limb_units_against_python_integers():
     rng = random.Random(7)
     for _ in range(30):
         nclass = rng.randint(1, 6)
-        lanes = [[rng.randint(0, 2 ** rng.randint(0, 400)) for _ in range(nclass)]
-                 for _ in range(3)]
-        coeffs = [rng.choice([0, 1, -1, rng.randint(-(2**90), 2**90), -(2 ** rng.randint(0, 300))])
-                  for _ in range(3)]
+        lanes = [
+            [rng.randint(0, 2 ** rng.randint(0, 400)) for _ in range(nclass)] for _ in range(3)
+        ]
+        coeffs = [
+            rng.choice([0, 1, -1, rng.randint(-(2**90), 2**90), -(2 ** rng.randint(0, 300))])
+            for _ in range(3)
+        ]
         bias = rng.randint(-(2**500), 2**500)
         lam = rng.randint(-(2**100), 2**100)
         sig = [rng.randint(-(2**61), 2**61) for _ in range(nclass)]
@@ -235,3 +238,23 @@ def test_multi_limb_units_against_python_integers():
             bias + sum(w * lanes[c - 1][k] for c, w in unit) + lam * sig[k] for k in range(nclass)
         ]
         assert got == want
+
+
+def test_step_fold_names_ramps_and_rises():
+    """Stage II read as the lanes arrive: a value off {0, 1} and a rise are both caught."""
+    from exactmem.verify import StepFold
+
+    fold = StepFold("m.", 3)
+    numerators = [[1, 2, 0, 2], [0, 2, 0, 0], [2, 0, 0, 8]]  # over 2: step[1] of row 0 is ½
+    for j, values in enumerate(numerators, 1):
+        fold(f"m.step[{j}]", np.array(values, np.int64), 2)
+    assert fold.seen == 3
+    assert fold.ramp.tolist() == [1, 0, 0, 3]
+    assert fold.ramp_values == {0: mpq(1, 2), 3: mpq(4)}
+    assert fold.rise.tolist() == [0, 0, 0, 0]
+    fold2 = StepFold("", 3)
+    for j, values in enumerate([[1, 0], [0, 0], [1, 0]], 1):
+        fold2(f"step[{j}]", np.array(values, np.int8), 1)
+    assert fold2.rise.tolist() == [3, 0] and fold2.ones.tolist() == [2, 0]
+    with pytest.raises(AssertionError):
+        fold2("step[5]", np.zeros(2, np.int8), 1)

@@ -21,6 +21,7 @@ gcd reduction, and the differential tests compare the two on outputs, lanes and 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -129,6 +130,7 @@ class _Engine:
         self.H = np.zeros((0, 1, 3), np.int64)
         self.used = np.zeros(0, np.int64)
         self.hfree: list[int] = []
+        self._scratch = np.zeros((0, n), np.int64)
         self.lanes = []
         for col in X:
             bound = max((abs(int(v)) for v in col), default=0)
@@ -191,6 +193,12 @@ class _Engine:
         """Exact values of a shared slot, one Python int per class."""
         return np.array([_int_of(r) for r in self.H[slot, : self.nclass]], dtype=object)
 
+    def _buffer(self, k: int) -> np.ndarray:
+        """A reused (k × rows) int64 scratch array: fresh large arrays cost page faults."""
+        if self._scratch.shape[0] < k:
+            self._scratch = np.zeros((k, self.n), np.int64)
+        return self._scratch[:k]
+
     def _table(self, lane: _Lane) -> np.ndarray:
         out = np.zeros(self.nclass, np.int64)
         self.k.limbs_to_int64(self.H, lane.slot, self.nclass, out)
@@ -200,9 +208,10 @@ class _Engine:
         """Split classes by the exact values of row functionals; returns the value of each
         functional per (new) class."""
         ptr, src, kind, coef = _encode(functionals, self.lanes, {})
-        sigs = np.zeros((len(functionals), self.n), np.int64)
+        sigs = self._buffer(len(functionals))
         self.k.linear_rows(self.R, self.cls, _EMPTY_TABLE, ptr, src, kind, coef, sigs)
-        new_cls, parent, every = self.k.refine(self.cls, sigs, self.nclass)
+        parent, every = self.k.refine(self.cls, sigs, self.nclass)
+        new_cls = self.cls
         if parent.size:
             total = self.nclass + int(parent.size)
             if total > max(64, self.n // 4):
@@ -305,15 +314,36 @@ class _Engine:
         lanes = self.lanes
         need = max(_limbs(bounds[u]) for u in units)
         self._reserve(self.nclass, need)
-        slots = np.array([self._halloc() for _ in units], np.int64)
+        # in place: x + (terms) where this unit is the only reader of the shared lane x and no
+        # other lane holds x's slot — a class whose terms sum to 0 keeps x untouched
+        reads = Counter(c for row in a.rows for c, _ in row)
+        holders = Counter(lane.slot for lane in lanes if lane.shared)
+        base = []
+        for u in units:
+            x = next(
+                (
+                    c
+                    for c, w in a.rows[u]
+                    if w == 1
+                    and lanes[c].shared
+                    and lanes[c].nonneg
+                    and reads[c] == 1
+                    and holders[lanes[c].slot] == 1
+                ),
+                -1,
+            )
+            base.append(x)
+        slots = np.array([lanes[x].slot if x >= 0 else self._halloc() for x in base], np.int64)
         ptr, src, cptr, coff, cval = [0], [], [0], [], []
         bptr, boff, bval = [0], [], []
         mix, lptr, loff, lval = [], [0], [], []
         widths = []
-        for u in units:
+        for u, x in zip(units, base, strict=True):
             width = _limbs(bounds[u]) + 2
+            if x >= 0:
+                width = max(width, int(self.used[lanes[x].slot]) + 2)
             for c, w in a.rows[u]:
-                if lanes[c].shared:
+                if lanes[c].shared and c != x:
                     src.append(lanes[c].slot)
                     offs, vals = _sparse(w)
                     coff += offs
@@ -349,10 +379,12 @@ class _Engine:
         out_used = np.zeros(n_u, np.int64)
         arr = lambda xs: np.array(xs, np.int64)  # noqa: E731
         sig_arr = sig if sig is not None else _EMPTY_SIG
+        lens = np.zeros((n_u, 3), np.int64)
         ok = self.k.shared_units(
             self.H,
             self.used,
             slots,
+            arr([lanes[x].slot if x >= 0 else -1 for x in base]),
             arr(ptr),
             arr(src),
             arr(cptr),
@@ -375,6 +407,7 @@ class _Engine:
             lo_abs,
             hi_abs,
             lo_pos,
+            lens,
             flags,
             out_used,
         )
@@ -450,7 +483,8 @@ class _Engine:
         """Numerators of a linear read-out, per row (int64 when proved to fit, else ints)."""
         lanes = self.lanes
         # every coefficient, value and partial sum fits int64
-        if sum(max(abs(w), 1) * max(lanes[c].bound, 1) for c, w in terms) < LIMIT:
+        reach = sum(max(abs(w), 1) * max(lanes[c].bound, 1) for c, w in terms)
+        if reach < LIMIT:
             table_of: dict[int, int] = {}
             ptr, src, kind, coef = _encode([list(terms)], lanes, table_of)
             table = _EMPTY_TABLE
@@ -458,9 +492,10 @@ class _Engine:
                 table = np.zeros((len(table_of), self.nclass), np.int64)
                 for c, j in table_of.items():
                     table[j] = self._table(lanes[c])
-            out = np.zeros((1, self.n), np.int64)
+            out = self._buffer(1)
             self.k.linear_rows(self.R, self.cls, table, ptr, src, kind, coef, out)
-            return out[0]
+            # kept until the verifier reads it: the narrowest exact type (steps are 0/1)
+            return out[0].astype(np.int8 if reach < 128 else np.int64)
         acc = np.zeros(self.n, dtype=object)
         for c, w in terms:
             acc = acc + self.column(c) * w

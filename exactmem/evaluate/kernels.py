@@ -96,9 +96,10 @@ def refine(cls, sigs, nclass):
     """Split classes by signature: rows of class c whose signature differs from the first row
     of c move to a new class, one per distinct (c, signature), numbered in row order.
 
-    Returns (new class per row, parent of each new class, signature of every class — old ones
-    get the signature of their first row). The first other signature of a class is remembered
-    beside it, so the usual two-way split needs no hashing."""
+    Updates ``cls`` in place (a fresh array per layer costs more in page faults than the whole
+    pass) and returns (parent of each new class, signature of every class — old ones get the
+    signature of their first row). The first other signature of a class is remembered beside
+    it, so the usual two-way split needs no hashing."""
     k, n = sigs.shape
     rep = np.zeros((nclass, k), np.int64)
     second = np.full(nclass, -1, np.int64)  # id of the class's first child
@@ -108,7 +109,7 @@ def refine(cls, sigs, nclass):
     made = 0
     cap = 0
     slot_class = np.zeros(0, np.int64)
-    new = cls.copy()
+    new = cls
     for r in range(n):
         c = cls[r]
         if not seen[c]:
@@ -170,7 +171,7 @@ def refine(cls, sigs, nclass):
     every = np.zeros((nclass + made, k), np.int64)
     every[:nclass] = rep
     every[nclass:] = child_sig[:made]
-    return new, parent[:made].copy(), every
+    return parent[:made].copy(), every
 
 
 @njit(cache=True)
@@ -216,12 +217,41 @@ def _normalize(acc, top):
 
 
 @njit(cache=True)
-def _greater(a, b, n):
-    """a > b for non-negative normalized limb vectors of length n."""
-    for i in range(n - 1, -1, -1):
+def _length(a, n):
+    """Limbs in use of a non-negative normalized vector (index of the top non-zero + 1)."""
+    while n > 0 and a[n - 1] == 0:
+        n -= 1
+    return n
+
+
+@njit(cache=True)
+def _less(a, la, b, lb):
+    """a < b for non-negative normalized limb vectors with la, lb limbs in use."""
+    if la != lb:
+        return la < lb
+    for i in range(la - 1, -1, -1):
         if a[i] != b[i]:
-            return a[i] > b[i]
+            return a[i] < b[i]
     return False
+
+
+@njit(cache=True)
+def _record(u, x, lx, positive, lo_abs, lo_len, hi_abs, hi_len, lo_pos, pos_len, flags):
+    """Fold a non-zero magnitude x (lx limbs) into unit u's least/greatest |z| and least z > 0."""
+    if not (flags[u] & 1) or _less(x, lx, lo_abs[u], lo_len[u]):
+        lo_abs[u, :lx] = x[:lx]
+        lo_abs[u, lx:] = 0
+        lo_len[u] = lx
+    if _less(hi_abs[u], hi_len[u], x, lx):
+        hi_abs[u, :lx] = x[:lx]
+        hi_abs[u, lx:] = 0
+        hi_len[u] = lx
+    if positive and (not (flags[u] & 2) or _less(x, lx, lo_pos[u], pos_len[u])):
+        lo_pos[u, :lx] = x[:lx]
+        lo_pos[u, lx:] = 0
+        pos_len[u] = lx
+        flags[u] |= 2
+    flags[u] |= 1
 
 
 @njit(cache=True)
@@ -229,6 +259,7 @@ def shared_units(
     H,
     used,
     out_slot,
+    base,
     ptr,
     src,
     cptr,
@@ -251,21 +282,29 @@ def shared_units(
     lo_abs,
     hi_abs,
     lo_pos,
+    lens,
     flags,
     out_used,
 ):
     """One layer's shared units over all classes, in exact multi-limb arithmetic.
 
     Unit u: bias (sparse limbs) + Σ_t coefficient_t (sparse limbs) · H[src_t] + λ_u·sig[c, mix_u]
-    (when ``mix[u] ≥ 0``), then σ if ``relu``; written to H[out_slot[u]]. Statistics count each
-    class ``counts[c]`` times. ``flags[u]`` bit 0: a non-zero value was seen, bit 1: a positive
-    one. Returns False if a result needs more limbs than H has (nothing else is wrong then)."""
+    (when ``mix[u] ≥ 0``), then σ if ``relu``; written to H[out_slot[u]]. With ``base[u] ≥ 0``
+    the unit is H[base] + (those terms), computed in place (out_slot = base): a class whose other
+    terms sum to 0 keeps its value untouched — a selected packed integer that a step leaves
+    alone costs no limb arithmetic. Statistics count each class ``counts[c]`` times; ``lens``
+    holds the limbs in use of the three extremes. ``flags[u]`` bit 0: a non-zero value was
+    seen, bit 1: a positive one. Returns False if a result needs more limbs than H has."""
     NL = H.shape[2]
     full = lo_abs.shape[1]
     acc = np.zeros(full, np.int64)
     mag = np.zeros(full, np.int64)
+    lo_len = lens[:, 0]
+    hi_len = lens[:, 1]
+    pos_len = lens[:, 2]
     for u in range(out_slot.shape[0]):
         o = out_slot[u]
+        bs = base[u]
         width = uwidth[u]
         top = width - 1
         hi_used = 0
@@ -305,6 +344,28 @@ def shared_units(
                     if pending >= 3:
                         _normalize(acc, top)
                         pending = 0
+            k = counts[c]
+            if bs >= 0:
+                _normalize(acc, top)
+                delta = False
+                for i in range(width):
+                    if acc[i] != 0:
+                        delta = True
+                        break
+                if not delta:  # unchanged: z = H[bs, c] ≥ 0
+                    x = H[bs, c]
+                    lx = _length(x, used[bs])
+                    if lx == 0:
+                        zeros[u] += k
+                    else:
+                        _record(
+                            u, x, lx, True, lo_abs, lo_len, hi_abs, hi_len, lo_pos, pos_len, flags
+                        )
+                        if lx > hi_used:
+                            hi_used = lx
+                    continue
+                for i in range(used[bs]):
+                    acc[i] += H[bs, c, i]
             _normalize(acc, top)
             negative = acc[top] < 0
             nonzero = False
@@ -312,7 +373,6 @@ def shared_units(
                 if acc[i] != 0:
                     nonzero = True
                     break
-            k = counts[c]
             if not nonzero:
                 zeros[u] += k
             else:
@@ -324,14 +384,19 @@ def shared_units(
                 else:
                     for i in range(width):
                         mag[i] = acc[i]
-                if not (flags[u] & 1) or _greater(lo_abs[u], mag, width):
-                    lo_abs[u, :width] = mag[:width]
-                if _greater(mag, hi_abs[u], width):
-                    hi_abs[u, :width] = mag[:width]
-                if not negative and (not (flags[u] & 2) or _greater(lo_pos[u], mag, width)):
-                    lo_pos[u, :width] = mag[:width]
-                    flags[u] |= 2
-                flags[u] |= 1
+                _record(
+                    u,
+                    mag,
+                    _length(mag, width),
+                    not negative,
+                    lo_abs,
+                    lo_len,
+                    hi_abs,
+                    hi_len,
+                    lo_pos,
+                    pos_len,
+                    flags,
+                )
             if relu and negative:
                 for i in range(NL):
                     H[o, c, i] = 0

@@ -82,6 +82,7 @@ class Trace:
     attention: list[AttentionStat] = field(default_factory=list)
     streams: list[Stream] = field(default_factory=list)
     embedded: Stream | None = None
+    folds: dict = field(default_factory=dict)  # prefix → consumer of a family of probes
     _lanes: dict[str, tuple[np.ndarray, int, np.ndarray]] = field(default_factory=dict)
 
     def lane(self, name: str) -> np.ndarray:
@@ -323,6 +324,7 @@ def run(
     jobs: int = 1,
     mlp_step: Callable | None = None,
     mix_step: Callable | None = None,
+    folds: Sequence = (),
 ) -> Trace:
     """Evaluate ``model`` exactly on ``sequences`` of indices into ``vocab``.
 
@@ -332,7 +334,8 @@ def run(
     lanes and statistics are the same as with one job. ``mlp_step`` replaces the evaluation of
     token-wise sub-layers (the fast evaluator passes its own; same signature as ``_mlp`` plus
     ``jobs``); ``mix_step`` may evaluate a token-mixing sub-layer whose scores are all equal
-    (returns None to leave it to this module).
+    (returns None to leave it to this module). ``folds`` consume the probes they claim as they
+    are computed instead of storing them (:class:`exactmem.verify.StepFold`).
     """
     if positions not in ("all", "last"):
         raise ValueError("positions must be 'all' or 'last'")
@@ -358,7 +361,13 @@ def run(
         (i for i, s in enumerate(model.sublayers) if not isinstance(s, MLP)), default=-1
     )
 
+    trace.folds = {fold.prefix: fold for fold in folds}
+
     def on_probe(name: str, values: np.ndarray, vden: int) -> None:
+        for fold in folds:  # a fold reads its lanes as they come and keeps O(rows) state
+            if fold.claims(name):
+                fold(name, values, vden)
+                return
         trace._lanes[name] = (values, vden, index)
 
     if model.embed:
