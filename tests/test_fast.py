@@ -251,7 +251,7 @@ def test_step_fold_names_ramps_and_rises():
     assert fold.seen == 3
     assert fold.ramp.tolist() == [1, 0, 0, 3]
     assert fold.ramp_values == {0: mpq(1, 2), 3: mpq(4)}
-    assert fold.rise.tolist() == [0, 0, 0, 0]
+    assert fold.rise.tolist() == [3, 0, 0, 0]  # reported as the ramp: that comes first
     fold2 = StepFold("", 3)
     for j, values in enumerate([[1, 0], [0, 0], [1, 0]], 1):
         fold2(f"step[{j}]", np.array(values, np.int8), 1)
