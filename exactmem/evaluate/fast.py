@@ -268,9 +268,38 @@ class _Engine:
             slots = np.array([self._alloc() for _ in row_units], np.int64)
             bias = np.array([a.bias[u] * self.den for u in row_units], np.int64)
             stats = np.zeros((len(row_units), 5), np.int64)
-            self.k.relu_units(
-                self.R, self.cls, table, slots, ptr, src, kind, coef, bias, relu, stats
-            )
+            chunks = self.k._chunks(self.n, 8192)
+            if chunks == 1:  # a thread pool costs more than it saves on a small layer
+                self.k._relu_rows(
+                    self.R,
+                    self.cls,
+                    table,
+                    slots,
+                    ptr,
+                    src,
+                    kind,
+                    coef,
+                    bias,
+                    relu,
+                    stats,
+                    0,
+                    self.n,
+                )
+            else:
+                self.k.relu_units(
+                    self.R,
+                    self.cls,
+                    table,
+                    slots,
+                    ptr,
+                    src,
+                    kind,
+                    coef,
+                    bias,
+                    relu,
+                    stats,
+                    chunks,
+                )
             for j, u in enumerate(row_units):
                 z, neg, mabs, mpos, mx = (int(x) for x in stats[j])
                 zeros += z
@@ -380,7 +409,7 @@ class _Engine:
         arr = lambda xs: np.array(xs, np.int64)  # noqa: E731
         sig_arr = sig if sig is not None else _EMPTY_SIG
         lens = np.zeros((n_u, 3), np.int64)
-        ok = self.k.shared_units(
+        args = (
             self.H,
             self.used,
             slots,
@@ -399,18 +428,13 @@ class _Engine:
             arr(lval),
             sig_arr,
             self.counts,
-            self.nclass,
-            relu,
-            arr(widths),
-            zeros,
-            neg,
-            lo_abs,
-            hi_abs,
-            lo_pos,
-            lens,
-            flags,
-            out_used,
         )
+        stats = (zeros, neg, lo_abs, hi_abs, lo_pos, lens, flags, out_used)
+        chunks = self.k._chunks(self.nclass, 64)
+        if chunks == 1:
+            ok = self.k._shared_classes(*args, 0, self.nclass, relu, arr(widths), *stats)
+        else:
+            ok = self.k.shared_units(*args, self.nclass, relu, arr(widths), *stats, chunks)
         if not ok:
             raise AssertionError("multi-limb result outgrew its proved bound")
         hi_n, hi_v = _short(hi_abs)

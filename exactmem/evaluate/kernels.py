@@ -11,21 +11,19 @@ Imported lazily (numba takes ~0.5 s to import); compiled functions are cached on
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 __all__ = ["gather_rows", "gcd_rows", "linear_rows", "refine", "relu_units"]
 
 BIG = np.int64(2**62)
 
 
-@njit(cache=True)
-def relu_units(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats):
-    """One layer's row units: ``R[out_slot[u]] = σ(Σ coef·input + bias)`` over all rows.
+def _chunks(n: int, grain: int) -> int:
+    return max(1, min(n // grain, 64))
 
-    An input term reads row slot ``src`` (``kind`` 0) or the per-class table row ``src`` at the
-    row's class (``kind`` 1). ``stats[u]`` receives (zeros, negatives, min non-zero |z|, min
-    positive z, max |z|), with 2^62 standing for "none"."""
-    n = R.shape[1]
+
+@njit(cache=True)
+def _relu_rows(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, r0, r1):
     for u in range(out_slot.shape[0]):
         o = out_slot[u]
         b = bias[u]
@@ -36,7 +34,7 @@ def relu_units(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats)
         max_abs = 0
         lo = ptr[u]
         hi = ptr[u + 1]
-        for r in range(n):
+        for r in range(r0, r1):
             acc = b
             for t in range(lo, hi):
                 if kind[t] == 0:
@@ -61,19 +59,60 @@ def relu_units(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats)
             if relu and acc < 0:
                 acc = 0
             R[o, r] = acc
-        stats[u, 4] = max_abs
         stats[u, 0] = zeros
         stats[u, 1] = neg
         stats[u, 2] = min_abs
         stats[u, 3] = min_pos
+        stats[u, 4] = max_abs
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
+def relu_units(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, chunks):
+    """One layer's row units: ``R[out_slot[u]] = σ(Σ coef·input + bias)`` over all rows, in
+    ``chunks`` row blocks on the machine's threads.
+
+    An input term reads row slot ``src`` (``kind`` 0) or the per-class table row ``src`` at the
+    row's class (``kind`` 1). ``stats[u]`` receives (zeros, negatives, min non-zero |z|, min
+    positive z, max |z|), with 2^62 standing for "none"."""
+    n = R.shape[1]
+    units = out_slot.shape[0]
+    part = np.zeros((chunks, units, 5), np.int64)
+    for q in prange(chunks):
+        _relu_rows(
+            R,
+            cls,
+            table,
+            out_slot,
+            ptr,
+            src,
+            kind,
+            coef,
+            bias,
+            relu,
+            part[q],
+            n * q // chunks,
+            n * (q + 1) // chunks,
+        )
+    for u in range(units):
+        stats[u, 0] = 0
+        stats[u, 1] = 0
+        stats[u, 2] = BIG
+        stats[u, 3] = BIG
+        stats[u, 4] = 0
+        for q in range(chunks):
+            stats[u, 0] += part[q, u, 0]
+            stats[u, 1] += part[q, u, 1]
+            stats[u, 2] = min(stats[u, 2], part[q, u, 2])
+            stats[u, 3] = min(stats[u, 3], part[q, u, 3])
+            stats[u, 4] = max(stats[u, 4], part[q, u, 4])
+
+
+@njit(parallel=True, cache=True)
 def linear_rows(R, cls, table, ptr, src, kind, coef, out):
     """``out[k] = Σ coef·input`` for the functionals k (same term encoding, no bias)."""
     n = R.shape[1]
     for k in range(out.shape[0]):
-        for r in range(n):
+        for r in prange(n):
             acc = 0
             for t in range(ptr[k], ptr[k + 1]):
                 if kind[t] == 0:
@@ -254,7 +293,7 @@ def _record(u, x, lx, positive, lo_abs, lo_len, hi_abs, hi_len, lo_pos, pos_len,
     flags[u] |= 1
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
 def shared_units(
     H,
     used,
@@ -285,8 +324,116 @@ def shared_units(
     lens,
     flags,
     out_used,
+    chunks,
 ):
-    """One layer's shared units over all classes, in exact multi-limb arithmetic.
+    """:func:`_shared_classes` on ``chunks`` blocks of classes in parallel, statistics merged.
+
+    Returns False if a result needs more limbs than H has."""
+    units = out_slot.shape[0]
+    full = lo_abs.shape[1]
+    p_zeros = np.zeros((chunks, units), np.int64)
+    p_neg = np.zeros((chunks, units), np.int64)
+    p_lo = np.zeros((chunks, units, full), np.int64)
+    p_hi = np.zeros((chunks, units, full), np.int64)
+    p_pos = np.zeros((chunks, units, full), np.int64)
+    p_lens = np.zeros((chunks, units, 3), np.int64)
+    p_flags = np.zeros((chunks, units), np.int64)
+    p_used = np.zeros((chunks, units), np.int64)
+    ok = np.ones(chunks, np.bool_)
+    for q in prange(chunks):
+        ok[q] = _shared_classes(
+            H,
+            used,
+            out_slot,
+            base,
+            ptr,
+            src,
+            cptr,
+            coff,
+            cval,
+            bptr,
+            boff,
+            bval,
+            mix,
+            lptr,
+            loff,
+            lval,
+            sig,
+            counts,
+            nclass * q // chunks,
+            nclass * (q + 1) // chunks,
+            relu,
+            uwidth,
+            p_zeros[q],
+            p_neg[q],
+            p_lo[q],
+            p_hi[q],
+            p_pos[q],
+            p_lens[q],
+            p_flags[q],
+            p_used[q],
+        )
+    for q in range(chunks):
+        if not ok[q]:
+            return False
+    lo_len = lens[:, 0]
+    hi_len = lens[:, 1]
+    pos_len = lens[:, 2]
+    for u in range(units):
+        for q in range(chunks):
+            zeros[u] += p_zeros[q, u]
+            neg[u] += p_neg[q, u]
+            out_used[u] = max(out_used[u], p_used[q, u])
+            f = p_flags[q, u]
+            if f & 1:
+                if not (flags[u] & 1) or _less(p_lo[q, u], p_lens[q, u, 0], lo_abs[u], lo_len[u]):
+                    lo_abs[u, :] = p_lo[q, u]
+                    lo_len[u] = p_lens[q, u, 0]
+                if _less(hi_abs[u], hi_len[u], p_hi[q, u], p_lens[q, u, 1]):
+                    hi_abs[u, :] = p_hi[q, u]
+                    hi_len[u] = p_lens[q, u, 1]
+            if f & 2:
+                if not (flags[u] & 2) or _less(p_pos[q, u], p_lens[q, u, 2], lo_pos[u], pos_len[u]):
+                    lo_pos[u, :] = p_pos[q, u]
+                    pos_len[u] = p_lens[q, u, 2]
+            flags[u] |= f
+    return True
+
+
+@njit(cache=True)
+def _shared_classes(
+    H,
+    used,
+    out_slot,
+    base,
+    ptr,
+    src,
+    cptr,
+    coff,
+    cval,
+    bptr,
+    boff,
+    bval,
+    mix,
+    lptr,
+    loff,
+    lval,
+    sig,
+    counts,
+    c0,
+    c1,
+    relu,
+    uwidth,
+    zeros,
+    neg,
+    lo_abs,
+    hi_abs,
+    lo_pos,
+    lens,
+    flags,
+    out_used,
+):
+    """One layer's shared units over classes c0..c1−1, in exact multi-limb arithmetic.
 
     Unit u: bias (sparse limbs) + Σ_t coefficient_t (sparse limbs) · H[src_t] + λ_u·sig[c, mix_u]
     (when ``mix[u] ≥ 0``), then σ if ``relu``; written to H[out_slot[u]]. With ``base[u] ≥ 0``
@@ -308,7 +455,7 @@ def shared_units(
         width = uwidth[u]
         top = width - 1
         hi_used = 0
-        for c in range(nclass):
+        for c in range(c0, c1):
             acc[:width] = 0
             for j in range(bptr[u], bptr[u + 1]):
                 acc[boff[j]] += bval[j]
