@@ -602,3 +602,59 @@ def int64_to_limbs(values, H, slot):
             H[slot, c, i] = v & MASK
             v = v >> LIMB
         H[slot, c, NL - 1] = v
+
+
+def warm() -> None:
+    """Call every kernel once on tiny inputs: loads them from numba's on-disk cache, or compiles
+    and caches them on a machine that has none (the first-run cost, see docs/fast.md)."""
+    i64 = np.int64
+    R = np.zeros((2, 4), i64)
+    cls = np.zeros(4, i64)
+    table = np.zeros((1, 1), i64)
+    one = np.array([0, 1], i64)
+    terms = (np.array([0], i64), np.array([0], i64), np.array([1], i64))
+    stats = np.zeros((1, 5), i64)
+    _relu_rows(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, 0, 4)
+    relu_units(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, 2)
+    linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), i64))
+    refine(cls.copy(), np.array([[0, 1, 0, 1]], i64), 1)
+    gcd_rows(R, one[:1], i64(0))
+    gather_rows(table, cls, np.zeros((1, 4), i64))
+    H = np.zeros((2, 2, 3), i64)
+    out = np.zeros(2, i64)
+    limbs_to_int64(H, 0, 2, out)
+    int64_to_limbs(out, H, 0)
+    e = np.zeros(0, i64)
+    z = np.zeros(1, i64)
+    common = (
+        H,
+        np.array([1, 1], i64),
+        one[1:],
+        np.array([-1], i64),
+        np.array([0, 1], i64),
+        np.array([0], i64),
+        np.array([0, 1], i64),
+        np.array([0], i64),
+        np.array([1], i64),
+        np.array([0, 0], i64),
+        e,
+        e,
+        np.array([-1], i64),
+        np.array([0, 0], i64),
+        e,
+        e,
+        np.zeros((1, 1), i64),
+        np.ones(2, i64),
+    )
+    stats = (
+        z.copy(),
+        z.copy(),
+        np.zeros((1, 5), i64),
+        np.zeros((1, 5), i64),
+        np.zeros((1, 5), i64),
+        np.zeros((1, 3), i64),
+        z.copy(),
+        z.copy(),
+    )
+    _shared_classes(*common, 0, 2, True, np.array([5], i64), *stats)
+    shared_units(*common, 2, True, np.array([5], i64), *stats, 2)
