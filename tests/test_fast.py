@@ -258,3 +258,19 @@ def test_step_fold_names_ramps_and_rises():
     assert fold2.rise.tolist() == [3, 0] and fold2.ones.tolist() == [2, 0]
     with pytest.raises(AssertionError):
         fold2("step[5]", np.zeros(2, np.int8), 1)
+
+
+def test_evaluator_option(tmp_path, capsys):
+    from exactmem.cli import main
+
+    data, model = tmp_path / "d.json", tmp_path / "m.json"
+    main(["generate", "points", "--N", "80", "--d", "3", "--C", "5", "--out", str(data)])
+    main(["build", "--construction", "vys", "--data", str(data), "--out", str(model), "--quiet"])
+    for name in ("fast", "reference"):
+        assert (
+            main(["verify", str(model), "--data", str(data), "--quiet", "--evaluator", name]) == 0
+        )
+    with pytest.raises(SystemExit) as exc:
+        main(["verify", str(model), "--data", str(data), "--evaluator", "float"])
+    assert exc.value.code == 2
+    assert main(["check", "-k", "vys_theorem_3_1", "--quiet", "--evaluator", "reference"]) == 0

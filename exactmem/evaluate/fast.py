@@ -35,6 +35,8 @@ from exactmem.model import MLP, Affine
 __all__ = ["LIMIT", "run", "run_points"]
 
 LIMIT = 2**62  # every partial sum of an int64 unit is proved below this
+PARALLEL_ROWS = 1 << 16  # below this many rows (classes) a thread pool costs more than it saves
+PARALLEL_CLASSES = 256
 
 
 @dataclass
@@ -96,7 +98,7 @@ def _sparse(w: int) -> tuple[list[int], list[int]]:
             m >>= LIMB
             i += 1
         got = (offs, vals)
-        if len(_SPARSE) < 1 << 16:
+        if len(offs) <= 4 and len(_SPARSE) < 1 << 16:  # powers of two, small weights
             _SPARSE[w] = got
     return got
 
@@ -193,6 +195,12 @@ class _Engine:
         """Exact values of a shared slot, one Python int per class."""
         return np.array([_int_of(r) for r in self.H[slot, : self.nclass]], dtype=object)
 
+    def _linear(self, *args) -> None:
+        if self.n >= PARALLEL_ROWS:
+            self.k.linear_rows_parallel(*args)
+        else:
+            self.k.linear_rows(*args)
+
     def _buffer(self, k: int) -> np.ndarray:
         """A reused (k × rows) int64 scratch array: fresh large arrays cost page faults."""
         if self._scratch.shape[0] < k:
@@ -209,7 +217,7 @@ class _Engine:
         functional per (new) class."""
         ptr, src, kind, coef = _encode(functionals, self.lanes, {})
         sigs = self._buffer(len(functionals))
-        self.k.linear_rows(self.R, self.cls, _EMPTY_TABLE, ptr, src, kind, coef, sigs)
+        self._linear(self.R, self.cls, _EMPTY_TABLE, ptr, src, kind, coef, sigs)
         parent, every = self.k.refine(self.cls, sigs, self.nclass)
         new_cls = self.cls
         if parent.size:
@@ -268,7 +276,7 @@ class _Engine:
             slots = np.array([self._alloc() for _ in row_units], np.int64)
             bias = np.array([a.bias[u] * self.den for u in row_units], np.int64)
             stats = np.zeros((len(row_units), 5), np.int64)
-            chunks = self.k._chunks(self.n, 8192)
+            chunks = self.k._chunks(self.n, PARALLEL_ROWS // 2)
             if chunks == 1:  # a thread pool costs more than it saves on a small layer
                 self.k._relu_rows(
                     self.R,
@@ -430,7 +438,7 @@ class _Engine:
             self.counts,
         )
         stats = (zeros, neg, lo_abs, hi_abs, lo_pos, lens, flags, out_used)
-        chunks = self.k._chunks(self.nclass, 64)
+        chunks = self.k._chunks(self.nclass, PARALLEL_CLASSES)
         if chunks == 1:
             ok = self.k._shared_classes(*args, 0, self.nclass, relu, arr(widths), *stats)
         else:
@@ -517,9 +525,10 @@ class _Engine:
                 for c, j in table_of.items():
                     table[j] = self._table(lanes[c])
             out = self._buffer(1)
-            self.k.linear_rows(self.R, self.cls, table, ptr, src, kind, coef, out)
+            self._linear(self.R, self.cls, table, ptr, src, kind, coef, out)
             # kept until the verifier reads it: the narrowest exact type (steps are 0/1)
-            return out[0].astype(np.int8 if reach < 128 else np.int64)
+            small = reach < 128 or (self.n and -128 <= out[0].min() and out[0].max() < 128)
+            return out[0].astype(np.int8 if small else np.int64)
         acc = np.zeros(self.n, dtype=object)
         for c, w in terms:
             acc = acc + self.column(c) * w
@@ -575,6 +584,7 @@ def mlp(
 ) -> tuple[Batch, int]:
     """Drop-in for the reference's MLP step: same values, lanes and statistics. Falls back to
     the reference evaluator (whole sub-layer) where int64 safety cannot be proved."""
+    threads(jobs)
     try:
         return _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress)
     except _Fallback as why:
@@ -585,13 +595,20 @@ def mlp(
         return reference._mlp(mlp, X, den, size, sub, on_probe, stats, progress)
 
 
+def threads(jobs: int) -> None:
+    """Run the parallel kernels on ``jobs`` threads (at most numba's pool; results do not
+    depend on it: chunk statistics are merged in chunk order and values are exact)."""
+    import numba
+
+    numba.set_num_threads(max(1, min(jobs, numba.config.NUMBA_NUM_THREADS)))
+
+
 def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
     probes_at: dict[int, list] = {}
     for p in mlp.probes:
         probes_at.setdefault(p.layer, []).append(p)
     eng = _Engine(X, den, size)
     my_stats: list = []
-    my_probes: list = []
     last = len(mlp.layers) - 1
     for li, layer in enumerate(mlp.layers):
         if progress and li % 1000 == 0:
@@ -610,11 +627,11 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
             values = eng.probe(p.terms)
             if eng.den != 1 and values.dtype != object:
                 values = _obj(values)
-            my_probes.append((f"{mlp.label}.{p.name}" if mlp.label else p.name, values, eng.den))
+            # handed on at once (a fold reads step lanes as they come; a fallback re-runs
+            # the sub-layer and hands every probe on again)
+            on_probe(f"{mlp.label}.{p.name}" if mlp.label else p.name, values, eng.den)
     H, hden = eng.batch(), eng.den
     stats.extend(my_stats)
-    for name, values, vden in my_probes:
-        on_probe(name, values, vden)
     if mlp.residual:
         common = math.lcm(den, hden)
         H = [x * (common // den) + h * (common // hden) for x, h in zip(X, H, strict=True)]

@@ -107,9 +107,24 @@ def relu_units(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats,
             stats[u, 4] = max(stats[u, 4], part[q, u, 4])
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def linear_rows(R, cls, table, ptr, src, kind, coef, out):
     """``out[k] = Σ coef·input`` for the functionals k (same term encoding, no bias)."""
+    n = R.shape[1]
+    for k in range(out.shape[0]):
+        for r in range(n):
+            acc = 0
+            for t in range(ptr[k], ptr[k + 1]):
+                if kind[t] == 0:
+                    acc += coef[t] * R[src[t], r]
+                else:
+                    acc += coef[t] * table[src[t], cls[r]]
+            out[k, r] = acc
+
+
+@njit(parallel=True, cache=True)
+def linear_rows_parallel(R, cls, table, ptr, src, kind, coef, out):
+    """:func:`linear_rows` with the rows spread over the machine's threads."""
     n = R.shape[1]
     for k in range(out.shape[0]):
         for r in prange(n):
@@ -617,6 +632,7 @@ def warm() -> None:
     _relu_rows(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, 0, 4)
     relu_units(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, 2)
     linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), i64))
+    linear_rows_parallel(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     refine(cls.copy(), np.array([[0, 1, 0, 1]], i64), 1)
     gcd_rows(R, one[:1], i64(0))
     gather_rows(table, cls, np.zeros((1, 4), i64))
