@@ -227,19 +227,31 @@ class StepFold:
             self.ramp = np.zeros(n, np.int64)
             self.rise = np.zeros(n, np.int64)
             self.prev = np.ones(n, bool)
+        if values.dtype != object and den < 2**62:  # one compiled pass over the rows
+            from exactmem.evaluate.kernels import step_fold
+
+            if step_fold(values, den, j, self.ones, self.ramp, self.rise, self.prev):
+                for r in np.flatnonzero(self.ramp == j)[: MAX_EXAMPLES + 1]:
+                    self.ramp_values[int(r)] = mpq(int(values[r]), den)
+                self._keep_first()
+            self.seen = j
+            return
         one = np.asarray(values == den, bool)
         binary = one | np.asarray(values == 0, bool)
         fresh = np.flatnonzero(~binary & (self.ramp == 0))
         self.ramp[fresh] = j
         for r in fresh[: MAX_EXAMPLES + 1]:
             self.ramp_values[int(r)] = mpq(int(values[r]), den)
-        if len(self.ramp_values) > MAX_EXAMPLES + 1:
-            keep = sorted(self.ramp_values)[: MAX_EXAMPLES + 1]
-            self.ramp_values = {r: self.ramp_values[r] for r in keep}
+        self._keep_first()
         self.rise[one & ~self.prev & (self.rise == 0)] = j
         self.ones += one
         self.prev = np.where(binary, one, self.prev)
         self.seen = j
+
+    def _keep_first(self) -> None:
+        if len(self.ramp_values) > MAX_EXAMPLES + 1:
+            keep = sorted(self.ramp_values)[: MAX_EXAMPLES + 1]
+            self.ramp_values = {r: self.ramp_values[r] for r in keep}
 
     @classmethod
     def of_lanes(cls, trace: Trace, prefix: str, steps: int) -> StepFold:

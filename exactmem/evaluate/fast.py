@@ -110,6 +110,23 @@ def _int_of(limbs: np.ndarray) -> int:
     return v
 
 
+def _paired(terms: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """Terms as (lane, partner, coefficient): w·x − w·y becomes w·(x − y) with partner y (the
+    difference of a step's two units is 0 or 1, so the product stays short); partner −1 for
+    a single term."""
+    out: list[tuple[int, int, int]] = []
+    left = dict(terms)
+    for c, w in terms:
+        if c not in left:
+            continue
+        del left[c]
+        partner = next((d for d, v in left.items() if v == -w), -1) if w > 0 else -1
+        if partner >= 0:
+            del left[partner]
+        out.append((c, partner, w))
+    return out
+
+
 def _short(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of non-negative limb vectors: limbs in use, and the value where that is ≤ 2."""
     nonzero = M != 0
@@ -371,7 +388,7 @@ class _Engine:
             )
             base.append(x)
         slots = np.array([lanes[x].slot if x >= 0 else self._halloc() for x in base], np.int64)
-        ptr, src, cptr, coff, cval = [0], [], [0], [], []
+        ptr, src, src2, cptr, coff, cval = [0], [], [], [0], [], []
         bptr, boff, bval = [0], [], []
         mix, lptr, loff, lval = [], [0], [], []
         widths = []
@@ -379,15 +396,20 @@ class _Engine:
             width = _limbs(bounds[u]) + 2
             if x >= 0:
                 width = max(width, int(self.used[lanes[x].slot]) + 2)
-            for c, w in a.rows[u]:
-                if lanes[c].shared and c != x:
-                    src.append(lanes[c].slot)
-                    offs, vals = _sparse(w)
-                    coff += offs
-                    cval += vals
-                    cptr.append(len(coff))
-                    reach = max(_limbs(lanes[c].bound), int(self.used[lanes[c].slot]))
-                    width = max(width, (offs[-1] if offs else 0) + reach + 2)
+            for c, c2, w in _paired([(c, w) for c, w in a.rows[u] if lanes[c].shared and c != x]):
+                src.append(lanes[c].slot)
+                src2.append(lanes[c2].slot if c2 >= 0 else -1)
+                offs, vals = _sparse(w)
+                coff += offs
+                cval += vals
+                cptr.append(len(coff))
+                reach = max(
+                    _limbs(lanes[c].bound),
+                    int(self.used[lanes[c].slot]),
+                    _limbs(lanes[c2].bound) if c2 >= 0 else 0,
+                    int(self.used[lanes[c2].slot]) if c2 >= 0 else 0,
+                )
+                width = max(width, (offs[-1] if offs else 0) + reach + 2)
             ptr.append(len(src))
             offs, vals = _sparse(a.bias[u] * self.den)
             boff += offs
@@ -405,7 +427,7 @@ class _Engine:
                 mix.append(-1)
             lptr.append(len(loff))
             widths.append(width)
-        width = max(widths)
+        width = max(widths) + 2  # room for a magnitude one limb longer than the value
         n_u = len(units)
         zeros = np.zeros(n_u, np.int64)
         neg = np.zeros(n_u, np.int64)
@@ -424,6 +446,7 @@ class _Engine:
             arr([lanes[x].slot if x >= 0 else -1 for x in base]),
             arr(ptr),
             arr(src),
+            arr(src2),
             arr(cptr),
             arr(coff),
             arr(cval),

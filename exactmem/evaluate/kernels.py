@@ -316,6 +316,7 @@ def shared_units(
     base,
     ptr,
     src,
+    src2,
     cptr,
     coff,
     cval,
@@ -363,6 +364,7 @@ def shared_units(
             base,
             ptr,
             src,
+            src2,
             cptr,
             coff,
             cval,
@@ -423,6 +425,7 @@ def _shared_classes(
     base,
     ptr,
     src,
+    src2,
     cptr,
     coff,
     cval,
@@ -450,17 +453,21 @@ def _shared_classes(
 ):
     """One layer's shared units over classes c0..c1−1, in exact multi-limb arithmetic.
 
-    Unit u: bias (sparse limbs) + Σ_t coefficient_t (sparse limbs) · H[src_t] + λ_u·sig[c, mix_u]
-    (when ``mix[u] ≥ 0``), then σ if ``relu``; written to H[out_slot[u]]. With ``base[u] ≥ 0``
-    the unit is H[base] + (those terms), computed in place (out_slot = base): a class whose other
-    terms sum to 0 keeps its value untouched — a selected packed integer that a step leaves
-    alone costs no limb arithmetic. Statistics count each class ``counts[c]`` times; ``lens``
-    holds the limbs in use of the three extremes. ``flags[u]`` bit 0: a non-zero value was
-    seen, bit 1: a positive one. Returns False if a result needs more limbs than H has."""
+    Unit u: bias (sparse limbs) + Σ_t coefficient_t (sparse limbs) · term_t + λ_u·sig[c, mix_u]
+    (when ``mix[u] ≥ 0``), then σ if ``relu``; written to H[out_slot[u]]. A term is a slot
+    H[src_t], or the difference H[src_t] − H[src2_t] when ``src2_t ≥ 0``: the difference of a
+    step's two units is 0 or 1, so it is formed first and the product stays short. Only the
+    limbs a class actually touches are normalized, scanned and stored (entries above a value's
+    length are 0). With ``base[u] ≥ 0`` the unit is H[base] + (those terms), in place: a class
+    whose other terms sum to 0 keeps its value untouched. Statistics count each class
+    ``counts[c]`` times; ``lens`` holds the limbs in use of the three extremes; ``flags[u]``
+    bit 0: a non-zero value was seen, bit 1: a positive one. Returns False if a result needs
+    more limbs than H has."""
     NL = H.shape[2]
     full = lo_abs.shape[1]
-    acc = np.zeros(full, np.int64)
-    mag = np.zeros(full, np.int64)
+    acc = np.zeros(full + 1, np.int64)
+    mag = np.zeros(full + 1, np.int64)
+    diff = np.zeros(NL + 1, np.int64)
     lo_len = lens[:, 0]
     hi_len = lens[:, 1]
     pos_len = lens[:, 2]
@@ -468,24 +475,50 @@ def _shared_classes(
         o = out_slot[u]
         bs = base[u]
         width = uwidth[u]
-        top = width - 1
+        old_used = used[o]
         hi_used = 0
         for c in range(c0, c1):
-            acc[:width] = 0
+            hw = 1  # limbs touched so far: acc[:hw] is live, the rest is stale
+            for j in range(bptr[u], bptr[u + 1]):
+                hw = max(hw, boff[j] + 1)
+            for i in range(hw):
+                acc[i] = 0
             for j in range(bptr[u], bptr[u + 1]):
                 acc[boff[j]] += bval[j]
             pending = 1
             for t in range(ptr[u], ptr[u + 1]):
                 s = src[t]
-                nx = used[s]
+                s2 = src2[t]
+                if s2 < 0:
+                    x = H[s, c]
+                    nx = used[s]
+                    sg = 1
+                else:  # x = H[s] − H[s2], normalized, as a magnitude with a sign
+                    nx = max(used[s], used[s2])
+                    for i in range(nx):
+                        diff[i] = H[s, c, i] - H[s2, c, i]
+                    diff[nx] = 0
+                    _normalize(diff, nx)
+                    sg = 1
+                    if diff[nx] < 0:
+                        for i in range(nx + 1):
+                            diff[i] = -diff[i]
+                        _normalize(diff, nx)
+                        sg = -1
+                    nx = _length(diff, nx + 1)
+                    x = diff
                 for j in range(cptr[t], cptr[t + 1]):
                     off = coff[j]
-                    w = cval[j]
+                    w = cval[j] * sg
+                    end = off + nx
+                    while hw < end:
+                        acc[hw] = 0
+                        hw += 1
                     for i in range(nx):
-                        acc[off + i] += w * H[s, c, i]
+                        acc[off + i] += w * x[i]
                     pending += 1
-                    if pending >= 3:
-                        _normalize(acc, top)
+                    if pending >= 6:
+                        _normalize(acc, hw - 1)
                         pending = 0
             if mix[u] >= 0:
                 sv = sig[c, mix[u]]
@@ -495,22 +528,25 @@ def _shared_classes(
                     sv = -sv
                 s0 = sv & MASK
                 s1 = (sv >> LIMB) & MASK
-                s2 = sv >> (2 * LIMB)
+                s2v = sv >> (2 * LIMB)
                 for j in range(lptr[u], lptr[u + 1]):
                     off = loff[j]
                     w = sgn * lval[j]
+                    while hw < off + 3:
+                        acc[hw] = 0
+                        hw += 1
                     acc[off] += w * s0
                     acc[off + 1] += w * s1
-                    acc[off + 2] += w * s2
+                    acc[off + 2] += w * s2v
                     pending += 1
-                    if pending >= 3:
-                        _normalize(acc, top)
+                    if pending >= 6:
+                        _normalize(acc, hw - 1)
                         pending = 0
             k = counts[c]
             if bs >= 0:
-                _normalize(acc, top)
+                _normalize(acc, hw - 1)
                 delta = False
-                for i in range(width):
+                for i in range(hw):
                     if acc[i] != 0:
                         delta = True
                         break
@@ -526,72 +562,64 @@ def _shared_classes(
                         if lx > hi_used:
                             hi_used = lx
                     continue
-                for i in range(used[bs]):
+                nb = used[bs]
+                while hw < nb:
+                    acc[hw] = 0
+                    hw += 1
+                for i in range(nb):
                     acc[i] += H[bs, c, i]
-            _normalize(acc, top)
-            negative = acc[top] < 0
-            nonzero = False
-            for i in range(width):
-                if acc[i] != 0:
-                    nonzero = True
+            # normalize the touched limbs; the top one keeps the sign, one more if it overflows
+            while hw < width:
+                _normalize(acc, hw - 1)
+                top = acc[hw - 1]
+                if -MASK - 1 <= top <= MASK:
                     break
-            if not nonzero:
+                acc[hw] = 0
+                hw += 1
+            _normalize(acc, hw - 1)
+            negative = acc[hw - 1] < 0
+            if negative:  # shortest form: (…, 2^30 − 1, −1) is (…, −1)
+                while hw > 1 and acc[hw - 1] == -1 and acc[hw - 2] == MASK:
+                    acc[hw - 2] = -1
+                    hw -= 1
+            n_acc = hw if negative else _length(acc, hw)
+            if n_acc == 0:
                 zeros[u] += k
             else:
                 if negative:
-                    for i in range(width):
+                    for i in range(hw):
                         mag[i] = -acc[i]
-                    _normalize(mag, top)
+                    mag[hw] = 0
+                    _normalize(mag, hw)
                     neg[u] += k
+                    _record(
+                        u,
+                        mag,
+                        _length(mag, hw + 1),
+                        False,
+                        lo_abs,
+                        lo_len,
+                        hi_abs,
+                        hi_len,
+                        lo_pos,
+                        pos_len,
+                        flags,
+                    )
                 else:
-                    for i in range(width):
-                        mag[i] = acc[i]
-                _record(
-                    u,
-                    mag,
-                    _length(mag, width),
-                    not negative,
-                    lo_abs,
-                    lo_len,
-                    hi_abs,
-                    hi_len,
-                    lo_pos,
-                    pos_len,
-                    flags,
-                )
+                    _record(
+                        u, acc, n_acc, True, lo_abs, lo_len, hi_abs, hi_len, lo_pos, pos_len, flags
+                    )
             if relu and negative:
-                for i in range(NL):
-                    H[o, c, i] = 0
-                continue
-            if width <= NL:
-                for i in range(width - 1):
+                n_acc = 0
+            if n_acc > NL:
+                return False
+            if not (relu and negative):
+                for i in range(n_acc):
                     H[o, c, i] = acc[i]
-                if width == NL:
-                    H[o, c, NL - 1] = acc[top]
-                elif negative:  # sign-extend: t mod 2^30, 2^30 − 1, …, −1
-                    H[o, c, top] = acc[top] & MASK
-                    for i in range(width, NL - 1):
-                        H[o, c, i] = MASK
-                    H[o, c, NL - 1] = -1
-                else:
-                    H[o, c, top] = acc[top]
-                    for i in range(width, NL):
-                        H[o, c, i] = 0
-            else:
-                # fold limbs NL−1.. into the top stored limb; it must stay a limb
-                fold = acc[top]
-                for i in range(top - 1, NL - 2, -1):
-                    fold = fold * (1 << LIMB) + acc[i]
-                    if fold > MASK or fold < -MASK - 1:
-                        return False
-                for i in range(NL - 1):
-                    H[o, c, i] = acc[i]
-                H[o, c, NL - 1] = fold
-            for i in range(NL - 1, -1, -1):
-                if H[o, c, i] != 0:
-                    if i + 1 > hi_used:
-                        hi_used = i + 1
-                    break
+            for i in range(n_acc, old_used):  # what the slot held there before
+                H[o, c, i] = 0
+            if n_acc > hi_used:
+                hi_used = n_acc
         out_used[u] = hi_used
     return True
 
@@ -649,6 +677,7 @@ def warm() -> None:
         np.array([-1], i64),
         np.array([0, 1], i64),
         np.array([0], i64),
+        np.array([-1], i64),
         np.array([0, 1], i64),
         np.array([0], i64),
         np.array([1], i64),
@@ -665,12 +694,33 @@ def warm() -> None:
     stats = (
         z.copy(),
         z.copy(),
-        np.zeros((1, 5), i64),
-        np.zeros((1, 5), i64),
-        np.zeros((1, 5), i64),
+        np.zeros((1, 7), i64),
+        np.zeros((1, 7), i64),
+        np.zeros((1, 7), i64),
         np.zeros((1, 3), i64),
         z.copy(),
         z.copy(),
     )
     _shared_classes(*common, 0, 2, True, np.array([5], i64), *stats)
     shared_units(*common, 2, True, np.array([5], i64), *stats, 2)
+
+
+@njit(cache=True)
+def step_fold(values, den, j, ones, ramp, rise, prev):
+    """One step lane folded into per-row state (exactmem.verify.StepFold): ``ones`` counts
+    steps equal to 1 (value = den), ``ramp`` keeps the first step off {0, 1}, ``rise`` the first
+    step of 1 after a 0; ``prev`` is the last binary step. Returns how many rows ramped now."""
+    fresh = 0
+    for r in range(values.shape[0]):
+        v = values[r]
+        if v == den:
+            ones[r] += 1
+            if not prev[r] and rise[r] == 0:
+                rise[r] = j
+            prev[r] = True
+        elif v == 0:
+            prev[r] = False
+        elif ramp[r] == 0:
+            ramp[r] = j
+            fresh += 1
+    return fresh
