@@ -274,3 +274,15 @@ def test_evaluator_option(tmp_path, capsys):
         main(["verify", str(model), "--data", str(data), "--evaluator", "float"])
     assert exc.value.code == 2
     assert main(["check", "-k", "vys_theorem_3_1", "--quiet", "--evaluator", "reference"]) == 0
+
+
+def test_parallel_kernels_give_the_same_trace(monkeypatch):
+    """Row and class chunks on two threads (thresholds lowered so a small instance uses them):
+    the same values and statistics as the reference, whatever the thread count."""
+    monkeypatch.setattr(fast, "PARALLEL_ROWS", 64)
+    monkeypatch.setattr(fast, "PARALLEL_CLASSES", 4)
+    ds = random_sequences(500, 6, 3, 60, 7, seed=11)
+    model, _ = ks25.build(ds, {})
+    want = reference.run(model, ds.vocab, ds.sequences, positions="last")
+    for jobs in (1, 2):
+        same_trace(want, fast.run(model, ds.vocab, ds.sequences, positions="last", jobs=jobs))
