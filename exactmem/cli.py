@@ -484,8 +484,8 @@ def _add_jobs(sub: argparse.ArgumentParser) -> None:
         type=_jobs,
         default=os.cpu_count() or 1,
         metavar="N",
-        help="processes for the token-wise layers (default: all cores; results "
-        "are the same for every N)",
+        help="parallelism (default: all cores): kernel threads of the fast evaluator, "
+        "processes of the reference; results are the same for every N",
     )
 
 
