@@ -92,9 +92,9 @@ def _sparse(w: int) -> tuple[list[int], list[int]]:
         sign, m = (1, w) if w >= 0 else (-1, -w)
         offs, vals, i = [], [], 0
         while m:
-            if m & ((1 << LIMB) - 1):
+            if m & MASK:
                 offs.append(i)
-                vals.append(sign * (m & ((1 << LIMB) - 1)))
+                vals.append(sign * (m & MASK))
             m >>= LIMB
             i += 1
         got = (offs, vals)
@@ -195,17 +195,9 @@ class _Engine:
         nl2 = max(nl, limbs)
         if (cap2, nl2) == (cap, nl):
             return
+        # zero limbs above a value leave it unchanged, whatever limb carries its sign
         H = np.zeros((slots, cap2, nl2), np.int64)
-        H[:, :cap, : nl - 1] = self.H[:, :, : nl - 1]
-        top = self.H[:, :, nl - 1]
-        if nl2 == nl:
-            H[:, :cap, nl - 1] = top
-        else:  # a negative top limb t becomes t mod 2^30, then 2^30 − 1 …, then −1
-            negative = top < 0
-            H[:, :cap, nl - 1] = top & MASK
-            H[:, :cap, nl : nl2 - 1] = np.where(negative[..., None], MASK, 0)
-            H[:, :cap, nl2 - 1] = np.where(negative, -1, 0)
-            self.used[negative.any(axis=1)] = nl2
+        H[:, :cap, :nl] = self.H
         self.H = H
 
     def shared_values(self, slot: int) -> np.ndarray:
@@ -294,37 +286,11 @@ class _Engine:
             bias = np.array([a.bias[u] * self.den for u in row_units], np.int64)
             stats = np.zeros((len(row_units), 5), np.int64)
             chunks = self.k._chunks(self.n, PARALLEL_ROWS // 2)
+            args = (self.R, self.cls, table, slots, ptr, src, kind, coef, bias, relu, stats)
             if chunks == 1:  # a thread pool costs more than it saves on a small layer
-                self.k._relu_rows(
-                    self.R,
-                    self.cls,
-                    table,
-                    slots,
-                    ptr,
-                    src,
-                    kind,
-                    coef,
-                    bias,
-                    relu,
-                    stats,
-                    0,
-                    self.n,
-                )
+                self.k._relu_rows(*args, 0, self.n)
             else:
-                self.k.relu_units(
-                    self.R,
-                    self.cls,
-                    table,
-                    slots,
-                    ptr,
-                    src,
-                    kind,
-                    coef,
-                    bias,
-                    relu,
-                    stats,
-                    chunks,
-                )
+                self.k.relu_units(*args, chunks)
             for j, u in enumerate(row_units):
                 z, neg, mabs, mpos, mx = (int(x) for x in stats[j])
                 zeros += z
@@ -529,7 +495,7 @@ class _Engine:
         for c, v in enumerate(values):
             v = int(v)
             for i in range(NL - 1):
-                self.H[slot, c, i] = v & ((1 << LIMB) - 1)
+                self.H[slot, c, i] = v & MASK
                 v >>= LIMB
             self.H[slot, c, NL - 1] = v
         self.used[slot] = NL
@@ -655,11 +621,7 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
             on_probe(f"{mlp.label}.{p.name}" if mlp.label else p.name, values, eng.den)
     H, hden = eng.batch(), eng.den
     stats.extend(my_stats)
-    if mlp.residual:
-        common = math.lcm(den, hden)
-        H = [x * (common // den) + h * (common // hden) for x, h in zip(X, H, strict=True)]
-        hden = common
-    return reference._reduce(H, hden)
+    return reference._residual(mlp, X, den, H, hden)
 
 
 # --------------------------------------------------------------------------- token mixing

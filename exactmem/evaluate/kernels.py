@@ -13,7 +13,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["gather_rows", "gcd_rows", "linear_rows", "refine", "relu_units"]
+__all__ = [
+    "gcd_rows",
+    "limbs_to_int64",
+    "linear_rows",
+    "linear_rows_parallel",
+    "refine",
+    "relu_units",
+    "shared_units",
+    "step_fold",
+    "warm",
+]
 
 BIG = np.int64(2**62)
 
@@ -241,14 +251,6 @@ def gcd_rows(R, slots, g):
             if g == 1:
                 return g
     return g
-
-
-@njit(cache=True)
-def gather_rows(table, cls, out):
-    """``out[j, r] = table[j, cls[r]]``."""
-    for j in range(table.shape[0]):
-        for r in range(cls.shape[0]):
-            out[j, r] = table[j, cls[r]]
 
 
 # --------------------------------------------------------------------------- multi-limb
@@ -635,18 +637,6 @@ def limbs_to_int64(H, slot, nclass, out):
         out[c] = v
 
 
-@njit(cache=True)
-def int64_to_limbs(values, H, slot):
-    """Store int64 values (one per class) as limbs of ``slot``."""
-    NL = H.shape[2]
-    for c in range(values.shape[0]):
-        v = values[c]
-        for i in range(NL - 1):
-            H[slot, c, i] = v & MASK
-            v = v >> LIMB
-        H[slot, c, NL - 1] = v
-
-
 def warm() -> None:
     """Call every kernel once on tiny inputs: loads them from numba's on-disk cache, or compiles
     and caches them on a machine that has none (the first-run cost, see docs/fast.md)."""
@@ -663,11 +653,9 @@ def warm() -> None:
     linear_rows_parallel(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     refine(cls.copy(), np.array([[0, 1, 0, 1]], i64), 1)
     gcd_rows(R, one[:1], i64(0))
-    gather_rows(table, cls, np.zeros((1, 4), i64))
     H = np.zeros((2, 2, 3), i64)
     out = np.zeros(2, i64)
     limbs_to_int64(H, 0, 2, out)
-    int64_to_limbs(out, H, 0)
     e = np.zeros(0, i64)
     z = np.zeros(1, i64)
     common = (

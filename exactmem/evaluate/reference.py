@@ -173,6 +173,11 @@ def _mlp(
             for col, coeff in p.terms:
                 acc = acc + H[col] * coeff
             on_probe(f"{mlp.label}.{p.name}" if mlp.label else p.name, acc, hden)
+    return _residual(mlp, X, den, H, hden)
+
+
+def _residual(mlp: MLP, X: Batch, den: int, H: Batch, hden: int) -> tuple[Batch, int]:
+    """The sub-layer's output: H, plus the input X for a residual MLP, reduced."""
     if mlp.residual:
         common = math.lcm(den, hden)
         H = [x * (common // den) + h * (common // hden) for x, h in zip(X, H, strict=True)]
