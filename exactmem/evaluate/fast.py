@@ -86,16 +86,20 @@ _SPARSE: dict[int, tuple[list[int], list[int]]] = {}
 
 
 def _sparse(w: int) -> tuple[list[int], list[int]]:
-    """Non-zero 30-bit limbs of |w| with w's sign: (offsets, signed limb values)."""
+    """w as signed 30-bit digits in [−2^29, 2^29), the non-zero ones: (offsets, digits).
+
+    Balanced digits keep runs of ones short: 2^p − 1 is two digits, not p/30."""
     got = _SPARSE.get(w)
     if got is None:
-        sign, m = (1, w) if w >= 0 else (-1, -w)
-        offs, vals, i = [], [], 0
+        offs, vals, i, m = [], [], 0, w
         while m:
-            if m & MASK:
+            d = m & MASK
+            if d >= 1 << (LIMB - 1):
+                d -= 1 << LIMB
+            if d:
                 offs.append(i)
-                vals.append(sign * (m & MASK))
-            m >>= LIMB
+                vals.append(d)
+            m = (m - d) >> LIMB
             i += 1
         got = (offs, vals)
         if len(offs) <= 4 and len(_SPARSE) < 1 << 16:  # powers of two, small weights
@@ -111,18 +115,20 @@ def _int_of(limbs: np.ndarray) -> int:
 
 
 def _paired(terms: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-    """Terms as (lane, partner, coefficient): w·x − w·y becomes w·(x − y) with partner y (the
-    difference of a step's two units is 0 or 1, so the product stays short); partner −1 for
-    a single term."""
+    """Terms as (lane, partner, coefficient): w·x − w·y (w > 0, in either order) becomes
+    w·(x − y) with partner y (the difference of a step's two units is 0 or 1, so the product
+    stays short); partner −1 for a single term."""
     out: list[tuple[int, int, int]] = []
     left = dict(terms)
     for c, w in terms:
         if c not in left:
             continue
         del left[c]
-        partner = next((d for d, v in left.items() if v == -w), -1) if w > 0 else -1
+        partner = next((d for d, v in left.items() if v == -w), -1)
         if partner >= 0:
             del left[partner]
+            if w < 0:  # the positive coefficient leads
+                c, partner, w = partner, c, -w
         out.append((c, partner, w))
     return out
 
@@ -147,7 +153,11 @@ class _Engine:
         self.R = np.zeros((0, n), np.int64)
         self.free: list[int] = []
         self.H = np.zeros((0, 1, 3), np.int64)
-        self.used = np.zeros(0, np.int64)
+        self.used = np.zeros(0, np.int64)  # per slot: the most limbs any class uses
+        self.CL = np.zeros((0, 1), np.int64)  # per slot and class: exact limbs in use
+        # (x, y) → d: in every class where both are non-zero, H[x] − H[y] = d (the two were
+        # written as σ(v + b₁), σ(v + b₂) from one lane v, d = b₁ − b₂; neither was clipped)
+        self.tags: dict[tuple[int, int], int] = {}
         self.hfree: list[int] = []
         self._scratch = np.zeros((0, n), np.int64)
         self.lanes = []
@@ -185,6 +195,7 @@ class _Engine:
             grow = max(4, slots)
             self.hfree = list(range(slots + grow - 1, slots - 1, -1))
             self.H = np.concatenate([self.H, np.zeros((grow, cap, nl), np.int64)])
+            self.CL = np.concatenate([self.CL, np.zeros((grow, cap), np.int64)])
             self.used = np.concatenate([self.used, np.zeros(grow, np.int64)])
         return self.hfree.pop()
 
@@ -199,6 +210,23 @@ class _Engine:
         H = np.zeros((slots, cap2, nl2), np.int64)
         H[:, :cap, :nl] = self.H
         self.H = H
+        if cap2 != cap:
+            CL = np.zeros((slots, cap2), np.int64)
+            CL[:, :cap] = self.CL
+            self.CL = CL
+
+    def _compact(self, need: int) -> None:
+        """Shrink the limbs per value when the live values have shrunk (peeling empties the
+        top limbs): a class's limbs are then adjacent in memory, not a row stride apart."""
+        NL = self.H.shape[2]
+        live = [lane.slot for lane in self.lanes if lane.shared]
+        top = max([need, *(int(self.used[s]) for s in live)]) + 2
+        if 2 * top > NL or NL <= 8:
+            return
+        keep = top + top // 2
+        self.H = np.ascontiguousarray(self.H[:, :, :keep])
+        # free slots may have held longer values: their stale limbs above keep are dropped
+        np.minimum(self.CL, keep, out=self.CL)
 
     def shared_values(self, slot: int) -> np.ndarray:
         """Exact values of a shared slot, one Python int per class."""
@@ -237,6 +265,7 @@ class _Engine:
             self._reserve(total, self.H.shape[2])
             for s in {lane.slot for lane in self.lanes if lane.shared}:
                 self.H[s, self.nclass : total] = self.H[s, parent]
+                self.CL[s, self.nclass : total] = self.CL[s, parent]
             self.cls = new_cls
             self.nclass = total
             self.counts = np.bincount(new_cls, minlength=total).astype(np.int64)
@@ -333,12 +362,14 @@ class _Engine:
         """Shared and mixed units of one layer, in the multi-limb kernel."""
         lanes = self.lanes
         need = max(_limbs(bounds[u]) for u in units)
+        self._compact(need)
         self._reserve(self.nclass, need)
-        # in place: x + (terms) where this unit is the only reader of the shared lane x and no
-        # other lane holds x's slot — a class whose terms sum to 0 keeps x untouched
-        reads = Counter(c for row in a.rows for c, _ in row)
+        # in place: x + (terms) where no other lane holds x's slot; the units that also read x
+        # run first (the kernel takes units in order) — a class whose terms sum to 0 keeps x
+        # untouched, and otherwise only the limbs the terms reach change
         holders = Counter(lane.slot for lane in lanes if lane.shared)
-        base = []
+        aliased = {extra for how, extra in plans if how == "alias"}
+        base: list[int] = []
         for u in units:
             x = next(
                 (
@@ -347,14 +378,25 @@ class _Engine:
                     if w == 1
                     and lanes[c].shared
                     and lanes[c].nonneg
-                    and reads[c] == 1
                     and holders[lanes[c].slot] == 1
+                    and c not in aliased
+                    and c not in base
                 ),
                 -1,
             )
             base.append(x)
+        for j, x in enumerate(base):  # an in-place unit must not read another's base
+            if x >= 0 and any(
+                y != x and any(c == x for c, _ in a.rows[v])
+                for v, y in zip(units, base, strict=True)
+                if y >= 0
+            ):
+                base[j] = -1
+        order = sorted(range(len(units)), key=lambda j: base[j] >= 0)
+        units = [units[j] for j in order]
+        base = [base[j] for j in order]
         slots = np.array([lanes[x].slot if x >= 0 else self._halloc() for x in base], np.int64)
-        ptr, src, src2, cptr, coff, cval = [0], [], [], [0], [], []
+        ptr, src, src2, tagd, cptr, coff, cval = [0], [], [], [], [0], [], []
         bptr, boff, bval = [0], [], []
         mix, lptr, loff, lval = [], [0], [], []
         widths = []
@@ -365,6 +407,7 @@ class _Engine:
             for c, c2, w in _paired([(c, w) for c, w in a.rows[u] if lanes[c].shared and c != x]):
                 src.append(lanes[c].slot)
                 src2.append(lanes[c2].slot if c2 >= 0 else -1)
+                tagd.append(self.tags.get((src[-1], src2[-1]), 0) if c2 >= 0 else 0)
                 offs, vals = _sparse(w)
                 coff += offs
                 cval += vals
@@ -407,12 +450,13 @@ class _Engine:
         lens = np.zeros((n_u, 3), np.int64)
         args = (
             self.H,
-            self.used,
+            self.CL,
             slots,
             arr([lanes[x].slot if x >= 0 else -1 for x in base]),
             arr(ptr),
             arr(src),
             arr(src2),
+            arr(tagd),
             arr(cptr),
             arr(coff),
             arr(cval),
@@ -434,6 +478,8 @@ class _Engine:
             ok = self.k.shared_units(*args, self.nclass, relu, arr(widths), *stats, chunks)
         if not ok:
             raise AssertionError("multi-limb result outgrew its proved bound")
+        self._forget(*(int(o) for o in slots))
+        self._tag(a, units, plans, slots)
         hi_n, hi_v = _short(hi_abs)
         lo_n, lo_v = _short(lo_abs)
         pos_n, pos_v = _short(lo_pos)
@@ -460,6 +506,19 @@ class _Engine:
             )
         return int(zeros.sum()), best
 
+    def _tag(self, a: Affine, units, plans, slots) -> None:
+        """Record the differences of units σ(v + b) with one linear part v (same terms)."""
+        by_part: dict[tuple, list[tuple[int, int]]] = {}
+        for j, u in enumerate(units):
+            if plans[u][0] == "shared":
+                part = tuple(a.rows[u])
+                by_part.setdefault(part, []).append((int(slots[j]), a.bias[u] * self.den))
+        for group in by_part.values():
+            for o1, b1 in group:
+                for o2, b2 in group:
+                    if o1 != o2 and 0 < abs(b1 - b2) < LIMIT:
+                        self.tags[(o1, o2)] = b1 - b2
+
     def reduce(self) -> None:
         """Divide numerators and denominator by their gcd, as the reference does."""
         if self.den == 1:
@@ -476,6 +535,7 @@ class _Engine:
                     return
         if g == 1:
             return
+        self.tags = {}  # differences shrink by g too; rarely worth keeping
         for s in slots:  # a row value divisible by g ≥ 2^62 > |value| is 0
             self.R[s] = self.R[s] // g if g < LIMIT else 0
         for s in hslots:
@@ -492,13 +552,22 @@ class _Engine:
         top = max((abs(int(v)) for v in values), default=0)
         self._reserve(self.nclass, _limbs(top))
         NL = self.H.shape[2]
+        self._forget(slot)
         for c, v in enumerate(values):
             v = int(v)
+            # a negative value keeps its sign in limb NL − 1, so it uses all NL limbs
+            self.CL[slot, c] = NL if v < 0 else -(-v.bit_length() // LIMB)
             for i in range(NL - 1):
                 self.H[slot, c, i] = v & MASK
                 v >>= LIMB
             self.H[slot, c, NL - 1] = v
         self.used[slot] = NL
+
+    def _forget(self, *slots: int) -> None:
+        """Drop the difference tags of slots about to be overwritten."""
+        gone = set(slots)
+        if self.tags and gone:
+            self.tags = {k: d for k, d in self.tags.items() if not gone.intersection(k)}
 
     def probe(self, terms) -> np.ndarray:
         """Numerators of a linear read-out, per row (int64 when proved to fit, else ints)."""

@@ -292,20 +292,108 @@ def _less(a, la, b, lb):
 
 
 @njit(cache=True)
-def _record(u, x, lx, positive, lo_abs, lo_len, hi_abs, hi_len, lo_pos, pos_len, flags):
-    """Fold a non-zero magnitude x (lx limbs) into unit u's least/greatest |z| and least z > 0."""
-    if not (flags[u] & 1) or _less(x, lx, lo_abs[u], lo_len[u]):
-        lo_abs[u, :lx] = x[:lx]
-        lo_abs[u, lx:] = 0
-        lo_len[u] = lx
-    if _less(hi_abs[u], hi_len[u], x, lx):
-        hi_abs[u, :lx] = x[:lx]
-        hi_abs[u, lx:] = 0
-        hi_len[u] = lx
-    if positive and (not (flags[u] & 2) or _less(x, lx, lo_pos[u], pos_len[u])):
-        lo_pos[u, :lx] = x[:lx]
-        lo_pos[u, lx:] = 0
-        pos_len[u] = lx
+def _below(x, lx, R, u, lr):
+    """x < R[u] for non-negative normalized limb vectors (lx, lr limbs in use). Indexes R in
+    place: a row view per call costs reference counting in the hot loop."""
+    if lx != lr:
+        return lx < lr
+    for i in range(lx - 1, -1, -1):
+        if x[i] != R[u, i]:
+            return x[i] < R[u, i]
+    return False
+
+
+@njit(cache=True)
+def _above(x, lx, R, u, lr):
+    """R[u] < x (as :func:`_below`)."""
+    if lx != lr:
+        return lx > lr
+    for i in range(lx - 1, -1, -1):
+        if x[i] != R[u, i]:
+            return x[i] > R[u, i]
+    return False
+
+
+@njit(cache=True)
+def _put(R, u, x, lx, lr):
+    for i in range(lx):
+        R[u, i] = x[i]
+    for i in range(lx, lr):
+        R[u, i] = 0
+
+
+@njit(cache=True, inline="always")
+def _may_record(u, lx, top, positive, lo_abs, hi_abs, lo_pos, lens, flags):
+    """False when a value of lx limbs with top limb ``top`` can change none of unit u's
+    extremes: decided by lengths and top limbs alone, before any limb-by-limb comparison."""
+    f = flags[u]
+    if not (f & 1):
+        return True
+    tie = lx > 1  # equal top limbs decide nothing unless the top limb is the whole value
+    l0 = lens[u, 0]
+    if lx < l0 or (lx == l0 and (top < lo_abs[u, lx - 1] or (tie and top == lo_abs[u, lx - 1]))):
+        return True
+    l1 = lens[u, 1]
+    if lx > l1 or (lx == l1 and (top > hi_abs[u, lx - 1] or (tie and top == hi_abs[u, lx - 1]))):
+        return True
+    if positive:
+        if not (f & 2):
+            return True
+        l2 = lens[u, 2]
+        t2 = lo_pos[u, lx - 1] if lx == l2 else 0
+        if lx < l2 or (lx == l2 and (top < t2 or (tie and top == t2))):
+            return True
+    return False
+
+
+@njit(cache=True)
+def _cmp_h(H, s, c, lx, R, u, lr):
+    """Sign of H[s, c] − R[u] (non-negative normalized, lx and lr limbs in use)."""
+    if lx != lr:
+        return 1 if lx > lr else -1
+    for i in range(lx - 1, -1, -1):
+        if H[s, c, i] != R[u, i]:
+            return 1 if H[s, c, i] > R[u, i] else -1
+    return 0
+
+
+@njit(cache=True)
+def _put_h(R, u, H, s, c, lx, lr):
+    for i in range(lx):
+        R[u, i] = H[s, c, i]
+    for i in range(lx, lr):
+        R[u, i] = 0
+
+
+@njit(cache=True)
+def _record_h(u, H, s, c, lx, lo_abs, hi_abs, lo_pos, lens, flags):
+    """:func:`_record` for a positive value held in H[s, c]."""
+    if not (flags[u] & 1) or _cmp_h(H, s, c, lx, lo_abs, u, lens[u, 0]) < 0:
+        _put_h(lo_abs, u, H, s, c, lx, lens[u, 0])
+        lens[u, 0] = lx
+    if _cmp_h(H, s, c, lx, hi_abs, u, lens[u, 1]) > 0:
+        _put_h(hi_abs, u, H, s, c, lx, lens[u, 1])
+        lens[u, 1] = lx
+    if not (flags[u] & 2) or _cmp_h(H, s, c, lx, lo_pos, u, lens[u, 2]) < 0:
+        _put_h(lo_pos, u, H, s, c, lx, lens[u, 2])
+        lens[u, 2] = lx
+        flags[u] |= 2
+    flags[u] |= 1
+
+
+@njit(cache=True)
+def _record(u, x, lx, positive, lo_abs, hi_abs, lo_pos, lens, flags):
+    """Fold a non-zero magnitude x (lx limbs) into unit u's least/greatest |z| and least z > 0
+    (their limbs in use in lens[u, 0..2])."""
+    if not (flags[u] & 1) or _below(x, lx, lo_abs, u, lens[u, 0]):
+        _put(lo_abs, u, x, lx, lens[u, 0])
+        lens[u, 0] = lx
+    if _above(x, lx, hi_abs, u, lens[u, 1]):
+        _put(hi_abs, u, x, lx, lens[u, 1])
+        lens[u, 1] = lx
+    if positive and (not (flags[u] & 2) or _below(x, lx, lo_pos, u, lens[u, 2])):
+        _put(lo_pos, u, x, lx, lens[u, 2])
+        lens[u, 2] = lx
         flags[u] |= 2
     flags[u] |= 1
 
@@ -313,12 +401,13 @@ def _record(u, x, lx, positive, lo_abs, lo_len, hi_abs, hi_len, lo_pos, pos_len,
 @njit(parallel=True, cache=True)
 def shared_units(
     H,
-    used,
+    CL,
     out_slot,
     base,
     ptr,
     src,
     src2,
+    tagd,
     cptr,
     coff,
     cval,
@@ -361,12 +450,13 @@ def shared_units(
     for q in prange(chunks):
         ok[q] = _shared_classes(
             H,
-            used,
+            CL,
             out_slot,
             base,
             ptr,
             src,
             src2,
+            tagd,
             cptr,
             coff,
             cval,
@@ -420,14 +510,81 @@ def shared_units(
 
 
 @njit(cache=True)
+def _extend(acc, lw, hw, a, b):
+    """Grow the live region [lw, hw) of acc to cover [a, b), zeroing what it gains."""
+    if hw <= lw:
+        for i in range(a, b):
+            acc[i] = 0
+        return a, b
+    if a < lw:
+        for i in range(a, lw):
+            acc[i] = 0
+        lw = a
+    if b > hw:
+        for i in range(hw, b):
+            acc[i] = 0
+        hw = b
+    return lw, hw
+
+
+@njit(cache=True)
+def _normalize_from(acc, lo, top):
+    """:func:`_normalize` over limbs lo..top−1 only (below lo nothing is live)."""
+    for i in range(lo, top):
+        c = acc[i] >> LIMB
+        acc[i] -= c << LIMB
+        acc[i + 1] += c
+
+
+@njit(cache=True)
+def _add_in_place(H, CL, bs, c, acc, lw, hw, tmp):
+    """H[bs, c] (non-negative, CL[bs, c] limbs) + acc[lw:hw] (normalized, top limb signed),
+    touching only the limbs the sum changes: carries stop where they die. Returns the new
+    length, or −1 (H untouched) when the sum is negative."""
+    nb = CL[bs, c]
+    carry = 0
+    i = lw
+    while i < hw or (carry != 0 and i < nb):
+        v = carry
+        if i < nb:
+            v += H[bs, c, i]
+        if i < hw:
+            v += acc[i]
+        carry = v >> LIMB
+        tmp[i] = v - (carry << LIMB)
+        i += 1
+    e = i
+    if e < nb:  # limbs from e up are H's own, its top among them: same length
+        for j in range(lw, e):
+            H[bs, c, j] = tmp[j]
+        return nb
+    if carry < 0:
+        return -1
+    if carry > 0:
+        tmp[e] = carry
+        e += 1
+    n = e
+    while n > lw and tmp[n - 1] == 0:
+        n -= 1
+    if n > H.shape[2]:  # more limbs than the proved bound allowed: the caller reports it
+        return n
+    for j in range(lw, max(n, nb)):  # tmp is 0 from n up; H is 0 from nb up
+        H[bs, c, j] = tmp[j]
+    if n == lw:
+        n = _length(H[bs, c], lw)
+    return n
+
+
+@njit(cache=True)
 def _shared_classes(
     H,
-    used,
+    CL,
     out_slot,
     base,
     ptr,
     src,
     src2,
+    tagd,
     cptr,
     coff,
     cval,
@@ -458,50 +615,63 @@ def _shared_classes(
     Unit u: bias (sparse limbs) + Σ_t coefficient_t (sparse limbs) · term_t + λ_u·sig[c, mix_u]
     (when ``mix[u] ≥ 0``), then σ if ``relu``; written to H[out_slot[u]]. A term is a slot
     H[src_t], or the difference H[src_t] − H[src2_t] when ``src2_t ≥ 0``: the difference of a
-    step's two units is 0 or 1, so it is formed first and the product stays short. Only the
-    limbs a class actually touches are normalized, scanned and stored (entries above a value's
-    length are 0). With ``base[u] ≥ 0`` the unit is H[base] + (those terms), in place: a class
-    whose other terms sum to 0 keeps its value untouched. Statistics count each class
-    ``counts[c]`` times; ``lens`` holds the limbs in use of the three extremes; ``flags[u]``
-    bit 0: a non-zero value was seen, bit 1: a positive one. Returns False if a result needs
-    more limbs than H has."""
+    step's two units is 0 or 1, so it is formed first and the product stays short. When the
+    two were written as σ(x + b₁) and σ(x + b₂) from one lane x, ``tagd_t`` = b₁ − b₂ (else 0)
+    and, in a class where both are non-zero (so neither was clipped), the difference is tagd_t
+    without reading either. ``CL[s, c]`` is the exact number of limbs in use of class c in slot
+    s (every limb above is 0); it is kept exact by every write. With ``base[u] ≥ 0`` the unit is
+    H[base] + (those terms), in place: only the limbs the terms reach, plus carries, change.
+    Statistics count each class ``counts[c]`` times; ``lens`` holds the limbs in use of the
+    three extremes; ``flags[u]`` bit 0: a non-zero value was seen, bit 1: a positive one.
+    Returns False if a result needs more limbs than H has."""
     NL = H.shape[2]
     full = lo_abs.shape[1]
-    acc = np.zeros(full + 1, np.int64)
-    mag = np.zeros(full + 1, np.int64)
-    diff = np.zeros(NL + 1, np.int64)
-    lo_len = lens[:, 0]
-    hi_len = lens[:, 1]
-    pos_len = lens[:, 2]
+    acc = np.zeros(full + NL + 2, np.int64)
+    mag = np.zeros(full + NL + 2, np.int64)
+    tmp = np.zeros(full + NL + 2, np.int64)
+    diff = np.zeros(NL + 2, np.int64)
     for u in range(out_slot.shape[0]):
         o = out_slot[u]
         bs = base[u]
         width = uwidth[u]
-        old_used = used[o]
         hi_used = 0
         for c in range(c0, c1):
-            hw = 1  # limbs touched so far: acc[:hw] is live, the rest is stale
+            # live limbs acc[lw:hw]; a fresh unit's value is formed from limb 0, an in-place
+            # unit's delta only where its terms reach
+            if bs >= 0:
+                lw, hw = 1, 0
+            else:
+                lw, hw = 0, 1
+                acc[0] = 0
             for j in range(bptr[u], bptr[u + 1]):
-                hw = max(hw, boff[j] + 1)
-            for i in range(hw):
-                acc[i] = 0
-            for j in range(bptr[u], bptr[u + 1]):
+                lw, hw = _extend(acc, lw, hw, boff[j], boff[j] + 1)
                 acc[boff[j]] += bval[j]
             pending = 1
             for t in range(ptr[u], ptr[u + 1]):
                 s = src[t]
                 s2 = src2[t]
-                if s2 < 0:
-                    x = H[s, c]
-                    nx = used[s]
-                    sg = 1
+                sg = 1
+                direct = s2 < 0
+                if direct:  # read H[s, c] in place (a row view per term costs refcounting)
+                    nx = CL[s, c]
+                    x = diff
+                elif tagd[t] != 0 and CL[s, c] > 0 and CL[s2, c] > 0:
+                    d = tagd[t]
+                    if d < 0:
+                        sg = -1
+                        d = -d
+                    nx = 0
+                    while d:
+                        diff[nx] = d & MASK
+                        d >>= LIMB
+                        nx += 1
+                    x = diff
                 else:  # x = H[s] − H[s2], normalized, as a magnitude with a sign
-                    nx = max(used[s], used[s2])
+                    nx = max(CL[s, c], CL[s2, c])
                     for i in range(nx):
                         diff[i] = H[s, c, i] - H[s2, c, i]
                     diff[nx] = 0
                     _normalize(diff, nx)
-                    sg = 1
                     if diff[nx] < 0:
                         for i in range(nx + 1):
                             diff[i] = -diff[i]
@@ -509,20 +679,23 @@ def _shared_classes(
                         sg = -1
                     nx = _length(diff, nx + 1)
                     x = diff
+                if nx == 0:
+                    continue
                 for j in range(cptr[t], cptr[t + 1]):
                     off = coff[j]
                     w = cval[j] * sg
-                    end = off + nx
-                    while hw < end:
-                        acc[hw] = 0
-                        hw += 1
-                    for i in range(nx):
-                        acc[off + i] += w * x[i]
+                    lw, hw = _extend(acc, lw, hw, off, off + nx)
+                    if direct:
+                        for i in range(nx):
+                            acc[off + i] += w * H[s, c, i]
+                    else:
+                        for i in range(nx):
+                            acc[off + i] += w * x[i]
                     pending += 1
                     if pending >= 6:
-                        _normalize(acc, hw - 1)
+                        _normalize_from(acc, lw, hw - 1)
                         pending = 0
-            if mix[u] >= 0:
+            if mix[u] >= 0 and sig[c, mix[u]] != 0:
                 sv = sig[c, mix[u]]
                 sgn = 1
                 if sv < 0:
@@ -534,51 +707,61 @@ def _shared_classes(
                 for j in range(lptr[u], lptr[u + 1]):
                     off = loff[j]
                     w = sgn * lval[j]
-                    while hw < off + 3:
-                        acc[hw] = 0
-                        hw += 1
+                    lw, hw = _extend(acc, lw, hw, off, off + 3)
                     acc[off] += w * s0
                     acc[off + 1] += w * s1
                     acc[off + 2] += w * s2v
                     pending += 1
                     if pending >= 6:
-                        _normalize(acc, hw - 1)
+                        _normalize_from(acc, lw, hw - 1)
                         pending = 0
+            # normalize the touched limbs; the top one keeps the sign, one more if it overflows
+            if hw > lw:
+                while hw < width:
+                    _normalize_from(acc, lw, hw - 1)
+                    top = acc[hw - 1]
+                    if -MASK - 1 <= top <= MASK:
+                        break
+                    acc[hw] = 0
+                    hw += 1
+                _normalize_from(acc, lw, hw - 1)
             k = counts[c]
             if bs >= 0:
-                _normalize(acc, hw - 1)
                 delta = False
-                for i in range(hw):
+                for i in range(lw, hw):
                     if acc[i] != 0:
                         delta = True
                         break
-                if not delta:  # unchanged: z = H[bs, c] ≥ 0
-                    x = H[bs, c]
-                    lx = _length(x, used[bs])
-                    if lx == 0:
+                n_new = CL[bs, c]
+                if delta:
+                    n_new = _add_in_place(H, CL, bs, c, acc, lw, hw, tmp)
+                    if n_new > NL:
+                        return False
+                if n_new >= 0:  # z = H[bs, c] ≥ 0, now current
+                    CL[bs, c] = n_new
+                    if n_new == 0:
                         zeros[u] += k
                     else:
-                        _record(
-                            u, x, lx, True, lo_abs, lo_len, hi_abs, hi_len, lo_pos, pos_len, flags
-                        )
-                        if lx > hi_used:
-                            hi_used = lx
+                        if _may_record(
+                            u, n_new, H[bs, c, n_new - 1], True, lo_abs, hi_abs, lo_pos, lens, flags
+                        ):
+                            _record_h(u, H, bs, c, n_new, lo_abs, hi_abs, lo_pos, lens, flags)
+                        if n_new > hi_used:
+                            hi_used = n_new
                     continue
-                nb = used[bs]
-                while hw < nb:
-                    acc[hw] = 0
-                    hw += 1
+                # negative: form H[bs] + delta in full below (H[bs] is untouched)
+                nb = CL[bs, c]
+                lw, hw = _extend(acc, lw, hw, 0, max(nb, 1))
                 for i in range(nb):
                     acc[i] += H[bs, c, i]
-            # normalize the touched limbs; the top one keeps the sign, one more if it overflows
-            while hw < width:
+                while hw < width:
+                    _normalize(acc, hw - 1)
+                    top = acc[hw - 1]
+                    if -MASK - 1 <= top <= MASK:
+                        break
+                    acc[hw] = 0
+                    hw += 1
                 _normalize(acc, hw - 1)
-                top = acc[hw - 1]
-                if -MASK - 1 <= top <= MASK:
-                    break
-                acc[hw] = 0
-                hw += 1
-            _normalize(acc, hw - 1)
             negative = acc[hw - 1] < 0
             if negative:  # shortest form: (…, 2^30 − 1, −1) is (…, −1)
                 while hw > 1 and acc[hw - 1] == -1 and acc[hw - 2] == MASK:
@@ -594,23 +777,14 @@ def _shared_classes(
                     mag[hw] = 0
                     _normalize(mag, hw)
                     neg[u] += k
-                    _record(
-                        u,
-                        mag,
-                        _length(mag, hw + 1),
-                        False,
-                        lo_abs,
-                        lo_len,
-                        hi_abs,
-                        hi_len,
-                        lo_pos,
-                        pos_len,
-                        flags,
-                    )
+                    lm = _length(mag, hw + 1)
+                    if _may_record(u, lm, mag[lm - 1], False, lo_abs, hi_abs, lo_pos, lens, flags):
+                        _record(u, mag, lm, False, lo_abs, hi_abs, lo_pos, lens, flags)
                 else:
-                    _record(
-                        u, acc, n_acc, True, lo_abs, lo_len, hi_abs, hi_len, lo_pos, pos_len, flags
-                    )
+                    if _may_record(
+                        u, n_acc, acc[n_acc - 1], True, lo_abs, hi_abs, lo_pos, lens, flags
+                    ):
+                        _record(u, acc, n_acc, True, lo_abs, hi_abs, lo_pos, lens, flags)
             if relu and negative:
                 n_acc = 0
             if n_acc > NL:
@@ -618,8 +792,9 @@ def _shared_classes(
             if not (relu and negative):
                 for i in range(n_acc):
                     H[o, c, i] = acc[i]
-            for i in range(n_acc, old_used):  # what the slot held there before
+            for i in range(n_acc, CL[o, c]):  # what the slot held there before
                 H[o, c, i] = 0
+            CL[o, c] = n_acc
             if n_acc > hi_used:
                 hi_used = n_acc
         out_used[u] = hi_used
@@ -660,12 +835,13 @@ def warm() -> None:
     z = np.zeros(1, i64)
     common = (
         H,
-        np.array([1, 1], i64),
+        np.zeros((2, 2), i64),
         one[1:],
         np.array([-1], i64),
         np.array([0, 1], i64),
         np.array([0], i64),
         np.array([-1], i64),
+        np.array([0], i64),
         np.array([0, 1], i64),
         np.array([0], i64),
         np.array([1], i64),
