@@ -32,43 +32,58 @@ def _chunks(n: int, grain: int) -> int:
     return max(1, min(n // grain, 64))
 
 
+BLOCK = 1024  # rows per block: a unit's partial sums stay in L1 while its terms are added
+
+
+@njit(cache=True)
+def _terms_block(R, cls, table, ptr, src, kind, coef, u, start, b0, m, buf):
+    """buf[:m] = start + Σ coef·input over rows b0..b0+m−1 (one term at a time, so the inner
+    loops are straight-line and vectorize)."""
+    for i in range(m):
+        buf[i] = start
+    for t in range(ptr[u], ptr[u + 1]):
+        w = coef[t]
+        s = src[t]
+        if kind[t] == 0:
+            row = R[s]
+            if w == 1:
+                for i in range(m):
+                    buf[i] += row[b0 + i]
+            elif w == -1:
+                for i in range(m):
+                    buf[i] -= row[b0 + i]
+            else:
+                for i in range(m):
+                    buf[i] += w * row[b0 + i]
+        else:
+            tab = table[s]
+            for i in range(m):
+                buf[i] += w * tab[cls[b0 + i]]
+
+
 @njit(cache=True)
 def _relu_rows(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, r0, r1):
+    buf = np.empty(BLOCK, np.int64)
     for u in range(out_slot.shape[0]):
-        o = out_slot[u]
-        b = bias[u]
+        out = R[out_slot[u]]
         zeros = 0
         neg = 0
         min_abs = BIG
         min_pos = BIG
         max_abs = 0
-        lo = ptr[u]
-        hi = ptr[u + 1]
-        for r in range(r0, r1):
-            acc = b
-            for t in range(lo, hi):
-                if kind[t] == 0:
-                    acc += coef[t] * R[src[t], r]
-                else:
-                    acc += coef[t] * table[src[t], cls[r]]
-            if acc == 0:
-                zeros += 1
-            elif acc < 0:
-                neg += 1
-                if -acc < min_abs:
-                    min_abs = -acc
-            else:
-                if acc < min_abs:
-                    min_abs = acc
-                if acc < min_pos:
-                    min_pos = acc
-            if acc > max_abs:
-                max_abs = acc
-            elif -acc > max_abs:
-                max_abs = -acc
-            if relu and acc < 0:
-                acc = 0
-            R[o, r] = acc
+        for b0 in range(r0, r1, BLOCK):
+            m = min(BLOCK, r1 - b0)
+            _terms_block(R, cls, table, ptr, src, kind, coef, u, bias[u], b0, m, buf)
+            # branch-free statistics: signs follow the rows' order, which is arbitrary
+            for i in range(m):
+                a = buf[i]
+                ab = a if a >= 0 else -a
+                zeros += 1 if a == 0 else 0
+                neg += 1 if a < 0 else 0
+                min_abs = min(min_abs, ab if a != 0 else BIG)
+                min_pos = min(min_pos, a if a > 0 else BIG)
+                max_abs = max(max_abs, ab)
+                out[b0 + i] = max(a, 0) if relu else a
         stats[u, 0] = zeros
         stats[u, 1] = neg
         stats[u, 2] = min_abs
@@ -118,33 +133,32 @@ def relu_units(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats,
 
 
 @njit(cache=True)
+def _linear_span(R, cls, table, ptr, src, kind, coef, out, r0, r1):
+    buf = np.empty(BLOCK, np.int64)
+    for k in range(out.shape[0]):
+        dest = out[k]
+        for b0 in range(r0, r1, BLOCK):
+            m = min(BLOCK, r1 - b0)
+            _terms_block(R, cls, table, ptr, src, kind, coef, k, 0, b0, m, buf)
+            for i in range(m):
+                dest[b0 + i] = buf[i]
+
+
+@njit(cache=True)
 def linear_rows(R, cls, table, ptr, src, kind, coef, out):
     """``out[k] = Σ coef·input`` for the functionals k (same term encoding, no bias)."""
-    n = R.shape[1]
-    for k in range(out.shape[0]):
-        for r in range(n):
-            acc = 0
-            for t in range(ptr[k], ptr[k + 1]):
-                if kind[t] == 0:
-                    acc += coef[t] * R[src[t], r]
-                else:
-                    acc += coef[t] * table[src[t], cls[r]]
-            out[k, r] = acc
+    _linear_span(R, cls, table, ptr, src, kind, coef, out, 0, R.shape[1])
 
 
 @njit(parallel=True, cache=True)
 def linear_rows_parallel(R, cls, table, ptr, src, kind, coef, out):
     """:func:`linear_rows` with the rows spread over the machine's threads."""
     n = R.shape[1]
-    for k in range(out.shape[0]):
-        for r in prange(n):
-            acc = 0
-            for t in range(ptr[k], ptr[k + 1]):
-                if kind[t] == 0:
-                    acc += coef[t] * R[src[t], r]
-                else:
-                    acc += coef[t] * table[src[t], cls[r]]
-            out[k, r] = acc
+    chunks = max(1, min(n // (16 * BLOCK), 64))
+    for q in prange(chunks):
+        _linear_span(
+            R, cls, table, ptr, src, kind, coef, out, n * q // chunks, n * (q + 1) // chunks
+        )
 
 
 @njit(cache=True)
@@ -873,18 +887,18 @@ def warm() -> None:
 def step_fold(values, den, j, ones, ramp, rise, prev):
     """One step lane folded into per-row state (exactmem.verify.StepFold): ``ones`` counts
     steps equal to 1 (value = den), ``ramp`` keeps the first step off {0, 1}, ``rise`` the first
-    step of 1 after a 0; ``prev`` is the last binary step. Returns how many rows ramped now."""
+    step of 1 after a 0; ``prev`` is the last binary step. Returns how many rows ramped now.
+    Branch-free: which rows step is arbitrary in row order."""
     fresh = 0
     for r in range(values.shape[0]):
         v = values[r]
-        if v == den:
-            ones[r] += 1
-            if not prev[r] and rise[r] == 0:
-                rise[r] = j
-            prev[r] = True
-        elif v == 0:
-            prev[r] = False
-        elif ramp[r] == 0:
-            ramp[r] = j
-            fresh += 1
+        one = v == den
+        binary = one or v == 0
+        ones[r] += 1 if one else 0
+        first_rise = one and not prev[r] and rise[r] == 0
+        rise[r] = j if first_rise else rise[r]
+        first_ramp = not binary and ramp[r] == 0
+        ramp[r] = j if first_ramp else ramp[r]
+        fresh += 1 if first_ramp else 0
+        prev[r] = one if binary else prev[r]
     return fresh
