@@ -262,6 +262,57 @@ def test_multi_limb_units_against_python_integers():
         assert got == want
 
 
+@pytest.mark.parametrize("p", [0, 1, 29, 30, 61, 62, 63, 90, 241])
+def test_peel_shortcuts_against_the_reference(p, monkeypatch):
+    """The multi-limb shortcuts on a bit-peel around 2^p: difference tags (σ(L + b₁) − σ(L + b₂)
+    read without its operands where both are non-zero, and read in full where one was
+    clipped), an in-place update whose lane other units read first, balanced digits of
+    2^p − 1 and compaction — values, lanes and statistics as the reference's."""
+    made = []
+    real_tag = fast._Engine._tag
+
+    def tag(self, *args):
+        real_tag(self, *args)
+        made.append(len(self.tags))
+
+    monkeypatch.setattr(fast._Engine, "_tag", tag)
+    P = 2**p
+    layers = (
+        # U = 2^p + x − 4 for x = 0..7 straddles 2^p: one class per x, U shared (mixed unit)
+        Affine(1, (((0, 1),), ((0, 1),)), (P - 4, 0), 1),
+        # the step pair on U, U and x kept
+        Affine(2, (((0, 1),), ((0, 1),), ((0, 1),), ((1, 1),)), (-P + 1, -P, 0, 0), 1),
+        # U − 2^p·(s1 − s2): in place, after two other readers of U with the same linear part
+        Affine(
+            4,
+            (
+                ((2, 1), (0, -P), (1, P)),
+                ((2, 1), (0, -P), (1, P)),
+                ((2, 1), (1, 1)),
+                ((0, 2), (1, -2)),
+                ((3, 1),),
+            ),
+            (0, -P + 3, 0, 1, 0),
+            1,
+        ),
+        Affine(5, (((1, 1), (0, -1), (2, 3)), ((3, 1), (4, 2 * P - 1))), (7, -1), 1),
+    )
+    probes = (Probe("step", 1, ((0, 1), (1, -1))), Probe("peeled", 2, ((0, 1), (1, -1))))
+    model = Transformer(1, (MLP(layers, residual=False, probes=probes),))
+    pts = [(mpq(x),) for x in (0, 1, 2, 3, 4, 5, 6, 7, 3, 5, 4)]
+    both(model, pts, [[i] for i in range(len(pts))])
+    if p >= 63:  # beyond int64 the pair is a shared lane pair, and it is tagged
+        assert any(made)
+
+
+def test_balanced_digits():
+    for w in (0, 1, -1, 2**838 - 1, -(2**838) + 1, 2**29, -(2**29), 3**400, -(7**300)):
+        offs, digits = fast._sparse(w)
+        assert sum(d << (30 * i) for i, d in zip(offs, digits, strict=True)) == w
+        assert all(-(2**29) <= d < 2**29 for d in digits)
+    assert len(fast._sparse(2**838 - 1)[0]) == 2
+
+
 def test_step_fold_names_ramps_and_rises():
     """Stage II read as the lanes arrive: a value off {0, 1} and a rise are both caught."""
     from exactmem.verify import StepFold

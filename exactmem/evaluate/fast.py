@@ -158,6 +158,7 @@ class _Engine:
         # (x, y) → d: in every class where both are non-zero, H[x] − H[y] = d (the two were
         # written as σ(v + b₁), σ(v + b₂) from one lane v, d = b₁ − b₂; neither was clipped)
         self.tags: dict[tuple[int, int], int] = {}
+        self._probed: dict[tuple, np.ndarray] = {}  # row functionals probed since the last layer
         self.hfree: list[int] = []
         self._scratch = np.zeros((0, n), np.int64)
         self.lanes = []
@@ -252,9 +253,13 @@ class _Engine:
     def _refine(self, functionals: list[list[tuple[int, int]]]) -> np.ndarray:
         """Split classes by the exact values of row functionals; returns the value of each
         functional per (new) class."""
-        ptr, src, kind, coef = _encode(functionals, self.lanes, {})
-        sigs = self._buffer(len(functionals))
-        self._linear(self.R, self.cls, _EMPTY_TABLE, ptr, src, kind, coef, sigs)
+        known = self._probed.get(_key(functionals[0], self.lanes))
+        if len(functionals) == 1 and known is not None:
+            sigs = known[None, :]  # a probe of the layer before read the same functional
+        else:
+            ptr, src, kind, coef = _encode(functionals, self.lanes, {})
+            sigs = self._buffer(len(functionals))
+            self._linear(self.R, self.cls, _EMPTY_TABLE, ptr, src, kind, coef, sigs)
         parent, every = self.k.refine(self.cls, sigs, self.nclass)
         new_cls = self.cls
         if parent.size:
@@ -356,6 +361,7 @@ class _Engine:
                 self.free.append(lane.slot)
         self.lanes = out
         self.den *= a.denominator
+        self._probed = {}
         return zeros, best
 
     def _shared_layer(self, a, relu, plans, bounds, units, sig, out):
@@ -586,7 +592,10 @@ class _Engine:
             self._linear(self.R, self.cls, table, ptr, src, kind, coef, out)
             # kept until the verifier reads it: the narrowest exact type (steps are 0/1)
             small = reach < 128 or (self.n and -128 <= out[0].min() and out[0].max() < 128)
-            return out[0].astype(np.int8 if small else np.int64)
+            values = out[0].astype(np.int8 if small else np.int64)
+            if table is _EMPTY_TABLE:  # the next layer may refine on this very functional
+                self._probed[_key(terms, lanes)] = values
+            return values
         acc = np.zeros(self.n, dtype=object)
         for c, w in terms:
             acc = acc + self.column(c) * w
@@ -603,6 +612,11 @@ class _Engine:
 
 
 _EMPTY_TABLE = np.zeros((0, 1), np.int64)
+
+
+def _key(terms, lanes: list[_Lane]) -> tuple:
+    """A row functional by the slots it reads (lanes of one layer)."""
+    return tuple(sorted((lanes[c].slot, lanes[c].shared, w) for c, w in terms))
 _EMPTY_SIG = np.zeros((1, 1), np.int64)
 
 

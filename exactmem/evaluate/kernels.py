@@ -551,6 +551,29 @@ def _normalize_from(acc, lo, top):
 
 
 @njit(cache=True)
+def _settle(acc, a, b, top):
+    """Carry acc[a..] upward, stopping past limb b − 1 once no carry is left: limbs below
+    ``top`` end in [0, 2^30) (if they were outside a..b − 1 already), acc[top] keeps the rest."""
+    i = a
+    while i < top:
+        c = acc[i] >> LIMB
+        if c == 0 and i >= b:
+            return
+        acc[i] -= c << LIMB
+        acc[i + 1] += c
+        i += 1
+
+
+@njit(cache=True)
+def _grow(acc, hw, new):
+    """Zero limbs hw..new − 1 and settle the old top limb (now below the top)."""
+    for i in range(hw, new):
+        acc[i] = 0
+    _settle(acc, hw - 1, hw, new - 1)
+    return new
+
+
+@njit(cache=True)
 def _add_in_place(H, CL, bs, c, acc, lw, hw, tmp):
     """H[bs, c] (non-negative, CL[bs, c] limbs) + acc[lw:hw] (normalized, top limb signed),
     touching only the limbs the sum changes: carries stop where they die. Returns the new
@@ -649,96 +672,179 @@ def _shared_classes(
         bs = base[u]
         width = uwidth[u]
         hi_used = 0
+        t0 = ptr[u]
+        copy = (
+            bs < 0
+            and t0 < ptr[u + 1]
+            and src2[t0] < 0
+            and cptr[t0 + 1] - cptr[t0] == 1
+            and coff[cptr[t0]] == 0
+            and cval[cptr[t0]] == 1
+        )
         for c in range(c0, c1):
-            # live limbs acc[lw:hw]; a fresh unit's value is formed from limb 0, an in-place
-            # unit's delta only where its terms reach
-            if bs >= 0:
-                lw, hw = 1, 0
-            else:
-                lw, hw = 0, 1
-                acc[0] = 0
-            for j in range(bptr[u], bptr[u + 1]):
-                lw, hw = _extend(acc, lw, hw, boff[j], boff[j] + 1)
-                acc[boff[j]] += bval[j]
-            pending = 1
-            for t in range(ptr[u], ptr[u + 1]):
-                s = src[t]
-                s2 = src2[t]
-                sg = 1
-                direct = s2 < 0
-                if direct:  # read H[s, c] in place (a row view per term costs refcounting)
-                    nx = CL[s, c]
-                    x = diff
-                elif tagd[t] != 0 and CL[s, c] > 0 and CL[s2, c] > 0:
-                    d = tagd[t]
-                    if d < 0:
-                        sg = -1
-                        d = -d
-                    nx = 0
-                    while d:
-                        diff[nx] = d & MASK
-                        d >>= LIMB
-                        nx += 1
-                    x = diff
-                else:  # x = H[s] − H[s2], normalized, as a magnitude with a sign
-                    nx = max(CL[s, c], CL[s2, c])
-                    for i in range(nx):
-                        diff[i] = H[s, c, i] - H[s2, c, i]
-                    diff[nx] = 0
-                    _normalize(diff, nx)
-                    if diff[nx] < 0:
-                        for i in range(nx + 1):
-                            diff[i] = -diff[i]
-                        _normalize(diff, nx)
-                        sg = -1
-                    nx = _length(diff, nx + 1)
-                    x = diff
-                if nx == 0:
-                    continue
-                for j in range(cptr[t], cptr[t + 1]):
-                    off = coff[j]
-                    w = cval[j] * sg
-                    lw, hw = _extend(acc, lw, hw, off, off + nx)
+            if copy:
+                s0 = src[t0]
+                nx = CL[s0, c]
+                for i in range(nx):
+                    acc[i] = H[s0, c, i]
+                acc[nx] = 0
+                hw = nx + 1
+                for j in range(bptr[u], bptr[u + 1]):
+                    off = boff[j]
+                    if off + 2 > hw:
+                        hw = _grow(acc, hw, off + 2)
+                    acc[off] += bval[j]
+                    _settle(acc, off, off + 1, hw - 1)
+                for t in range(t0 + 1, ptr[u + 1]):
+                    s = src[t]
+                    s2 = src2[t]
+                    sg = 1
+                    direct = s2 < 0
                     if direct:
-                        for i in range(nx):
-                            acc[off + i] += w * H[s, c, i]
+                        nx = CL[s, c]
+                    elif tagd[t] != 0 and CL[s, c] > 0 and CL[s2, c] > 0:
+                        d = tagd[t]
+                        if d < 0:
+                            sg = -1
+                            d = -d
+                        nx = 0
+                        while d:
+                            diff[nx] = d & MASK
+                            d >>= LIMB
+                            nx += 1
                     else:
+                        nx = max(CL[s, c], CL[s2, c])
                         for i in range(nx):
-                            acc[off + i] += w * x[i]
-                    pending += 1
-                    if pending >= 6:
+                            diff[i] = H[s, c, i] - H[s2, c, i]
+                        diff[nx] = 0
+                        _normalize(diff, nx)
+                        if diff[nx] < 0:
+                            for i in range(nx + 1):
+                                diff[i] = -diff[i]
+                            _normalize(diff, nx)
+                            sg = -1
+                        nx = _length(diff, nx + 1)
+                    if nx == 0:
+                        continue
+                    for j in range(cptr[t], cptr[t + 1]):
+                        off = coff[j]
+                        w = cval[j] * sg
+                        if off + nx + 1 > hw:
+                            hw = _grow(acc, hw, off + nx + 1)
+                        if direct:
+                            for i in range(nx):
+                                acc[off + i] += w * H[s, c, i]
+                        else:
+                            for i in range(nx):
+                                acc[off + i] += w * diff[i]
+                        _settle(acc, off, off + nx, hw - 1)
+                if mix[u] >= 0 and sig[c, mix[u]] != 0:
+                    sv = sig[c, mix[u]]
+                    sgn = 1
+                    if sv < 0:
+                        sgn = -1
+                        sv = -sv
+                    for j in range(lptr[u], lptr[u + 1]):
+                        off = loff[j]
+                        w = sgn * lval[j]
+                        if off + 4 > hw:
+                            hw = _grow(acc, hw, off + 4)
+                        acc[off] += w * (sv & MASK)
+                        acc[off + 1] += w * ((sv >> LIMB) & MASK)
+                        acc[off + 2] += w * (sv >> (2 * LIMB))
+                        _settle(acc, off, off + 3, hw - 1)
+                # the top limb keeps the sign; one more limb while it overflows
+                while hw < width and not (-MASK - 1 <= acc[hw - 1] <= MASK):
+                    hw = _grow(acc, hw, hw + 1)
+                lw = 0
+            else:
+                # live limbs acc[lw:hw]; a fresh unit's value is formed from limb 0, an in-place
+                # unit's delta only where its terms reach
+                if bs >= 0:
+                    lw, hw = 1, 0
+                else:
+                    lw, hw = 0, 1
+                    acc[0] = 0
+                for j in range(bptr[u], bptr[u + 1]):
+                    lw, hw = _extend(acc, lw, hw, boff[j], boff[j] + 1)
+                    acc[boff[j]] += bval[j]
+                pending = 1
+                for t in range(ptr[u], ptr[u + 1]):
+                    s = src[t]
+                    s2 = src2[t]
+                    sg = 1
+                    direct = s2 < 0
+                    if direct:  # read H[s, c] in place (a row view per term costs refcounting)
+                        nx = CL[s, c]
+                        x = diff
+                    elif tagd[t] != 0 and CL[s, c] > 0 and CL[s2, c] > 0:
+                        d = tagd[t]
+                        if d < 0:
+                            sg = -1
+                            d = -d
+                        nx = 0
+                        while d:
+                            diff[nx] = d & MASK
+                            d >>= LIMB
+                            nx += 1
+                        x = diff
+                    else:  # x = H[s] − H[s2], normalized, as a magnitude with a sign
+                        nx = max(CL[s, c], CL[s2, c])
+                        for i in range(nx):
+                            diff[i] = H[s, c, i] - H[s2, c, i]
+                        diff[nx] = 0
+                        _normalize(diff, nx)
+                        if diff[nx] < 0:
+                            for i in range(nx + 1):
+                                diff[i] = -diff[i]
+                            _normalize(diff, nx)
+                            sg = -1
+                        nx = _length(diff, nx + 1)
+                        x = diff
+                    if nx == 0:
+                        continue
+                    for j in range(cptr[t], cptr[t + 1]):
+                        off = coff[j]
+                        w = cval[j] * sg
+                        lw, hw = _extend(acc, lw, hw, off, off + nx)
+                        if direct:
+                            for i in range(nx):
+                                acc[off + i] += w * H[s, c, i]
+                        else:
+                            for i in range(nx):
+                                acc[off + i] += w * x[i]
+                        pending += 1
+                        if pending >= 6:
+                            _normalize_from(acc, lw, hw - 1)
+                            pending = 0
+                if mix[u] >= 0 and sig[c, mix[u]] != 0:
+                    sv = sig[c, mix[u]]
+                    sgn = 1
+                    if sv < 0:
+                        sgn = -1
+                        sv = -sv
+                    s0 = sv & MASK
+                    s1 = (sv >> LIMB) & MASK
+                    s2v = sv >> (2 * LIMB)
+                    for j in range(lptr[u], lptr[u + 1]):
+                        off = loff[j]
+                        w = sgn * lval[j]
+                        lw, hw = _extend(acc, lw, hw, off, off + 3)
+                        acc[off] += w * s0
+                        acc[off + 1] += w * s1
+                        acc[off + 2] += w * s2v
+                        pending += 1
+                        if pending >= 6:
+                            _normalize_from(acc, lw, hw - 1)
+                            pending = 0
+                # normalize the touched limbs; the top one keeps the sign, one more if it overflows
+                if hw > lw:
+                    while True:
                         _normalize_from(acc, lw, hw - 1)
-                        pending = 0
-            if mix[u] >= 0 and sig[c, mix[u]] != 0:
-                sv = sig[c, mix[u]]
-                sgn = 1
-                if sv < 0:
-                    sgn = -1
-                    sv = -sv
-                s0 = sv & MASK
-                s1 = (sv >> LIMB) & MASK
-                s2v = sv >> (2 * LIMB)
-                for j in range(lptr[u], lptr[u + 1]):
-                    off = loff[j]
-                    w = sgn * lval[j]
-                    lw, hw = _extend(acc, lw, hw, off, off + 3)
-                    acc[off] += w * s0
-                    acc[off + 1] += w * s1
-                    acc[off + 2] += w * s2v
-                    pending += 1
-                    if pending >= 6:
-                        _normalize_from(acc, lw, hw - 1)
-                        pending = 0
-            # normalize the touched limbs; the top one keeps the sign, one more if it overflows
-            if hw > lw:
-                while hw < width:
-                    _normalize_from(acc, lw, hw - 1)
-                    top = acc[hw - 1]
-                    if -MASK - 1 <= top <= MASK:
-                        break
-                    acc[hw] = 0
-                    hw += 1
-                _normalize_from(acc, lw, hw - 1)
+                        if -MASK - 1 <= acc[hw - 1] <= MASK or hw >= width:
+                            break
+                        acc[hw] = 0
+                        hw += 1
             k = counts[c]
             if bs >= 0:
                 delta = False
@@ -841,6 +947,7 @@ def warm() -> None:
     linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     linear_rows_parallel(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     refine(cls.copy(), np.array([[0, 1, 0, 1]], i64), 1)
+    refine(cls.copy(), np.array([[0, 1, 0, 1]], np.int8), 1)  # a probed step lane
     gcd_rows(R, one[:1], i64(0))
     H = np.zeros((2, 2, 3), i64)
     out = np.zeros(2, i64)
