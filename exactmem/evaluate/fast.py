@@ -155,6 +155,10 @@ class _Engine:
         self.H = np.zeros((0, 1, 3), np.int64)
         self.used = np.zeros(0, np.int64)  # per slot: the most limbs any class uses
         self.CL = np.zeros((0, 1), np.int64)  # per slot and class: exact limbs in use
+        # views: slot → (base slot, digit offsets, digits); in a class c with V[slot, c] = 1
+        # the value is H[base, c] + Σ digits, with no limbs of its own (Engine._views)
+        self.V = np.zeros((0, 1), np.int8)
+        self.views: dict[int, tuple[int, list[int], list[int]]] = {}
         # (x, y) → d: in every class where both are non-zero, H[x] − H[y] = d (the two were
         # written as σ(v + b₁), σ(v + b₂) from one lane v, d = b₁ − b₂; neither was clipped)
         self.tags: dict[tuple[int, int], int] = {}
@@ -197,6 +201,7 @@ class _Engine:
             self.hfree = list(range(slots + grow - 1, slots - 1, -1))
             self.H = np.concatenate([self.H, np.zeros((grow, cap, nl), np.int64)])
             self.CL = np.concatenate([self.CL, np.zeros((grow, cap), np.int64)])
+            self.V = np.concatenate([self.V, np.zeros((grow, cap), np.int8)])
             self.used = np.concatenate([self.used, np.zeros(grow, np.int64)])
         return self.hfree.pop()
 
@@ -215,6 +220,9 @@ class _Engine:
             CL = np.zeros((slots, cap2), np.int64)
             CL[:, :cap] = self.CL
             self.CL = CL
+            V = np.zeros((slots, cap2), np.int8)
+            V[:, :cap] = self.V
+            self.V = V
 
     def _compact(self, need: int) -> None:
         """Shrink the limbs per value when the live values have shrunk (peeling empties the
@@ -231,7 +239,15 @@ class _Engine:
 
     def shared_values(self, slot: int) -> np.ndarray:
         """Exact values of a shared slot, one Python int per class."""
-        return np.array([_int_of(r) for r in self.H[slot, : self.nclass]], dtype=object)
+        n = self.CL[slot]
+        values = [_int_of(r[: n[c]]) for c, r in enumerate(self.H[slot, : self.nclass])]
+        if slot in self.views:
+            base, offs, digits = self.views[slot]
+            d = sum(v << (LIMB * o) for o, v in zip(offs, digits, strict=True))
+            b = self.CL[base]
+            for c in np.flatnonzero(self.V[slot, : self.nclass]):
+                values[c] = _int_of(self.H[base, c, : b[c]]) + d
+        return np.array(values, dtype=object)
 
     def _linear(self, *args) -> None:
         if self.n >= PARALLEL_ROWS:
@@ -246,8 +262,10 @@ class _Engine:
         return self._scratch[:k]
 
     def _table(self, lane: _Lane) -> np.ndarray:
+        if lane.slot in self.views:
+            return self.shared_values(lane.slot).astype(np.int64)
         out = np.zeros(self.nclass, np.int64)
-        self.k.limbs_to_int64(self.H, lane.slot, self.nclass, out)
+        self.k.limbs_to_int64(self.H, self.CL, lane.slot, self.nclass, out)
         return out
 
     def _refine(self, functionals: list[list[tuple[int, int]]]) -> np.ndarray:
@@ -268,9 +286,11 @@ class _Engine:
                 # classes near one per row: sharing no longer pays; the reference is faster
                 raise _Fallback(f"{total} classes for {self.n} rows")
             self._reserve(total, self.H.shape[2])
-            for s in {lane.slot for lane in self.lanes if lane.shared}:
+            live = {lane.slot for lane in self.lanes if lane.shared}
+            for s in live | {self.views[v][0] for v in live if v in self.views}:
                 self.H[s, self.nclass : total] = self.H[s, parent]
                 self.CL[s, self.nclass : total] = self.CL[s, parent]
+                self.V[s, self.nclass : total] = self.V[s, parent]
             self.cls = new_cls
             self.nclass = total
             self.counts = np.bincount(new_cls, minlength=total).astype(np.int64)
@@ -353,11 +373,16 @@ class _Engine:
                 out[u] = src_lane
         keep_r = {lane.slot for lane in out if not lane.shared}
         keep_h = {lane.slot for lane in out if lane.shared}
+        keep_h |= {self.views[s][0] for s in keep_h if s in self.views}  # a view keeps its base
+        gone = {lane.slot for lane in lanes if lane.shared} | {
+            self.views[lane.slot][0] for lane in lanes if lane.shared and lane.slot in self.views
+        }
+        for s in gone - keep_h:
+            if s not in self.hfree:
+                self.hfree.append(s)
+                self.views.pop(s, None)
         for lane in lanes:
-            if lane.shared:
-                if lane.slot not in keep_h and lane.slot not in self.hfree:
-                    self.hfree.append(lane.slot)
-            elif lane.slot not in keep_r and lane.slot not in self.free:
+            if not lane.shared and lane.slot not in keep_r and lane.slot not in self.free:
                 self.free.append(lane.slot)
         self.lanes = out
         self.den *= a.denominator
@@ -375,33 +400,43 @@ class _Engine:
         # untouched, and otherwise only the limbs the terms reach change
         holders = Counter(lane.slot for lane in lanes if lane.shared)
         aliased = {extra for how, extra in plans if how == "alias"}
-        base: list[int] = []
-        for u in units:
+        views = self.views
+
+        def on(c: int) -> int:  # the slot a shared lane's value lives on (a view's base)
+            s = lanes[c].slot
+            return views[s][0] if s in views else s
+
+        # a slot written in place must not be the base of a view that outlives this layer
+        kept_bases = {on(c) for c in aliased if lanes[c].shared}
+        # of units sharing a lane, the one with the largest bias goes in place: it is positive
+        # wherever the others are, so they can be its views (see _anchors). Greedily, in that
+        # order: no in-place unit may read another's base (it would see the value changed)
+        base = [-1] * len(units)
+        reads = [{on(c) for c, _ in a.rows[u] if lanes[c].shared} for u in units]
+        for j in sorted(range(len(units)), key=lambda j: -a.bias[units[j]]):
+            placed = [k for k in range(len(units)) if base[k] >= 0]
             x = next(
                 (
                     c
-                    for c, w in a.rows[u]
+                    for c, w in a.rows[units[j]]
                     if w == 1
                     and lanes[c].shared
                     and lanes[c].nonneg
                     and holders[lanes[c].slot] == 1
                     and c not in aliased
-                    and c not in base
+                    and lanes[c].slot not in views
+                    and lanes[c].slot not in kept_bases
+                    and all(lanes[c].slot not in reads[k] for k in placed)
+                    and all(lanes[base[k]].slot not in reads[j] for k in placed)
                 ),
                 -1,
             )
-            base.append(x)
-        for j, x in enumerate(base):  # an in-place unit must not read another's base
-            if x >= 0 and any(
-                y != x and any(c == x for c, _ in a.rows[v])
-                for v, y in zip(units, base, strict=True)
-                if y >= 0
-            ):
-                base[j] = -1
+            base[j] = x
         order = sorted(range(len(units)), key=lambda j: base[j] >= 0)
         units = [units[j] for j in order]
         base = [base[j] for j in order]
         slots = np.array([lanes[x].slot if x >= 0 else self._halloc() for x in base], np.int64)
+        anchor, made = self._anchors(a, plans, units, base)
         ptr, src, src2, tagd, cptr, coff, cval = [0], [], [], [], [0], [], []
         bptr, boff, bval = [0], [], []
         mix, lptr, loff, lval = [], [0], [], []
@@ -475,6 +510,9 @@ class _Engine:
             arr(lval),
             sig_arr,
             self.counts,
+            self.V,
+            *self._view_arrays(),
+            *_csr_views(anchor, made, len(units)),
         )
         stats = (zeros, neg, lo_abs, hi_abs, lo_pos, lens, flags, out_used)
         chunks = self.k._chunks(self.nclass, PARALLEL_CLASSES)
@@ -485,6 +523,10 @@ class _Engine:
         if not ok:
             raise AssertionError("multi-limb result outgrew its proved bound")
         self._forget(*(int(o) for o in slots))
+        for o in slots:
+            self.views.pop(int(o), None)
+        for j, (offs, digits) in made.items():
+            self.views[int(slots[j])] = (int(slots[anchor[j]]), offs, digits)
         self._tag(a, units, plans, slots)
         hi_n, hi_v = _short(hi_abs)
         lo_n, lo_v = _short(lo_abs)
@@ -511,6 +553,40 @@ class _Engine:
                 pos,
             )
         return int(zeros.sum()), best
+
+    def _anchors(self, a: Affine, plans, units, base):
+        """Views: a unit with the same linear part as an in-place unit (its anchor) and a bias
+        a few digits higher or lower, σ(L + b_k) beside σ(L + b_A), is kept as the anchor's value
+        plus the digits of b_k − b_A wherever both are positive — no limbs of its own.
+        Returns (anchor index per unit or −1, {view index: (offsets, digits)})."""
+        anchor = [-1] * len(units)
+        made: dict[int, tuple[list[int], list[int]]] = {}
+        for j, (u, x) in enumerate(zip(units, base, strict=True)):
+            if x < 0 or plans[u][0] != "shared":
+                continue
+            for k, (v, y) in enumerate(zip(units, base, strict=True)):
+                if y >= 0 or anchor[k] >= 0 or plans[v][0] != "shared" or a.rows[v] != a.rows[u]:
+                    continue
+                offs, digits = _sparse((a.bias[v] - a.bias[u]) * self.den)
+                if 0 < len(digits) <= 4:
+                    anchor[k] = j
+                    made[k] = (offs, digits)
+        return anchor, made
+
+    def _view_arrays(self):
+        """Base slot per slot (−1: explicit) and the digits of every view, for the kernel."""
+        VB = np.full(self.H.shape[0], -1, np.int64)
+        vptr = np.zeros(self.H.shape[0] + 1, np.int64)
+        voff: list[int] = []
+        vval: list[int] = []
+        for s in range(self.H.shape[0]):
+            if s in self.views:
+                b, offs, digits = self.views[s]
+                VB[s] = b
+                voff += offs
+                vval += digits
+            vptr[s + 1] = len(voff)
+        return VB, vptr, np.array(voff, np.int64), np.array(vval, np.int64)
 
     def _tag(self, a: Affine, units, plans, slots) -> None:
         """Record the differences of units σ(v + b) with one linear part v (same terms)."""
@@ -559,6 +635,8 @@ class _Engine:
         self._reserve(self.nclass, _limbs(top))
         NL = self.H.shape[2]
         self._forget(slot)
+        self.views.pop(slot, None)
+        self.V[slot] = 0
         for c, v in enumerate(values):
             v = int(v)
             # a negative value keeps its sign in limb NL − 1, so it uses all NL limbs
@@ -614,9 +692,27 @@ class _Engine:
 _EMPTY_TABLE = np.zeros((0, 1), np.int64)
 
 
+def _csr_views(anchor: list[int], made: dict, n: int):
+    """Kernel arrays of the views made in one layer: anchor per unit, the views of each
+    anchor (CSR), and each view's digits (CSR)."""
+    kptr, klist = [0], []
+    nptr, noff, nval = [0], [], []
+    for j in range(n):
+        klist += [k for k in range(n) if anchor[k] == j]
+        kptr.append(len(klist))
+        offs, digits = made.get(j, ([], []))
+        noff += offs
+        nval += digits
+        nptr.append(len(noff))
+    arr = lambda xs: np.array(xs, np.int64)  # noqa: E731
+    return arr(anchor), arr(kptr), arr(klist), arr(nptr), arr(noff), arr(nval)
+
+
 def _key(terms, lanes: list[_Lane]) -> tuple:
     """A row functional by the slots it reads (lanes of one layer)."""
     return tuple(sorted((lanes[c].slot, lanes[c].shared, w) for c, w in terms))
+
+
 _EMPTY_SIG = np.zeros((1, 1), np.int64)
 
 

@@ -434,6 +434,17 @@ def shared_units(
     lval,
     sig,
     counts,
+    V,
+    VB,
+    vptr,
+    voff,
+    vval,
+    anchor,
+    kptr,
+    klist,
+    nptr,
+    noff,
+    nval,
     nclass,
     relu,
     uwidth,
@@ -483,6 +494,17 @@ def shared_units(
             lval,
             sig,
             counts,
+            V,
+            VB,
+            vptr,
+            voff,
+            vval,
+            anchor,
+            kptr,
+            klist,
+            nptr,
+            noff,
+            nval,
             nclass * q // chunks,
             nclass * (q + 1) // chunks,
             relu,
@@ -574,6 +596,139 @@ def _grow(acc, hw, new):
 
 
 @njit(cache=True)
+def _view_value(H, CL, B, c, voff, vval, d0, d1, out):
+    """out[:n] = H[B, c] + Σ digits (a view, positive by construction); returns n, the exact
+    number of limbs in use."""
+    nb = CL[B, c]
+    for i in range(nb):
+        out[i] = H[B, c, i]
+    out[nb] = 0
+    hw = nb + 1
+    for j in range(d0, d1):
+        off = voff[j]
+        if off + 2 > hw:
+            hw = _grow(out, hw, off + 2)
+        out[off] += vval[j]
+        _settle(out, off, off + 1, hw - 1)
+    return _length(out, hw)
+
+
+@njit(cache=True)
+def _view_signed(H, CL, B, c, mode, src, src_hw, doff, dval, d0, d1, out, width):
+    """out = z + Σ digits in the signed normalized form (returns hw: out[:hw − 1] in
+    [0, 2^30), out[hw − 1] signed), z = H[B, c] (mode 1), 0 (mode 0) or src[:src_hw] (mode −1,
+    already in that form)."""
+    if mode == 1:
+        hw = CL[B, c]
+        for i in range(hw):
+            out[i] = H[B, c, i]
+    elif mode == 0:
+        hw = 0
+    else:
+        hw = src_hw
+        for i in range(hw):
+            out[i] = src[i]
+    if hw == 0:
+        out[0] = 0
+        hw = 1
+    else:  # a limb above the old top, which may carry the sign down into it
+        hw = _grow(out, hw, hw + 1)
+    for j in range(d0, d1):
+        off = doff[j]
+        if off + 2 > hw:
+            hw = _grow(out, hw, off + 2)
+        out[off] += dval[j]
+        _settle(out, off, off + 1, hw - 1)
+    while hw < width and not (-MASK - 1 <= out[hw - 1] <= MASK):
+        hw = _grow(out, hw, hw + 1)
+    return hw
+
+
+@njit(cache=True)
+def _patch(H, CL, B, c, doff, dval, d0, d1, pidx, pval):
+    """The limbs in which z = H[B, c] + Σ digits differs from H[B, c] (digits by increasing
+    offset; carries followed only while alive): (count, c_out, e) with z = Σ_{i<e} z_i·2^(30i)
+    + c_out·2^(30e), z_i the patched limb (pidx, pval, ascending) or H's own. count −1: more
+    patched limbs than pidx holds."""
+    nb = CL[B, c]
+    n = 0
+    carry = 0
+    j = d0
+    i = doff[d0]
+    while True:
+        v = carry
+        if i < nb:
+            v += H[B, c, i]
+        if j < d1 and doff[j] == i:
+            v += dval[j]
+            j += 1
+        carry = v >> LIMB
+        v -= carry << LIMB
+        if n == pidx.shape[0]:
+            return -1, 0, 0
+        pidx[n] = i
+        pval[n] = v
+        n += 1
+        i += 1
+        if carry == 0:
+            if j >= d1:
+                return n, 0, max(nb, i)
+            i = doff[j]
+        elif i >= nb and j >= d1:
+            return n, carry, i
+
+
+@njit(cache=True, inline="always")
+def _zlimb(H, B, c, nb, pidx, pval, n, i):
+    """Limb i of a patched value (see :func:`_patch`)."""
+    for k in range(n):
+        if pidx[k] == i:
+            return pval[k]
+    if i < nb:
+        return H[B, c, i]
+    return 0
+
+
+@njit(cache=True)
+def _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, R, u, lr):
+    """Sign of |z| − R[u] for a patched z of lz limbs (lengths first, then limbs from the top,
+    each read as it is needed). i0 < 0: z > 0; else z < 0 and |z| = 2^(30e) − (z's limbs),
+    i0 the lowest non-zero limb of z."""
+    if lz != lr:
+        return 1 if lz > lr else -1
+    for i in range(lz - 1, -1, -1):
+        if i0 < 0:
+            m = _zlimb(H, B, c, nb, pidx, pval, n, i)
+        elif i > i0:
+            m = MASK - _zlimb(H, B, c, nb, pidx, pval, n, i)
+        elif i == i0:
+            m = (1 << LIMB) - _zlimb(H, B, c, nb, pidx, pval, n, i)
+        else:
+            m = 0
+        if m != R[u, i]:
+            return 1 if m > R[u, i] else -1
+    return 0
+
+
+@njit(cache=True)
+def _z_may_record(H, B, c, nb, pidx, pval, n, lz, i0, u, lo_abs, hi_abs, lo_pos, lens, flags):
+    """:func:`_may_record` for a patched value, comparing as many limbs as it takes."""
+    f = flags[u]
+    if not (f & 1):
+        return True
+    if _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, lo_abs, u, lens[u, 0]) < 0:
+        return True
+    if _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, hi_abs, u, lens[u, 1]) > 0:
+        return True
+    if i0 < 0:
+        if not (f & 2):
+            return True
+        if _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, lo_pos, u, lens[u, 2]) < 0:
+            return True
+    return False
+
+
+@njit(cache=True)
 def _add_in_place(H, CL, bs, c, acc, lw, hw, tmp):
     """H[bs, c] (non-negative, CL[bs, c] limbs) + acc[lw:hw] (normalized, top limb signed),
     touching only the limbs the sum changes: carries stop where they die. Returns the new
@@ -634,6 +789,17 @@ def _shared_classes(
     lval,
     sig,
     counts,
+    V,
+    VB,
+    vptr,
+    voff,
+    vval,
+    anchor,
+    kptr,
+    klist,
+    nptr,
+    noff,
+    nval,
     c0,
     c1,
     relu,
@@ -666,8 +832,15 @@ def _shared_classes(
     acc = np.zeros(full + NL + 2, np.int64)
     mag = np.zeros(full + NL + 2, np.int64)
     tmp = np.zeros(full + NL + 2, np.int64)
-    diff = np.zeros(NL + 2, np.int64)
+    diff = np.zeros(NL + 4, np.int64)
+    xa = np.zeros(NL + 4, np.int64)
+    xb = np.zeros(NL + 4, np.int64)
+    acc2 = np.zeros(full + NL + 4, np.int64)
+    pidx = np.zeros(64, np.int64)
+    pval = np.zeros(64, np.int64)
     for u in range(out_slot.shape[0]):
+        if anchor[u] >= 0:  # a view: formed with its anchor, class by class
+            continue
         o = out_slot[u]
         bs = base[u]
         width = uwidth[u]
@@ -684,9 +857,12 @@ def _shared_classes(
         for c in range(c0, c1):
             if copy:
                 s0 = src[t0]
-                nx = CL[s0, c]
-                for i in range(nx):
-                    acc[i] = H[s0, c, i]
+                if VB[s0] >= 0 and V[s0, c]:
+                    nx = _view_value(H, CL, VB[s0], c, voff, vval, vptr[s0], vptr[s0 + 1], acc)
+                else:
+                    nx = CL[s0, c]
+                    for i in range(nx):
+                        acc[i] = H[s0, c, i]
                 acc[nx] = 0
                 hw = nx + 1
                 for j in range(bptr[u], bptr[u + 1]):
@@ -702,6 +878,11 @@ def _shared_classes(
                     direct = s2 < 0
                     if direct:
                         nx = CL[s, c]
+                        if VB[s] >= 0 and V[s, c]:
+                            nx = _view_value(
+                                H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], diff
+                            )
+                            direct = False
                     elif tagd[t] != 0 and CL[s, c] > 0 and CL[s2, c] > 0:
                         d = tagd[t]
                         if d < 0:
@@ -713,9 +894,25 @@ def _shared_classes(
                             d >>= LIMB
                             nx += 1
                     else:
-                        nx = max(CL[s, c], CL[s2, c])
+                        la = CL[s, c]
+                        lb = CL[s2, c]
+                        va = VB[s] >= 0 and V[s, c] == 1
+                        vb = VB[s2] >= 0 and V[s2, c] == 1
+                        if va:
+                            la = _view_value(H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], xa)
+                        if vb:
+                            lb = _view_value(
+                                H, CL, VB[s2], c, voff, vval, vptr[s2], vptr[s2 + 1], xb
+                            )
+                        nx = max(la, lb)
                         for i in range(nx):
-                            diff[i] = H[s, c, i] - H[s2, c, i]
+                            a_i = 0
+                            if i < la:
+                                a_i = xa[i] if va else H[s, c, i]
+                            b_i = 0
+                            if i < lb:
+                                b_i = xb[i] if vb else H[s2, c, i]
+                            diff[i] = a_i - b_i
                         diff[nx] = 0
                         _normalize(diff, nx)
                         if diff[nx] < 0:
@@ -774,9 +971,14 @@ def _shared_classes(
                     s2 = src2[t]
                     sg = 1
                     direct = s2 < 0
+                    x = diff
                     if direct:  # read H[s, c] in place (a row view per term costs refcounting)
                         nx = CL[s, c]
-                        x = diff
+                        if VB[s] >= 0 and V[s, c]:
+                            nx = _view_value(
+                                H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], diff
+                            )
+                            direct = False
                     elif tagd[t] != 0 and CL[s, c] > 0 and CL[s2, c] > 0:
                         d = tagd[t]
                         if d < 0:
@@ -789,9 +991,25 @@ def _shared_classes(
                             nx += 1
                         x = diff
                     else:  # x = H[s] − H[s2], normalized, as a magnitude with a sign
-                        nx = max(CL[s, c], CL[s2, c])
+                        la = CL[s, c]
+                        lb = CL[s2, c]
+                        va = VB[s] >= 0 and V[s, c] == 1
+                        vb = VB[s2] >= 0 and V[s2, c] == 1
+                        if va:
+                            la = _view_value(H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], xa)
+                        if vb:
+                            lb = _view_value(
+                                H, CL, VB[s2], c, voff, vval, vptr[s2], vptr[s2 + 1], xb
+                            )
+                        nx = max(la, lb)
                         for i in range(nx):
-                            diff[i] = H[s, c, i] - H[s2, c, i]
+                            a_i = 0
+                            if i < la:
+                                a_i = xa[i] if va else H[s, c, i]
+                            b_i = 0
+                            if i < lb:
+                                b_i = xb[i] if vb else H[s2, c, i]
+                            diff[i] = a_i - b_i
                         diff[nx] = 0
                         _normalize(diff, nx)
                         if diff[nx] < 0:
@@ -868,20 +1086,204 @@ def _shared_classes(
                             _record_h(u, H, bs, c, n_new, lo_abs, hi_abs, lo_pos, lens, flags)
                         if n_new > hi_used:
                             hi_used = n_new
-                    continue
-                # negative: form H[bs] + delta in full below (H[bs] is untouched)
-                nb = CL[bs, c]
-                lw, hw = _extend(acc, lw, hw, 0, max(nb, 1))
-                for i in range(nb):
-                    acc[i] += H[bs, c, i]
-                while hw < width:
+                    zmode = 1 if n_new > 0 else 0
+                else:
+                    # negative: form H[bs] + delta in full (H[bs] is untouched)
+                    nb = CL[bs, c]
+                    lw, hw = _extend(acc, lw, hw, 0, max(nb, 1))
+                    for i in range(nb):
+                        acc[i] += H[bs, c, i]
+                    while hw < width:
+                        _normalize(acc, hw - 1)
+                        top = acc[hw - 1]
+                        if -MASK - 1 <= top <= MASK:
+                            break
+                        acc[hw] = 0
+                        hw += 1
                     _normalize(acc, hw - 1)
-                    top = acc[hw - 1]
-                    if -MASK - 1 <= top <= MASK:
-                        break
-                    acc[hw] = 0
-                    hw += 1
-                _normalize(acc, hw - 1)
+                    zmode = -1
+                # the views of this anchor: z_k = z + d_k (same linear part, bias d_k higher)
+                for kk in range(kptr[u], kptr[u + 1]):
+                    vk = klist[kk]
+                    ov = out_slot[vk]
+                    d0 = nptr[vk]
+                    d1 = nptr[vk + 1]
+                    done = False
+                    if zmode == 1:
+                        # z_k's limbs that differ from z (see _patch; inlined: a call per
+                        # class costs more than the patch)
+                        nb = CL[bs, c]
+                        npch = 0
+                        cout = 0
+                        carry = 0
+                        jd = d0
+                        i = noff[d0]
+                        while True:
+                            v = carry
+                            if i < nb:
+                                v += H[bs, c, i]
+                            if jd < d1 and noff[jd] == i:
+                                v += nval[jd]
+                                jd += 1
+                            carry = v >> LIMB
+                            v -= carry << LIMB
+                            if npch == pidx.shape[0]:
+                                npch = -1
+                                break
+                            pidx[npch] = i
+                            pval[npch] = v
+                            npch += 1
+                            i += 1
+                            if carry == 0:
+                                if jd >= d1:
+                                    e = max(nb, i)
+                                    break
+                                i = noff[jd]
+                            elif i >= nb and jd >= d1:
+                                cout = carry
+                                e = i
+                                break
+                        if npch >= 0 and 0 <= cout <= MASK:  # z_k ≥ 0: a view where positive
+                            if cout > 0:
+                                lv = e + 1
+                                top = cout
+                            else:
+                                lv = e
+                                while (
+                                    lv > 0 and _zlimb(H, bs, c, nb, pidx, pval, npch, lv - 1) == 0
+                                ):
+                                    lv -= 1
+                                top = 0
+                                if lv > 0:
+                                    top = _zlimb(H, bs, c, nb, pidx, pval, npch, lv - 1)
+                            if lv > NL:
+                                return False
+                            if lv == 0:
+                                zeros[vk] += k
+                                V[ov, c] = 0
+                            else:
+                                if _may_record(
+                                    vk, lv, top, True, lo_abs, hi_abs, lo_pos, lens, flags
+                                ) and _z_may_record(
+                                    H,
+                                    bs,
+                                    c,
+                                    nb,
+                                    pidx,
+                                    pval,
+                                    npch,
+                                    lv,
+                                    -1,
+                                    vk,
+                                    lo_abs,
+                                    hi_abs,
+                                    lo_pos,
+                                    lens,
+                                    flags,
+                                ):
+                                    lr = _view_value(H, CL, bs, c, noff, nval, d0, d1, acc2)
+                                    _record(vk, acc2, lr, True, lo_abs, hi_abs, lo_pos, lens, flags)
+                                V[ov, c] = 1
+                                if lv > out_used[vk]:
+                                    out_used[vk] = lv
+                            CL[ov, c] = lv
+                            done = True
+                        elif relu and npch >= 0 and cout == -1:
+                            # z_k < 0, clipped: |z_k| = 2^(30e) − (limbs below e), read from the
+                            # top and bottom limbs only
+                            i0 = -1
+                            for i in range(e):
+                                if _zlimb(H, bs, c, nb, pidx, pval, npch, i) != 0:
+                                    i0 = i
+                                    break
+                            if i0 < 0:
+                                lm = e + 1
+                                top = 1
+                            else:
+                                i = e - 1
+                                while i > i0 and _zlimb(H, bs, c, nb, pidx, pval, npch, i) == MASK:
+                                    i -= 1
+                                if i > i0:
+                                    lm = i + 1
+                                    top = MASK - _zlimb(H, bs, c, nb, pidx, pval, npch, i)
+                                else:
+                                    lm = i0 + 1
+                                    top = (1 << LIMB) - _zlimb(H, bs, c, nb, pidx, pval, npch, i0)
+                            neg[vk] += k
+                            # (|z| = 2^(30e) when no limb below e is set: rare, compared in full)
+                            if _may_record(
+                                vk, lm, top, False, lo_abs, hi_abs, lo_pos, lens, flags
+                            ) and (
+                                i0 < 0
+                                or _z_may_record(
+                                    H,
+                                    bs,
+                                    c,
+                                    nb,
+                                    pidx,
+                                    pval,
+                                    npch,
+                                    lm,
+                                    i0,
+                                    vk,
+                                    lo_abs,
+                                    hi_abs,
+                                    lo_pos,
+                                    lens,
+                                    flags,
+                                )
+                            ):
+                                h2 = _view_signed(
+                                    H, CL, bs, c, 1, acc, 0, noff, nval, d0, d1, acc2, width
+                                )
+                                for i in range(h2):
+                                    mag[i] = -acc2[i]
+                                mag[h2] = 0
+                                _normalize(mag, h2)
+                                lr = _length(mag, h2 + 1)
+                                _record(vk, mag, lr, False, lo_abs, hi_abs, lo_pos, lens, flags)
+                            CL[ov, c] = 0
+                            V[ov, c] = 0
+                            done = True
+                    if not done:  # in full: z_k = z + d_k, stored explicitly
+                        h2 = _view_signed(
+                            H, CL, bs, c, zmode, acc, hw, noff, nval, d0, d1, acc2, width
+                        )
+                        neg2 = acc2[h2 - 1] < 0
+                        if neg2:
+                            while h2 > 1 and acc2[h2 - 1] == -1 and acc2[h2 - 2] == MASK:
+                                acc2[h2 - 2] = -1
+                                h2 -= 1
+                        n2 = h2 if neg2 else _length(acc2, h2)
+                        if n2 == 0:
+                            zeros[vk] += k
+                        elif neg2:
+                            for i in range(h2):
+                                mag[i] = -acc2[i]
+                            mag[h2] = 0
+                            _normalize(mag, h2)
+                            neg[vk] += k
+                            lr = _length(mag, h2 + 1)
+                            if _may_record(
+                                vk, lr, mag[lr - 1], False, lo_abs, hi_abs, lo_pos, lens, flags
+                            ):
+                                _record(vk, mag, lr, False, lo_abs, hi_abs, lo_pos, lens, flags)
+                        elif _may_record(
+                            vk, n2, acc2[n2 - 1], True, lo_abs, hi_abs, lo_pos, lens, flags
+                        ):
+                            _record(vk, acc2, n2, True, lo_abs, hi_abs, lo_pos, lens, flags)
+                        if relu and neg2:
+                            n2 = 0
+                        if n2 > NL:
+                            return False
+                        for i in range(n2):
+                            H[ov, c, i] = acc2[i]
+                        CL[ov, c] = n2
+                        V[ov, c] = 0
+                        if n2 > out_used[vk]:
+                            out_used[vk] = n2
+                if zmode >= 0:
+                    continue
             negative = acc[hw - 1] < 0
             if negative:  # shortest form: (…, 2^30 − 1, −1) is (…, −1)
                 while hw > 1 and acc[hw - 1] == -1 and acc[hw - 2] == MASK:
@@ -912,9 +1314,8 @@ def _shared_classes(
             if not (relu and negative):
                 for i in range(n_acc):
                     H[o, c, i] = acc[i]
-            for i in range(n_acc, CL[o, c]):  # what the slot held there before
-                H[o, c, i] = 0
-            CL[o, c] = n_acc
+            CL[o, c] = n_acc  # limbs from CL up are never read
+            V[o, c] = 0
             if n_acc > hi_used:
                 hi_used = n_acc
         out_used[u] = hi_used
@@ -922,12 +1323,11 @@ def _shared_classes(
 
 
 @njit(cache=True)
-def limbs_to_int64(H, slot, nclass, out):
-    """Values of a shared lane known to be below 2^62 in magnitude, as int64."""
-    NL = H.shape[2]
+def limbs_to_int64(H, CL, slot, nclass, out):
+    """Values of an explicit shared lane known to be below 2^62 in magnitude, as int64."""
     for c in range(nclass):
         v = np.int64(0)
-        for i in range(NL - 1, -1, -1):
+        for i in range(CL[slot, c] - 1, -1, -1):
             v = v * (1 << LIMB) + H[slot, c, i]
         out[c] = v
 
@@ -951,7 +1351,7 @@ def warm() -> None:
     gcd_rows(R, one[:1], i64(0))
     H = np.zeros((2, 2, 3), i64)
     out = np.zeros(2, i64)
-    limbs_to_int64(H, 0, 2, out)
+    limbs_to_int64(H, np.zeros((2, 2), i64), 0, 2, out)
     e = np.zeros(0, i64)
     z = np.zeros(1, i64)
     common = (
@@ -975,6 +1375,17 @@ def warm() -> None:
         e,
         np.zeros((1, 1), i64),
         np.ones(2, i64),
+        np.zeros((2, 2), np.int8),  # views: none
+        np.array([-1, -1], i64),
+        np.zeros(3, i64),
+        e,
+        e,
+        np.array([-1], i64),
+        np.array([0, 0], i64),
+        e,
+        np.array([0, 0], i64),
+        e,
+        e,
     )
     stats = (
         z.copy(),
