@@ -223,9 +223,12 @@ class StepFold:
             raise AssertionError(f"step lanes out of order: {name} after step[{self.seen}]")
         if self.ones is None:
             n = len(values)
-            self.ones = np.zeros(n, np.int64)
-            self.ramp = np.zeros(n, np.int64)
-            self.rise = np.zeros(n, np.int64)
+            # int32: a step index or count below 2^31 (steps = groups − 1); a narrower state
+            # is fewer bytes per row in a pass that is memory-bound
+            kind = np.int32 if self.steps < 2**31 - 1 else np.int64
+            self.ones = np.zeros(n, kind)
+            self.ramp = np.zeros(n, kind)
+            self.rise = np.zeros(n, kind)
             self.prev = np.ones(n, bool)
         if values.dtype != object and den < 2**62:  # one compiled pass over the rows
             from exactmem.evaluate.kernels import step_fold

@@ -202,11 +202,12 @@ def test_refine_splits_exactly():
     cls = np.array([0, 0, 0, 1, 1, 0, 1, 0], np.int64)
     sigs = np.array([[5, 5, 7, 1, 1, 7, 2, 9]], np.int64)
     new = cls.copy()
-    parent, every = kernels.refine(new, sigs, 2)
+    parent, every, moved = kernels.refine(new, sigs, 2)
     # class 0: first signature 5; then 7 (child 2), 9 (child 4); class 1: 1, then 2 (child 3)
     assert list(new) == [0, 0, 2, 1, 1, 2, 3, 4]
     assert list(parent) == [0, 1, 0]
     assert every[:, 0].tolist() == [5, 1, 7, 2, 9]
+    assert moved.tolist() == [2, 1, 1]
 
 
 def test_refine_many_signatures_in_one_class():
@@ -214,13 +215,14 @@ def test_refine_many_signatures_in_one_class():
     sigs = rng.integers(-5, 5, (2, 5000)).astype(np.int64)
     cls = rng.integers(0, 3, 5000).astype(np.int64)
     new = cls.copy()
-    parent, every = kernels.refine(new, sigs, 3)
+    parent, every, moved = kernels.refine(new, sigs, 3)
     key = {(int(c), int(a), int(b)) for c, a, b in zip(cls, *sigs, strict=True)}
     assert len(set(new.tolist())) == len(key)
     for r in range(5000):
         c = new[r]
         assert (every[c] == sigs[:, r]).all()
         assert (c if c < 3 else parent[c - 3]) == cls[r]
+    assert moved.tolist() == np.bincount(new, minlength=len(every))[3:].tolist()
 
 
 def test_multi_limb_units_against_python_integers():

@@ -278,7 +278,7 @@ class _Engine:
             ptr, src, kind, coef = _encode(functionals, self.lanes, {})
             sigs = self._buffer(len(functionals))
             self._linear(self.R, self.cls, _EMPTY_TABLE, ptr, src, kind, coef, sigs)
-        parent, every = self.k.refine(self.cls, sigs, self.nclass)
+        parent, every, moved = self.k.refine(self.cls, sigs, self.nclass)
         new_cls = self.cls
         if parent.size:
             total = self.nclass + int(parent.size)
@@ -293,7 +293,9 @@ class _Engine:
                 self.V[s, self.nclass : total] = self.V[s, parent]
             self.cls = new_cls
             self.nclass = total
-            self.counts = np.bincount(new_cls, minlength=total).astype(np.int64)
+            counts = np.concatenate([self.counts, moved])  # rows per class, without a pass
+            np.subtract.at(counts, parent, moved)
+            self.counts = counts
         return every
 
     # ---------------------------------------------------------------- layers

@@ -176,13 +176,14 @@ def refine(cls, sigs, nclass):
 
     Updates ``cls`` in place (a fresh array per layer costs more in page faults than the whole
     pass) and returns (parent of each new class, signature of every class — old ones get the
-    signature of their first row). The first other signature of a class is remembered beside
-    it, so the usual two-way split needs no hashing."""
+    signature of their first row —, rows moved to each new class). The first other signature
+    of a class is remembered beside it, so the usual two-way split needs no hashing."""
     k, n = sigs.shape
     rep = np.zeros((nclass, k), np.int64)
     second = np.full(nclass, -1, np.int64)  # id of the class's first child
     seen = np.zeros(nclass, np.bool_)
     parent = np.zeros(16, np.int64)
+    moved = np.zeros(16, np.int64)
     child_sig = np.zeros((16, k), np.int64)
     made = 0
     cap = 0
@@ -200,6 +201,7 @@ def refine(cls, sigs, nclass):
         s2 = second[c]
         if s2 >= 0 and _same(sigs, r, child_sig, s2):
             new[r] = nclass + s2
+            moved[s2] += 1
             continue
         if s2 < 0:
             found = -1
@@ -220,9 +222,11 @@ def refine(cls, sigs, nclass):
                 i = (i + 1) & (cap - 1)
         if found >= 0:
             new[r] = nclass + found
+            moved[found] += 1
             continue
         if made == parent.shape[0]:
             parent = np.concatenate((parent, np.zeros(made, np.int64)))
+            moved = np.concatenate((moved, np.zeros(made, np.int64)))
             child_sig = np.concatenate((child_sig, np.zeros((made, k), np.int64)))
         parent[made] = c
         for j in range(k):
@@ -245,11 +249,12 @@ def refine(cls, sigs, nclass):
                         i = (i + 1) & (cap - 1)
                     slot_class[i] = id_
         new[r] = nclass + made
+        moved[made] = 1
         made += 1
     every = np.zeros((nclass + made, k), np.int64)
     every[:nclass] = rep
     every[nclass:] = child_sig[:made]
-    return parent[:made].copy(), every
+    return parent[:made].copy(), every, moved[:made].copy()
 
 
 @njit(cache=True)
@@ -1399,6 +1404,8 @@ def warm() -> None:
     )
     _shared_classes(*common, 0, 2, True, np.array([5], i64), *stats)
     shared_units(*common, 2, True, np.array([5], i64), *stats, 2)
+    i32 = np.zeros(4, np.int32)
+    step_fold(np.zeros(4, np.int8), 1, 1, i32, i32.copy(), i32.copy(), np.ones(4, np.bool_))
 
 
 @njit(cache=True)
