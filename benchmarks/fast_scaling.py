@@ -192,11 +192,14 @@ def main() -> None:
             f"| {f['rss']:.2f} | {f['dense']} | {f['nonzero']} | {f['nonzero'] / N:.3f} "
             f"| {f['depth']} | {f['width']} |"
         )
-    t_ref, t_fast = ratio(args.ratio_at)
-    print(
-        f"\nreference/fast at N = {args.ratio_at}: {t_ref:.2f} s / {t_fast:.2f} s = "
-        f"{t_ref / t_fast:.1f}× (evaluation, same process, warm kernels)"
-    )
+    if args.ratio_at > 0:  # 0 skips it
+        t_ref, t_fast = ratio(args.ratio_at)
+        print(
+            f"\nreference/fast at N = {args.ratio_at}: {t_ref:.2f} s / {t_fast:.2f} s = "
+            f"{t_ref / t_fast:.1f}× (evaluation, same process, warm kernels)"
+        )
+    if args.float64_max <= 0:
+        return
     failed, last = float64_failure(args.float64_max)
     if failed:
         print(
