@@ -63,17 +63,24 @@ def _terms_block(R, cls, table, ptr, src, kind, coef, u, start, b0, m, buf):
 
 @njit(cache=True)
 def _relu_rows(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, r0, r1):
+    units = out_slot.shape[0]
     buf = np.empty(BLOCK, np.int64)
-    for u in range(out_slot.shape[0]):
-        out = R[out_slot[u]]
-        zeros = 0
-        neg = 0
-        min_abs = BIG
-        min_pos = BIG
-        max_abs = 0
-        for b0 in range(r0, r1, BLOCK):
-            m = min(BLOCK, r1 - b0)
+    acc = np.zeros((units, 5), np.int64)  # zeros, negatives, min |z| ≠ 0, min z > 0, max |z|
+    for u in range(units):
+        acc[u, 2] = BIG
+        acc[u, 3] = BIG
+    # blocks outside, units inside: the units of a layer read the same few lanes, so a block
+    # is fetched from memory once and read from cache by the others
+    for b0 in range(r0, r1, BLOCK):
+        m = min(BLOCK, r1 - b0)
+        for u in range(units):
+            out = R[out_slot[u]]
             _terms_block(R, cls, table, ptr, src, kind, coef, u, bias[u], b0, m, buf)
+            zeros = 0
+            neg = 0
+            min_abs = BIG
+            min_pos = BIG
+            max_abs = 0
             # branch-free statistics: signs follow the rows' order, which is arbitrary
             for i in range(m):
                 a = buf[i]
@@ -84,11 +91,14 @@ def _relu_rows(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats,
                 min_pos = min(min_pos, a if a > 0 else BIG)
                 max_abs = max(max_abs, ab)
                 out[b0 + i] = max(a, 0) if relu else a
-        stats[u, 0] = zeros
-        stats[u, 1] = neg
-        stats[u, 2] = min_abs
-        stats[u, 3] = min_pos
-        stats[u, 4] = max_abs
+            acc[u, 0] += zeros
+            acc[u, 1] += neg
+            acc[u, 2] = min(acc[u, 2], min_abs)
+            acc[u, 3] = min(acc[u, 3], min_pos)
+            acc[u, 4] = max(acc[u, 4], max_abs)
+    for u in range(units):
+        for j in range(5):
+            stats[u, j] = acc[u, j]
 
 
 @njit(parallel=True, cache=True)
