@@ -473,7 +473,7 @@ def _add_evaluator(sub: argparse.ArgumentParser) -> None:
         default="fast",
         help="exact evaluator: fast (default; numba int64 rows and group-shared multi-limb "
         "lanes, the reference wherever int64 safety is not proved) | reference (plain Python "
-        "integers). Both give the same values; the first fast run compiles its kernels (~10 s, "
+        "integers). Both give the same values; the first fast run compiles its kernels (~30 s, "
         "cached)",
     )
 
