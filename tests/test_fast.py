@@ -307,6 +307,38 @@ def test_peel_shortcuts_against_the_reference(p, monkeypatch):
         assert any(made)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_random_peels_against_the_reference(seed):
+    """Random layers of units that share a linear part over huge group-shared values, with
+    biases near 0 and near ±2^q — anchors positive, zero and negative, views positive and
+    clipped, views read directly, as pairs and by probes — against the reference."""
+    rng = random.Random(seed)
+    p = rng.choice([64, 90, 150, 300])
+    P = 2**p
+
+    def bias() -> int:
+        q = rng.randint(0, p + 1)
+        return rng.choice([0, 1, -1, 2**q, -(2**q), -(2**q) + 1, 2**q - 3, rng.randint(-9, 9)])
+
+    layers = [Affine(1, (((0, rng.choice([1, 3, 2**70])),),) * 3, (P - 4, P // 3, 7), 1)]
+    width, probes = 3, []
+    for li in range(rng.randint(2, 4)):
+        w = 2 ** rng.randint(0, p)
+        part = ((0, 1), (1, w), (2, -w))
+        rows = [part] * rng.randint(2, 4) + [((1, 1),), ((2, 1), (0, -1)), ((0, 1),)]
+        layers.append(Affine(width, tuple(rows), tuple(bias() for _ in rows), 1))
+        width = len(rows)
+        # the next layer reads lanes 0, 1, 2: the in-place candidate and two of its group
+        order = [len(rows) - 1, 0, 1] + list(range(2, len(rows) - 1))
+        layers.append(Affine(width, tuple(((c, 1),) for c in order), (0,) * width, 1))
+        if rng.random() < 0.5:
+            probes.append(Probe(f"p{li}", len(layers) - 1, ((1, 1), (2, -1))))
+    layers.append(Affine(width, (((0, 1), (1, 2), (2, -3)),), (5,), 1))
+    model = Transformer(1, (MLP(tuple(layers), residual=False, probes=tuple(probes)),))
+    pts = [(mpq(x),) for x in [rng.randint(0, 7) for _ in range(rng.randint(3, 25))]]
+    both(model, pts, [[i] for i in range(len(pts))])
+
+
 def test_balanced_digits():
     for w in (0, 1, -1, 2**838 - 1, -(2**838) + 1, 2**29, -(2**29), 3**400, -(7**300)):
         offs, digits = fast._sparse(w)

@@ -669,11 +669,15 @@ class _Engine:
                 table = np.zeros((len(table_of), self.nclass), np.int64)
                 for c, j in table_of.items():
                     table[j] = self._table(lanes[c])
-            out = self._buffer(1)
-            self._linear(self.R, self.cls, table, ptr, src, kind, coef, out)
             # kept until the verifier reads it: the narrowest exact type (steps are 0/1)
-            small = reach < 128 or (self.n and -128 <= out[0].min() and out[0].max() < 128)
-            values = out[0].astype(np.int8 if small else np.int64)
+            if reach < 128:  # every value fits int8: written so, in the one pass
+                values = np.empty(self.n, np.int8)
+                self._linear(self.R, self.cls, table, ptr, src, kind, coef, values[None, :])
+            else:
+                out = self._buffer(1)
+                self._linear(self.R, self.cls, table, ptr, src, kind, coef, out)
+                small = self.n and -128 <= out[0].min() and out[0].max() < 128
+                values = out[0].astype(np.int8 if small else np.int64)
             if table is _EMPTY_TABLE:  # the next layer may refine on this very functional
                 self._probed[_key(terms, lanes)] = values
             return values

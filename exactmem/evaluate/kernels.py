@@ -1361,6 +1361,8 @@ def warm() -> None:
     relu_units(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, 2)
     linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     linear_rows_parallel(R, cls, table, one, *terms, np.zeros((1, 4), i64))
+    linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), np.int8))  # step probes
+    linear_rows_parallel(R, cls, table, one, *terms, np.zeros((1, 4), np.int8))
     refine(cls.copy(), np.array([[0, 1, 0, 1]], i64), 1)
     refine(cls.copy(), np.array([[0, 1, 0, 1]], np.int8), 1)  # a probed step lane
     gcd_rows(R, one[:1], i64(0))
