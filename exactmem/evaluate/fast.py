@@ -13,6 +13,11 @@ Two honest savings, both exact for every model the IR expresses:
   after it: the split is computed, never assumed. If a functional is itself too big for int64
   every row becomes its own class — reference speed, same values.
 
+Shared lanes that peel bits off a packed integer cost a few limbs per class and layer, not its
+length: exact lengths, in-place updates after their readers, difference tags and views (units
+kept as an anchor's value plus a few digits) — docs/fast.md, "Keeping the packed integers
+cheap"; each is an identity checked on the layer's structure, never assumed of the data.
+
 Statistics (zeros, least non-zero |pre-activation|) count every row: a class contributes its
 row count. Lanes are returned per row; the numerators equal the reference evaluator's after its
 gcd reduction, and the differential tests compare the two on outputs, lanes and statistics.
@@ -156,7 +161,7 @@ class _Engine:
         self.used = np.zeros(0, np.int64)  # per slot: the most limbs any class uses
         self.CL = np.zeros((0, 1), np.int64)  # per slot and class: exact limbs in use
         # views: slot → (base slot, digit offsets, digits); in a class c with V[slot, c] = 1
-        # the value is H[base, c] + Σ digits, with no limbs of its own (Engine._views)
+        # the value is H[base, c] + Σ digits, with no limbs of its own (see _anchors)
         self.V = np.zeros((0, 1), np.int8)
         self.views: dict[int, tuple[int, list[int], list[int]]] = {}
         # (x, y) → d: in every class where both are non-zero, H[x] − H[y] = d (the two were
