@@ -52,12 +52,16 @@ def both(model, vocab, sequences, **kw):
     return b
 
 
-QUICK = [
-    (claim, inst)
-    for claim in load_claims(find_proofs_dir(None))
-    for inst in claim.instances
-    if inst.tier == "quick"
-]
+def instances(tier: str) -> list:
+    return [
+        (claim, inst)
+        for claim in load_claims(find_proofs_dir(None))
+        for inst in claim.instances
+        if inst.tier == tier
+    ]
+
+
+QUICK = instances("quick")
 
 
 @pytest.mark.parametrize(("claim", "inst"), QUICK, ids=[f"{c.name}[{i.label}]" for c, i in QUICK])
@@ -77,12 +81,7 @@ def test_fast_equals_reference_on_quick_claims(claim, inst):
     assert a.verdict == b.verdict
 
 
-FULL = [
-    (claim, inst)
-    for claim in load_claims(find_proofs_dir(None))
-    for inst in claim.instances
-    if inst.tier == "full"
-]
+FULL = instances("full")
 
 
 @pytest.mark.parametrize(("claim", "inst"), FULL, ids=[f"{c.name}[{i.label}]" for c, i in FULL])

@@ -277,8 +277,10 @@ class _Engine:
     def _refine(self, functionals: list[list[tuple[int, int]]]) -> np.ndarray:
         """Split classes by the exact values of row functionals; returns the value of each
         functional per (new) class."""
-        known = self._probed.get(_key(functionals[0], self.lanes))
-        if len(functionals) == 1 and known is not None:
+        known = (
+            self._probed.get(_key(functionals[0], self.lanes)) if len(functionals) == 1 else None
+        )
+        if known is not None:
             sigs = known[None, :]  # a probe of the layer before read the same functional
         else:
             ptr, src, kind, coef = _encode(functionals, self.lanes, {})

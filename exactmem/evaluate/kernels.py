@@ -321,26 +321,15 @@ def _less(a, la, b, lb):
 
 
 @njit(cache=True)
-def _below(x, lx, R, u, lr):
-    """x < R[u] for non-negative normalized limb vectors (lx, lr limbs in use). Indexes R in
-    place: a row view per call costs reference counting in the hot loop."""
+def _cmp(x, lx, R, u, lr):
+    """Sign of x − R[u] for non-negative normalized limb vectors (lx, lr limbs in use). Indexes
+    R in place: a row view per call costs reference counting in the hot loop."""
     if lx != lr:
-        return lx < lr
+        return 1 if lx > lr else -1
     for i in range(lx - 1, -1, -1):
         if x[i] != R[u, i]:
-            return x[i] < R[u, i]
-    return False
-
-
-@njit(cache=True)
-def _above(x, lx, R, u, lr):
-    """R[u] < x (as :func:`_below`)."""
-    if lx != lr:
-        return lx > lr
-    for i in range(lx - 1, -1, -1):
-        if x[i] != R[u, i]:
-            return x[i] > R[u, i]
-    return False
+            return 1 if x[i] > R[u, i] else -1
+    return 0
 
 
 @njit(cache=True)
@@ -414,13 +403,13 @@ def _record_h(u, H, s, c, lx, lo_abs, hi_abs, lo_pos, lens, flags):
 def _record(u, x, lx, positive, lo_abs, hi_abs, lo_pos, lens, flags):
     """Fold a non-zero magnitude x (lx limbs) into unit u's least/greatest |z| and least z > 0
     (their limbs in use in lens[u, 0..2])."""
-    if not (flags[u] & 1) or _below(x, lx, lo_abs, u, lens[u, 0]):
+    if not (flags[u] & 1) or _cmp(x, lx, lo_abs, u, lens[u, 0]) < 0:
         _put(lo_abs, u, x, lx, lens[u, 0])
         lens[u, 0] = lx
-    if _above(x, lx, hi_abs, u, lens[u, 1]):
+    if _cmp(x, lx, hi_abs, u, lens[u, 1]) > 0:
         _put(hi_abs, u, x, lx, lens[u, 1])
         lens[u, 1] = lx
-    if positive and (not (flags[u] & 2) or _below(x, lx, lo_pos, u, lens[u, 2])):
+    if positive and (not (flags[u] & 2) or _cmp(x, lx, lo_pos, u, lens[u, 2]) < 0):
         _put(lo_pos, u, x, lx, lens[u, 2])
         lens[u, 2] = lx
         flags[u] |= 2
@@ -660,42 +649,42 @@ def _view_signed(H, CL, B, c, mode, src, src_hw, doff, dval, d0, d1, out, width)
 
 
 @njit(cache=True)
-def _patch(H, CL, B, c, doff, dval, d0, d1, pidx, pval):
-    """The limbs in which z = H[B, c] + Σ digits differs from H[B, c] (digits by increasing
-    offset; carries followed only while alive): (count, c_out, e) with z = Σ_{i<e} z_i·2^(30i)
-    + c_out·2^(30e), z_i the patched limb (pidx, pval, ascending) or H's own. count −1: more
-    patched limbs than pidx holds."""
-    nb = CL[B, c]
-    n = 0
-    carry = 0
-    j = d0
-    i = doff[d0]
-    while True:
-        v = carry
-        if i < nb:
-            v += H[B, c, i]
-        if j < d1 and doff[j] == i:
-            v += dval[j]
-            j += 1
-        carry = v >> LIMB
-        v -= carry << LIMB
-        if n == pidx.shape[0]:
-            return -1, 0, 0
-        pidx[n] = i
-        pval[n] = v
-        n += 1
-        i += 1
-        if carry == 0:
-            if j >= d1:
-                return n, 0, max(nb, i)
-            i = doff[j]
-        elif i >= nb and j >= d1:
-            return n, carry, i
+def _pair_diff(H, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb):
+    """|H[s] − H[s2]| at class c into diff (views built in xa, xb first), normalized: returns
+    (limbs in use, sign). The paths that read the pair without a difference tag — rare, so a
+    call here costs nothing that matters."""
+    la = CL[s, c]
+    lb = CL[s2, c]
+    va = VB[s] >= 0 and V[s, c] == 1
+    vb = VB[s2] >= 0 and V[s2, c] == 1
+    if va:
+        la = _view_value(H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], xa)
+    if vb:
+        lb = _view_value(H, CL, VB[s2], c, voff, vval, vptr[s2], vptr[s2 + 1], xb)
+    nx = max(la, lb)
+    for i in range(nx):
+        a_i = 0
+        if i < la:
+            a_i = xa[i] if va else H[s, c, i]
+        b_i = 0
+        if i < lb:
+            b_i = xb[i] if vb else H[s2, c, i]
+        diff[i] = a_i - b_i
+    diff[nx] = 0
+    _normalize(diff, nx)
+    sg = 1
+    if diff[nx] < 0:
+        for i in range(nx + 1):
+            diff[i] = -diff[i]
+        _normalize(diff, nx)
+        sg = -1
+    return _length(diff, nx + 1), sg
 
 
 @njit(cache=True, inline="always")
 def _zlimb(H, B, c, nb, pidx, pval, n, i):
-    """Limb i of a patched value (see :func:`_patch`)."""
+    """Limb i of a patched value: the patched limb if any, else H's own (view creation in
+    :func:`_shared_classes`)."""
     for k in range(n):
         if pidx[k] == i:
             return pval[k]
@@ -909,33 +898,7 @@ def _shared_classes(
                             d >>= LIMB
                             nx += 1
                     else:
-                        la = CL[s, c]
-                        lb = CL[s2, c]
-                        va = VB[s] >= 0 and V[s, c] == 1
-                        vb = VB[s2] >= 0 and V[s2, c] == 1
-                        if va:
-                            la = _view_value(H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], xa)
-                        if vb:
-                            lb = _view_value(
-                                H, CL, VB[s2], c, voff, vval, vptr[s2], vptr[s2 + 1], xb
-                            )
-                        nx = max(la, lb)
-                        for i in range(nx):
-                            a_i = 0
-                            if i < la:
-                                a_i = xa[i] if va else H[s, c, i]
-                            b_i = 0
-                            if i < lb:
-                                b_i = xb[i] if vb else H[s2, c, i]
-                            diff[i] = a_i - b_i
-                        diff[nx] = 0
-                        _normalize(diff, nx)
-                        if diff[nx] < 0:
-                            for i in range(nx + 1):
-                                diff[i] = -diff[i]
-                            _normalize(diff, nx)
-                            sg = -1
-                        nx = _length(diff, nx + 1)
+                        nx, sg = _pair_diff(H, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb)
                     if nx == 0:
                         continue
                     for j in range(cptr[t], cptr[t + 1]):
@@ -986,7 +949,6 @@ def _shared_classes(
                     s2 = src2[t]
                     sg = 1
                     direct = s2 < 0
-                    x = diff
                     if direct:  # read H[s, c] in place (a row view per term costs refcounting)
                         nx = CL[s, c]
                         if VB[s] >= 0 and V[s, c]:
@@ -1004,36 +966,8 @@ def _shared_classes(
                             diff[nx] = d & MASK
                             d >>= LIMB
                             nx += 1
-                        x = diff
-                    else:  # x = H[s] − H[s2], normalized, as a magnitude with a sign
-                        la = CL[s, c]
-                        lb = CL[s2, c]
-                        va = VB[s] >= 0 and V[s, c] == 1
-                        vb = VB[s2] >= 0 and V[s2, c] == 1
-                        if va:
-                            la = _view_value(H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], xa)
-                        if vb:
-                            lb = _view_value(
-                                H, CL, VB[s2], c, voff, vval, vptr[s2], vptr[s2 + 1], xb
-                            )
-                        nx = max(la, lb)
-                        for i in range(nx):
-                            a_i = 0
-                            if i < la:
-                                a_i = xa[i] if va else H[s, c, i]
-                            b_i = 0
-                            if i < lb:
-                                b_i = xb[i] if vb else H[s2, c, i]
-                            diff[i] = a_i - b_i
-                        diff[nx] = 0
-                        _normalize(diff, nx)
-                        if diff[nx] < 0:
-                            for i in range(nx + 1):
-                                diff[i] = -diff[i]
-                            _normalize(diff, nx)
-                            sg = -1
-                        nx = _length(diff, nx + 1)
-                        x = diff
+                    else:  # H[s] − H[s2], normalized, as a magnitude with a sign
+                        nx, sg = _pair_diff(H, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb)
                     if nx == 0:
                         continue
                     for j in range(cptr[t], cptr[t + 1]):
@@ -1045,7 +979,7 @@ def _shared_classes(
                                 acc[off + i] += w * H[s, c, i]
                         else:
                             for i in range(nx):
-                                acc[off + i] += w * x[i]
+                                acc[off + i] += w * diff[i]
                         pending += 1
                         if pending >= 6:
                             _normalize_from(acc, lw, hw - 1)
@@ -1125,8 +1059,10 @@ def _shared_classes(
                     d1 = nptr[vk + 1]
                     done = False
                     if zmode == 1:
-                        # z_k's limbs that differ from z (see _patch; inlined: a call per
-                        # class costs more than the patch)
+                        # the limbs in which z_k = z + digits differs from z, carries followed
+                        # only while alive: z_k = Σ_{i<e} z_i·2^(30i) + cout·2^(30e), z_i the
+                        # patched limb (pidx, pval) or H's own; npch −1 if pidx overflows
+                        # (inlined: a call per class costs more than the patch)
                         nb = CL[bs, c]
                         npch = 0
                         cout = 0
