@@ -855,7 +855,7 @@ def mix(sub, X: Batch, den: int, index: np.ndarray, keep: range):
 
     Kajitsuka & Sato 2025, eq. (39): equal scores give weights exactly 1/n under softmax and
     hardmax alike, so the output at q is x_q + Σ_h W_O^h (1/n_k) Σ_k W_V^h x_k. Returns
-    (numerators, denominator, index, distinct rows in first-seen order), or None when scores
+    (numerators per distinct row in first-seen order, denominator, index), or None when scores
     may differ (the reference evaluator decides those)."""
     from exactmem.model import Attention, PositionalEncoding
 
@@ -917,8 +917,7 @@ def _distinct(Y: np.ndarray, D: int, N: int, width: int):
         new_index = ids.reshape(N, width)
     batch = [rows_num[:, j].astype(object) for j in range(rows_num.shape[1])]
     batch, bden = reference._reduce(batch, D)
-    rows = reference._columns(batch, bden)
-    return batch, bden, new_index, rows
+    return batch, bden, new_index
 
 
 def run(model, vocab, sequences, **kw):

@@ -21,7 +21,7 @@ from gmpy2 import mpq
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 
-__all__ = ["AttentionStat", "LayerStat", "Stream", "Trace", "run", "run_points"]
+__all__ = ["AttentionStat", "LayerStat", "Outputs", "Stream", "Trace", "run", "run_points"]
 
 Batch = list[np.ndarray]  # one object array of int numerators per coordinate
 
@@ -54,18 +54,67 @@ class AttentionStat:
     unequal_columns: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Stream:
-    """The residual stream after one sub-layer: exact columns per distinct row, and the row
-    of every (sequence, position)."""
+    """The residual stream after one sub-layer: exact numerators per lane and distinct row over
+    one denominator, and the row of every (sequence, position).
+
+    Kept as integer arrays (a million rows of rationals as Python objects would cost gigabytes
+    and seconds); :attr:`rows` and :meth:`lane` build the rationals when asked."""
 
     names: tuple[str, ...]
-    rows: list[tuple[mpq, ...]]
+    columns: Batch  # per lane, numerators per distinct row (object or int64 arrays)
+    den: int
     index: np.ndarray
 
+    @property
+    def size(self) -> int:
+        """The number of distinct rows."""
+        return len(self.columns[0]) if self.columns else len(np.unique(self.index))
+
+    @property
+    def rows(self) -> list[tuple[mpq, ...]]:
+        """Exact columns per distinct row (built on every call)."""
+        return _columns(self.columns, self.den)
+
+    def numerators(self, name: str) -> np.ndarray:
+        """Numerators over :attr:`den` of one lane, per distinct row."""
+        return self.columns[self.names.index(name)]
+
     def lane(self, name: str) -> list[mpq]:
-        j = self.names.index(name)
-        return [row[j] for row in self.rows]
+        """Exact values of one lane, per distinct row."""
+        return [mpq(int(v), self.den) for v in self.numerators(name)]
+
+
+class Outputs(Sequence):
+    """``outputs[i][k]``: the output columns (tuples of mpq) at position k of sequence i,
+    built on access from the numerators per distinct row (:class:`Stream`'s layout)."""
+
+    def __init__(self, columns: Batch, den: int, index: np.ndarray):
+        self.columns, self.den, self.index = columns, den, index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def _column(self, r: int) -> tuple[mpq, ...]:
+        return tuple(mpq(int(col[r]), self.den) for col in self.columns)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return [self._column(int(r)) for r in self.index[i]]
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Sequence) or len(self) != len(other):
+            return False
+        return all(a == b for a, b in zip(self, other, strict=True))
+
+    def __repr__(self) -> str:
+        return f"Outputs({len(self)} sequences × {self.index.shape[1]} positions)"
+
+    def first_lane(self) -> tuple[np.ndarray, int]:
+        """(numerators of lane 0 per (sequence, position), denominator): the label lane."""
+        return np.asarray(self.columns[0])[self.index], self.den
 
 
 @dataclass
@@ -77,7 +126,7 @@ class Trace:
     ``streams[s]`` the stream after sub-layer s.
     """
 
-    outputs: list[list[tuple[mpq, ...]]]
+    outputs: Sequence[list[tuple[mpq, ...]]]
     stats: list[LayerStat] = field(default_factory=list)
     attention: list[AttentionStat] = field(default_factory=list)
     streams: list[Stream] = field(default_factory=list)
@@ -378,7 +427,7 @@ def run(
     if model.embed:
         X, den = _affine(model.embed, X, den, size)
         X, den = _reduce(X, den)
-        trace.embedded = Stream(model.embed.names, _columns(X, den), index)
+        trace.embedded = Stream(model.embed.names, X, den, index)
     for si, sub in enumerate(model.sublayers):
         if progress:
             progress(f"sub-layer {si + 1}/{len(model.sublayers)} on {size} distinct columns")
@@ -392,7 +441,7 @@ def run(
             names = sub.layers[-1].names
             if sub.residual or not names:
                 names = _stream_names(trace) or names
-            trace.streams.append(Stream(tuple(names), _columns(X, den), index))
+            trace.streams.append(Stream(tuple(names), X, den, index))
             continue
         if isinstance(sub, PositionalEncoding) and n > len(sub.table):
             raise InputError(
@@ -402,11 +451,11 @@ def run(
         keep = range(n - 1, n) if positions == "last" and si == last_attention else range(n)
         shortcut = mix_step(sub, X, den, index, keep) if mix_step is not None else None
         if shortcut is not None:  # all scores equal: weights exactly 1/n, nothing to decide
-            X, den, index, rows = shortcut
+            X, den, index = shortcut
             if isinstance(sub, Attention):
                 trace.attention.append(AttentionStat(si, N * n * len(sub.heads), 0))
-            size = len(rows)
-            trace.streams.append(Stream(tuple(_stream_names(trace)), rows, index))
+            size = len(X[0]) if X else 0
+            trace.streams.append(Stream(tuple(_stream_names(trace)), X, den, index))
             continue
         cols = _columns(X, den)
         seq_cols = [[cols[r] for r in row] for row in index]
@@ -429,12 +478,11 @@ def run(
         index = new_index
         X, den = _to_batch(list(distinct), len(mixed[0][0]) if mixed else 0)
         size = len(distinct)
-        trace.streams.append(Stream(tuple(_stream_names(trace)), list(distinct), index))
+        trace.streams.append(Stream(tuple(_stream_names(trace)), X, den, index))
     if model.unembed:
         X, den = _affine(model.unembed, X, den, size)
         X, den = _reduce(X, den)
-    cols = _columns(X, den)
-    trace.outputs = [[cols[r] for r in row] for row in index]
+    trace.outputs = Outputs(X, den, index)
     return trace
 
 
