@@ -244,7 +244,7 @@ def _sequences(model, dataset, progress, jobs=1, run=None):
         checks += mahdavi_checks(model, dataset)
     if construction == "dana25":
         checks += dana_checks(model, dataset)
-    checks += lower_bound_checks(model, dataset, sv)
+    checks += lower_bound_checks(model, dataset, sv, run)
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {
         "N": dataset.size,

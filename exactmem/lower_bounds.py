@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import sympy
 from flint import arb, ctx
 
 from exactmem.bounds import decide_ge
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer, resources
+from exactmem.sequences import token_array
 
 __all__ = [
     "Architecture",
@@ -175,12 +177,15 @@ def equivalent_mlp(model: Transformer) -> Transformer:
     )
 
 
-def constant_sequence_check(model: Transformer, vocab, tokens, n: int):
+def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None):
     """Theorem 4.2 on the constant sequences (x, x, …, x) for x in ``tokens``: every column
     identical after every sub-layer, and the output equal to the MLP of :func:`equivalent_mlp`
-    applied to x. Returns a :class:`~exactmem.verify.Check`."""
-    from exactmem.evaluate.reference import run
+    applied to x. ``run``: the exact evaluator (the reference one by default; the certificate
+    passes the one it uses). Returns a :class:`~exactmem.verify.Check`."""
     from exactmem.verify import Check, _examples
+
+    if run is None:
+        from exactmem.evaluate.reference import run
 
     sequences = [[t] * n for t in tokens]
     trace = run(model, vocab, sequences)
@@ -206,13 +211,14 @@ def constant_sequence_check(model: Transformer, vocab, tokens, n: int):
     )
 
 
-def lower_bound_checks(model: Transformer, dataset, sv=None) -> list:
+def lower_bound_checks(model: Transformer, dataset, sv=None, run=None) -> list:
     """The lower bounds that apply to a certified model on ``dataset``.
 
     Always: bit counting (P·b ≥ the number of labels). Sequence tasks with a Kajitsuka–Sato
     model: Theorem 4.2 on the constant sequences of (up to 50 of) the dataset's tokens.
     Seq-to-seq with all nN tokens pairwise distinct (Theorem 4.3's hypothesis): W ≥ the
     Theorem 4.3 bound, and nN within the eq. (72) count of the model's block architecture.
+    ``run``: the exact evaluator for Theorem 4.2 (:func:`constant_sequence_check`).
     """
     from exactmem.verify import Check
 
@@ -240,9 +246,8 @@ def lower_bound_checks(model: Transformer, dataset, sv=None) -> list:
     n = len(dataset.sequences[0])
     if str(model.meta.get("construction", "")).startswith("ks25-"):
         tokens = list(sv.tokens)[:50]
-        checks.append(constant_sequence_check(model, dataset.vocab, tokens, n))
-    all_distinct = len({sv.canonical[t] for s in dataset.sequences for t in s}) == labels
-    if dataset.task == "seq2seq" and all_distinct:
+        checks.append(constant_sequence_check(model, dataset.vocab, tokens, n, run))
+    if dataset.task == "seq2seq" and _all_distinct(dataset, sv, labels):
         result = theorem_4_3_holds(res.dense_parameters, n, dataset.size)
         checks.append(
             Check(
@@ -265,3 +270,9 @@ def lower_bound_checks(model: Transformer, dataset, sv=None) -> list:
             )
         )
     return checks
+
+
+def _all_distinct(dataset, sv, labels: int) -> bool:
+    """Theorem 4.3's hypothesis: the nN tokens of the dataset are pairwise distinct vectors."""
+    canonical = np.asarray(sv.canonical, np.int64)[token_array(dataset)]
+    return len(np.unique(canonical)) == labels

@@ -15,7 +15,9 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain
 
+import numpy as np
 from gmpy2 import mpq
 
 from exactmem.data import Dataset
@@ -26,6 +28,7 @@ __all__ = [
     "check_consistency",
     "check_next_token_consistency",
     "random_sequences",
+    "token_array",
     "view",
     "with_positions",
     "zen_of_python",
@@ -62,6 +65,13 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
         multisets.append(tuple(sorted(Counter(toks).items())))
         last.append(toks[-1])
     return SequenceView(canonical, tuple(sorted(used)), tuple(multisets), tuple(last))
+
+
+def token_array(ds: Dataset) -> np.ndarray:
+    """The sequences as an (N, n) int64 array of vocabulary indices."""
+    n = len(ds.sequences[0]) if ds.sequences else 0
+    flat = np.fromiter(chain.from_iterable(ds.sequences), np.int64, ds.size * n)
+    return flat.reshape(ds.size, n)
 
 
 def restrict(ms: Multiset, A: set[int]) -> Multiset:

@@ -8,16 +8,19 @@ the sequence id and the context id from the stream after it.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
+import numpy as np
 from gmpy2 import mpq
 
 from exactmem.data import Dataset
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
+from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, ratio_equal, top
 from exactmem.model import MLP, Attention
-from exactmem.sequences import SequenceView, describe_multiset, restrict
-from exactmem.verify import Check, _examples, check_any_memorizer
+from exactmem.sequences import SequenceView, describe_multiset, token_array
+from exactmem.verify import MAX_EXAMPLES, Check, _examples, check_any_memorizer
 
 __all__ = ["check_ks25"]
 
@@ -40,6 +43,8 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
 
     Works for every variant: seq-to-seq (Corollary 4.1) is judged at every position; deep sets
     (Theorem D.1) read only the sum; split memorizers (Theorem F.1) are checked per sub-network.
+    Per-sequence checks run on whole arrays (exactmem.exact_arrays): exact integers, int64
+    only where the values are proved to fit.
     """
     variant = model.meta.get("construction")
     at = next(i for i, s in enumerate(model.sublayers) if isinstance(s, Attention))
@@ -50,41 +55,59 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
     mixed = trace.streams[at]
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
 
-    row_of: dict[int, int] = {}
-    for i, seq in enumerate(ds.sequences):
-        for k, tok in enumerate(seq):
-            row_of.setdefault(sv.canonical[tok], int(first.index[i, k]))
+    canon = np.asarray(sv.canonical, np.int64)[token_array(ds)]  # (N, n) canonical tokens
+    tokens, at_first = np.unique(canon.reshape(-1), return_index=True)
+    token_rows = first.index.reshape(-1)[at_first]
+    row_of = dict(zip(tokens.tolist(), token_rows.tolist(), strict=True))
     phi_rows, tid_rows = first.lane("phi"), first.lane("tid")
     phi = {t: phi_rows[r] for t, r in row_of.items()}
     tid = {t: tid_rows[r] for t, r in row_of.items()}
-    distinct = list(dict.fromkeys(sv.multisets))
-    first_seq = {}
-    for i, ms in enumerate(sv.multisets):
-        first_seq.setdefault(ms, i)
+    ms_id, ms_first = first_seen_ids(np.sort(canon, axis=1))  # multisets, first-seen order
 
-    checks = [_phi_values(phi, len(distinct))]
+    checks = [_phi_values(phi, len(ms_first))]
     A = {t for t, v in phi.items() if v != 0}
     token_gap = _min_gap(tid.values())
     checks.append(_token_ids(tid, token_gap, model.meta.get("token_id_gap", 2)))
-    checks.append(_witness_set(distinct, A, first_seq))
-    sums = {ms: sum((c * phi[t] for t, c in ms), mpq(0)) for ms in distinct}
-    checks.append(_sequence_sums(sums, first_seq))
-    checks.append(_attention(trace.attention[0], mixed, ds, sv, positions, phi, tid, sums, n))
+    checks.append(_witness_set(canon[ms_first], A, ms_first))
+    sums, sden = _sums(canon, phi)
+    checks.append(_sequence_sums(sums[ms_first], sden, ms_first, sv))
+    tok = canon[:, positions]
+    checks.append(_attention(trace.attention[0], mixed, tok, positions, phi, tid, sums, sden * n))
     if variant == "ks25-deep-sets":
-        checks.append(_set_ids(mixed, ds, sv, n))
+        checks.append(_set_ids(mixed, ms_id, n))
     else:
-        checks.append(_context_ids(mixed, ds, sv, positions, n, token_gap))
+        key = tok * len(ms_first) + ms_id[:, None]  # (token, multiset) as one id
+        checks.append(_context_ids(mixed, key, positions, n, token_gap))
 
     if isinstance(phi_mlp, MLP) and ("group_size" in phi_mlp.meta or "subnetworks" in phi_mlp.meta):
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
         checks += check_any_memorizer(trace, phi_mlp, expected, lambda r: f"token row {r}")
-    expected2: dict[int, int] = {}
-    for i in range(ds.size):
-        for col, k in enumerate(positions):
-            y = ds.labels[i][k] if variant == "ks25-seq2seq" else ds.labels[i]
-            expected2.setdefault(int(mixed.index[i, col]), y)
+    labels = np.asarray(ds.labels, np.int64).reshape(ds.size, -1)
+    rows, where = np.unique(mixed.index.reshape(-1), return_index=True)
+    expected2 = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
     checks += check_any_memorizer(trace, f2_mlp, expected2, lambda r: f"context id row {r}")
     return checks
+
+
+def _table(values: dict[int, mpq]) -> tuple[np.ndarray, int]:
+    """Numerators over one common denominator, indexed by token (0 where absent)."""
+    den = math.lcm(1, *(int(v.denominator) for v in values.values()))
+    tab = np.zeros(max(values, default=-1) + 1, object)
+    for t, v in values.items():
+        tab[t] = int(v * den)
+    return exact(tab), den
+
+
+def _sums(canon: np.ndarray, phi: dict[int, mpq]) -> tuple[np.ndarray, int]:
+    """Σ φ̃ over each sequence (= over its multiset): numerators and their denominator."""
+    tab, den = _table(phi)
+    if tab.dtype != object and top(tab) * max(canon.shape[1], 1) >= LIMIT:
+        tab = tab.astype(object)
+    return tab[canon].sum(axis=1), den
+
+
+def _ratio(num, den: int) -> mpq:
+    return mpq(int(num), den)
 
 
 def _phi_values(phi: dict, distinct: int) -> Check:
@@ -120,102 +143,118 @@ def _token_ids(tid: dict, gap, required: int) -> Check:
     )
 
 
-def _witness_set(distinct, A: set, first_seq: dict) -> Check:
-    """Lemma B.1: the restrictions to A of distinct multisets stay distinct."""
-    owner: dict = {}
-    bad = []
-    for ms in distinct:
-        j = owner.setdefault(restrict(ms, A), ms)
-        if j != ms:
-            bad.append(
-                f"sequences[{first_seq[j]}] and sequences[{first_seq[ms]}]: restrictions "
-                "to A coincide"
-            )
+def _witness_set(distinct: np.ndarray, A: set, ms_first: np.ndarray) -> Check:
+    """Lemma B.1: the restrictions to A of distinct multisets stay distinct.
+
+    ``distinct``: one sequence per distinct multiset (canonical tokens), in first-seen order."""
+    in_A = np.zeros(int(distinct.max(initial=0)) + 1, bool)
+    in_A[list(A)] = True
+    restricted = np.sort(np.where(in_A[distinct], distinct, -1), axis=1)
+    ids, owners = first_seen_ids(restricted)
+    clash = np.nonzero(owners[ids] != np.arange(len(ids)))[0]
+    bad = [
+        f"sequences[{ms_first[owners[ids[k]]]}] and sequences[{ms_first[k]}]: restrictions "
+        "to A coincide"
+        for k in clash[: MAX_EXAMPLES + 1]
+    ]
     return Check(
         "ks25.witness_set",
         not bad,
-        _examples(bad) if bad else "restricted multisets pairwise distinct",
+        _examples(bad, len(clash)) if bad else "restricted multisets pairwise distinct",
     )
 
 
-def _sequence_sums(sums: dict, first_seq: dict) -> Check:
-    """Lemmas B.2/B.3: sums of φ̃ over distinct multisets are pairwise ≥ 1 apart."""
-    by_sum: dict = defaultdict(list)
-    for ms, s in sums.items():
-        by_sum[s].append(ms)
+def _sequence_sums(sums: np.ndarray, den: int, ms_first: np.ndarray, sv) -> Check:
+    """Lemmas B.2/B.3: sums of φ̃ over distinct multisets are pairwise ≥ 1 apart.
+
+    ``sums``: numerators over ``den``, one per distinct multiset in first-seen order."""
+    order = np.argsort(sums, kind="stable")
+    ordered = sums[order]
+    same = ordered[1:] == ordered[:-1]
+    starts = np.nonzero(same & ~np.concatenate(([False], same[:-1])))[0]
+    pairs = sorted((int(order[k]), int(order[k + 1])) for k in starts)  # by first appearance
     bad = []
-    for s, group in by_sum.items():
-        if len(group) > 1:
-            a, b = group[0], group[1]
-            bad.append(
-                f"sequences[{first_seq[a]}] {describe_multiset(a)} and "
-                f"sequences[{first_seq[b]}] {describe_multiset(b)} have equal φ̃ sums "
-                f"{format_rational(s)}"
-            )
-    gap = _min_gap(sums.values())
+    for a, b in pairs[: MAX_EXAMPLES + 1]:
+        i, j = int(ms_first[a]), int(ms_first[b])
+        bad.append(
+            f"sequences[{i}] {describe_multiset(sv.multisets[i])} and "
+            f"sequences[{j}] {describe_multiset(sv.multisets[j])} have equal φ̃ sums "
+            f"{format_rational(_ratio(sums[a], den))}"
+        )
+    values = ordered[np.concatenate(([True], ~same))]
+    gap = _ratio((values[1:] - values[:-1]).min(), den) if len(values) > 1 else None
     if gap is not None and gap < 1 and not bad:
         bad.append(f"two sequence sums only {format_rational(gap)} apart")
     return Check(
         "ks25.sequence_sums",
         not bad,
-        _examples(bad) if bad else "sums of φ̃ pairwise ≥ 1 apart across distinct multisets",
+        _examples(bad, max(len(pairs), len(bad)))
+        if bad
+        else "sums of φ̃ pairwise ≥ 1 apart across distinct multisets",
         {"min_sum_gap": _fmt(gap)},
     )
 
 
-def _attention(att, mixed: Stream, ds, sv, positions, phi, tid, sums, n) -> Check:
-    """Eqs. (39), (53): all scores equal (weights exactly 1/n), output (φ̃, id, mean φ̃)."""
+def _attention(att, mixed: Stream, tok, positions, phi, tid, sums, sums_den) -> Check:
+    """Eqs. (39), (53): all scores equal (weights exactly 1/n), output (φ̃, id, mean φ̃).
+
+    ``tok``: canonical token at each judged (sequence, position); ``sums / sums_den`` the mean
+    φ̃ of each sequence."""
     bad = []
     if att.unequal_columns:
         bad.append(f"{att.unequal_columns} of {att.columns} query columns have unequal scores")
-    names = mixed.names
-    for i in range(ds.size):
-        for col, k in enumerate(positions):
-            row = mixed.rows[int(mixed.index[i, col])]
-            tok = sv.canonical[ds.sequences[i][k]]
-            want = (phi[tok], tid[tok], sums[sv.multisets[i]] / n)
-            got = tuple(row[names.index(x)] for x in ("phi", "tid", "seq"))
-            if got != want:
-                bad.append(
-                    f"sequences[{i}][{k}]: context id {tuple(map(format_rational, got))}, "
-                    f"eq. (53) gives {tuple(map(format_rational, want))}"
-                )
-        if len(bad) > 5:
-            break
+    phi_tab, phi_den = _table(phi)
+    tid_tab, tid_den = _table(tid)
+    wanted = {
+        "phi": (phi_tab[tok], phi_den),
+        "tid": (tid_tab[tok], tid_den),
+        "seq": (np.repeat(sums[:, None], tok.shape[1], axis=1), sums_den),
+    }
+    got = {name: exact(mixed.numerators(name))[mixed.index] for name in wanted}
+    ok = np.ones(tok.shape, bool)
+    for name, (want, den) in wanted.items():
+        ok &= ratio_equal(got[name], mixed.den, want, den)
+    wrong = np.argwhere(~ok)
+    for i, col in wrong[: MAX_EXAMPLES + 1]:
+        have = tuple(_ratio(got[x][i, col], mixed.den) for x in wanted)
+        want = tuple(_ratio(w[i, col], d) for w, d in wanted.values())
+        bad.append(
+            f"sequences[{i}][{positions[col]}]: context id {tuple(map(format_rational, have))}, "
+            f"eq. (53) gives {tuple(map(format_rational, want))}"
+        )
     return Check(
         "ks25.attention",
         not bad,
-        _examples(bad)
+        _examples(bad, len(wrong) + bool(att.unequal_columns))
         if bad
         else "all scores equal, weights exactly 1/n; output is (φ̃, id, mean φ̃)",
         {"unequal_columns": att.unequal_columns},
     )
 
 
-def _context_ids(mixed: Stream, ds, sv, positions, n, token_gap) -> Check:
+def _context_ids(mixed: Stream, key: np.ndarray, positions, n, token_gap) -> Check:
     """Eq. (55): distinct keys (token, multiset) give context ids ≥ 1/n apart in ℓ2.
 
     Ids sharing (φ̃, id) differ only in the sequence id and are compared exactly; ids of
-    different tokens are at least the token-id gap apart."""
-    names = mixed.names
-    owner: dict = {}
+    different tokens are at least the token-id gap apart. ``key``: one id per (token,
+    multiset) at each judged (sequence, position)."""
+    P = key.shape[1]
+    rows, first, inverse = np.unique(
+        mixed.index.reshape(-1), return_index=True, return_inverse=True
+    )
+    flat = key.reshape(-1)
+    clash = np.nonzero(flat != flat[first][inverse.reshape(-1)])[0]
     bad = []
-    for i in range(ds.size):
-        for col, k in enumerate(positions):
-            r = int(mixed.index[i, col])
-            key = (sv.canonical[ds.sequences[i][k]], sv.multisets[i])
-            j, l, other = owner.setdefault(r, (i, k, key))
-            if other != key:
-                bad.append(
-                    f"sequences[{j}][{l}] and sequences[{i}][{k}] have different "
-                    "(token, multiset) but the same context id"
-                )
-    groups: dict = defaultdict(list)
-    for r in owner:
-        row = mixed.rows[r]
-        groups[(row[names.index("phi")], row[names.index("tid")])].append(row[names.index("seq")])
-    same = [g for g in (_min_gap(v) for v in groups.values()) if g is not None]
-    within = min(same) ** 2 if same else None
+    for m in clash[: MAX_EXAMPLES + 1]:
+        j, jc = divmod(int(first[inverse.reshape(-1)[m]]), P)
+        i, ic = divmod(int(m), P)
+        bad.append(
+            f"sequences[{j}][{positions[jc]}] and sequences[{i}][{positions[ic]}] have "
+            "different (token, multiset) but the same context id"
+        )
+    lanes = [exact(mixed.numerators(x))[rows] for x in ("phi", "tid", "seq")]
+    gap = _gap_within(*lanes)
+    within = _ratio(gap, mixed.den) ** 2 if gap is not None else None
     cross = token_gap * token_gap if token_gap is not None else None
     candidates = [x for x in (within, cross) if x is not None]
     bound = min(candidates) if candidates else None
@@ -229,7 +268,7 @@ def _context_ids(mixed: Stream, ds, sv, positions, n, token_gap) -> Check:
     return Check(
         "ks25.context_ids",
         not bad,
-        _examples(bad) if bad else detail,
+        _examples(bad, max(len(clash), len(bad))) if bad else detail,
         {
             "min_context_gap2_same_token": _fmt(within),
             "context_gap2_lower_bound": _fmt(bound),
@@ -238,25 +277,40 @@ def _context_ids(mixed: Stream, ds, sv, positions, n, token_gap) -> Check:
     )
 
 
-def _set_ids(mixed: Stream, ds, sv, n) -> Check:
+def _gap_within(phi: np.ndarray, tid: np.ndarray, seq: np.ndarray):
+    """The least positive difference of ``seq`` between rows with equal (phi, tid), or None."""
+    if any(a.dtype == object for a in (phi, tid, seq)):
+        groups: dict = defaultdict(list)
+        for p, t, v in zip(phi.tolist(), tid.tolist(), seq.tolist(), strict=True):
+            groups[(p, t)].append(v)
+        gaps = [g for g in (_min_gap(v) for v in groups.values()) if g is not None]
+        return min(gaps) if gaps else None
+    order = np.lexsort((seq, tid, phi))
+    p, t, v = phi[order], tid[order], seq[order]
+    d = v[1:] - v[:-1]  # both below 2⁶² in magnitude: no overflow
+    d = d[(p[1:] == p[:-1]) & (t[1:] == t[:-1]) & (d > 0)]
+    return int(d.min()) if d.size else None
+
+
+def _set_ids(mixed: Stream, ms_id: np.ndarray, n) -> Check:
     """Theorem D.1: distinct multisets have set ids (mean φ̃) at least 1/n apart."""
-    seq = mixed.names.index("seq")
-    owner: dict = {}
-    bad = []
-    for i in range(ds.size):
-        value = mixed.rows[int(mixed.index[i, -1])][seq]
-        j = owner.setdefault(value, i)
-        if sv.multisets[j] != sv.multisets[i]:
-            bad.append(
-                f"sequences[{j}] and sequences[{i}] are different multisets with the same "
-                f"set id {format_rational(value)}"
-            )
-    gap = _min_gap(owner)
+    value = exact(mixed.numerators("seq"))[mixed.index[:, -1]]
+    distinct, first, inverse = np.unique(value, return_index=True, return_inverse=True)
+    owner = first[inverse.reshape(-1)]
+    clash = np.nonzero(ms_id != ms_id[owner])[0]
+    bad = [
+        f"sequences[{owner[i]}] and sequences[{i}] are different multisets with the same "
+        f"set id {format_rational(_ratio(value[i], mixed.den))}"
+        for i in clash[: MAX_EXAMPLES + 1]
+    ]
+    gap = _ratio((distinct[1:] - distinct[:-1]).min(), mixed.den) if len(distinct) > 1 else None
     if gap is not None and gap < mpq(1, n) and not bad:
         bad.append(f"two set ids only {format_rational(gap)} apart (< 1/n)")
     return Check(
         "deepsets.set_ids",
         not bad,
-        _examples(bad) if bad else "distinct multisets have set ids ≥ 1/n apart",
+        _examples(bad, max(len(clash), len(bad)))
+        if bad
+        else "distinct multisets have set ids ≥ 1/n apart",
         {"min_set_id_gap": _fmt(gap)},
     )

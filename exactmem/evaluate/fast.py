@@ -35,6 +35,7 @@ from gmpy2 import mpq
 
 from exactmem.evaluate import reference
 from exactmem.evaluate.reference import Batch, LayerStat
+from exactmem.exact_arrays import plus, times, top
 from exactmem.model import MLP, Affine
 
 __all__ = ["LIMIT", "run", "run_points"]
@@ -172,7 +173,7 @@ class _Engine:
         self._scratch = np.zeros((0, n), np.int64)
         self.lanes = []
         for col in X:
-            bound = max((abs(int(v)) for v in col), default=0)
+            bound = top(np.asarray(col))
             if bound >= LIMIT:
                 raise _Fallback(f"an input value has {bound.bit_length()} bits")
             s = self._alloc()
@@ -833,22 +834,6 @@ def _as_matrix(columns: list[np.ndarray], rows: int) -> np.ndarray:
     return np.stack([np.asarray(col).astype(dtype) for col in columns], axis=1)
 
 
-def _scaled(M: np.ndarray, factor: int) -> np.ndarray:
-    if factor == 1:
-        return M
-    if M.dtype != object and max(int(np.abs(M).max(initial=0)), 1) * factor < LIMIT:
-        return M * factor
-    return M.astype(object) * factor
-
-
-def _add(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    if A.dtype != object and B.dtype != object:
-        top = int(np.abs(A).max(initial=0)) + int(np.abs(B).max(initial=0))
-        if top < LIMIT:
-            return A + B
-    return A.astype(object) + B.astype(object)
-
-
 def mix(sub, X: Batch, den: int, index: np.ndarray, keep: range):
     """A positional encoding, or attention whose scores are all equal (uniform scores, or a
     zero key or query map: every score is 0), evaluated on whole arrays of sequences.
@@ -863,7 +848,7 @@ def mix(sub, X: Batch, den: int, index: np.ndarray, keep: range):
     size = len(X[0]) if X else 0
     if isinstance(sub, PositionalEncoding):
         D = math.lcm(den, *[int(v.denominator) for row in sub.table[:n] for v in row])
-        base = _scaled(_as_matrix(X, size), D // den)
+        base = times(_as_matrix(X, size), D // den)
         shift = _as_matrix(
             [
                 np.array([int(row[j] * D) for row in sub.table[:n]], dtype=object)
@@ -872,7 +857,7 @@ def mix(sub, X: Batch, den: int, index: np.ndarray, keep: range):
             n,
         )
         cols = list(keep)
-        Y = _add(base[index[:, cols]], shift[cols][None, :, :])
+        Y = plus(base[index[:, cols]], shift[cols][None, :, :])
         return _distinct(Y.reshape(N * len(cols), -1), D, N, len(cols))
     if not isinstance(sub, Attention):
         return None
@@ -892,12 +877,12 @@ def mix(sub, X: Batch, den: int, index: np.ndarray, keep: range):
         O, oden = reference._affine(h.output, [S[:, j] for j in range(S.shape[1])], vden, N)
         deltas.append((_as_matrix(O, N), oden * keys))
     D = math.lcm(den, *[d for _, d in deltas])
-    total = _scaled(np.zeros((N, len(X)), np.int64), 1)
+    total = np.zeros((N, len(X)), np.int64)
     for M, d in deltas:
-        total = _add(total, _scaled(M, D // d))
-    base = _scaled(_as_matrix(X, size), D // den)
+        total = plus(total, times(M, D // d))
+    base = times(_as_matrix(X, size), D // den)
     cols = list(keep)
-    Y = _add(base[index[:, cols]], total[:, None, :])
+    Y = plus(base[index[:, cols]], total[:, None, :])
     return _distinct(Y.reshape(N * len(cols), -1), D, N, len(cols))
 
 

@@ -1,0 +1,82 @@
+"""Exact integer arrays: NumPy int64 where the values are proved to fit, Python ints otherwise.
+
+The checks of a million-sequence certificate run on whole arrays. An array here holds exact
+integers (numerators over a denominator kept beside it): ``int64`` when every value — and every
+value an operation below can produce — is below 2⁶² in magnitude, an object array of Python
+ints otherwise. Nothing relies on wrap-around: each operation bounds its result first and
+falls back to Python integers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["LIMIT", "exact", "first_seen_ids", "plus", "ratio_equal", "times", "top"]
+
+LIMIT = 2**62  # |value| < LIMIT: int64, with room for one addition
+
+
+def top(a: np.ndarray) -> int:
+    """max |a| as a Python int (0 for an empty array)."""
+    if a.size == 0:
+        return 0
+    return max(abs(int(a.max())), abs(int(a.min())))
+
+
+def exact(a: np.ndarray) -> np.ndarray:
+    """``a`` as int64 when every value fits, else as an object array of Python ints."""
+    a = np.asarray(a)
+    if a.dtype == object:
+        return a.astype(np.int64) if top(a) < LIMIT else a
+    return a.astype(np.int64, copy=False)
+
+
+def times(a: np.ndarray, k: int) -> np.ndarray:
+    """a·k exactly."""
+    if k == 1:
+        return a
+    if a.dtype != object and top(a) * abs(k) < LIMIT:
+        return a * k
+    return a.astype(object) * k
+
+
+def plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a + b exactly."""
+    if a.dtype != object and b.dtype != object and top(a) + top(b) < LIMIT:
+        return a + b
+    return a.astype(object) + b.astype(object)
+
+
+def ratio_equal(a: np.ndarray, da: int, b: np.ndarray, db: int) -> np.ndarray:
+    """a/da == b/db elementwise, exactly (da, db > 0)."""
+    return times(a, db) == times(b, da)
+
+
+def first_seen_ids(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ids of the rows of M (or of its entries, for a 1-D array) numbered in order of first
+    appearance, and the index of each id's first row: equal rows ↔ equal ids.
+
+    Rows of an int64 matrix are grouped by a 64-bit hash (wrapping on purpose) and every row is
+    then compared with its group's first row; a collision falls back to sorting the rows."""
+    if M.ndim == 2 and M.dtype != object and len(M):
+        weights = np.random.default_rng(0).integers(1, 2**63, M.shape[1], np.uint64) * 2 + 1
+        with np.errstate(over="ignore"):
+            z = M.astype(np.uint64) * weights  # per column, then mixed (xor-shift-multiply)
+            z ^= z >> np.uint64(29)
+            z *= np.uint64(0xBF58476D1CE4E5B9)
+            z ^= z >> np.uint64(32)
+            h = z.sum(axis=1)
+        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+        if not np.array_equal(M, M[first[inverse]]):
+            _, first, inverse = np.unique(M, axis=0, return_index=True, return_inverse=True)
+    elif M.ndim == 2:
+        where: dict[tuple, int] = {}
+        inverse = np.array([where.setdefault(tuple(r), len(where)) for r in M], np.int64)
+        first = np.unique(inverse, return_index=True)[1]
+    else:
+        _, first, inverse = np.unique(M, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse], first[order]

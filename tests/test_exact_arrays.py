@@ -1,0 +1,89 @@
+"""Exact integer arrays (int64 only where proved to fit) and the array forms of the Kajitsuka &
+Sato checks, against plain Python integers."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, plus, ratio_equal, times
+from exactmem.verify_ks25 import _gap_within
+
+BIG = st.integers(-(2**70), 2**70)
+NEAR = st.sampled_from([0, 1, -1, LIMIT - 1, -(LIMIT - 1), LIMIT, 2**63, -(2**63)])
+
+
+def reference_ids(rows: list) -> tuple[list[int], list[int]]:
+    where: dict = {}
+    ids = [where.setdefault(r, len(where)) for r in rows]
+    first = [ids.index(k) for k in range(len(where))]
+    return ids, first
+
+
+@given(st.lists(st.lists(st.integers(0, 3), min_size=3, max_size=3), max_size=40))
+def test_first_seen_ids_of_rows(rows):
+    M = np.array(rows, np.int64).reshape(len(rows), 3)
+    ids, first = first_seen_ids(M)
+    want_ids, want_first = reference_ids([tuple(r) for r in rows])
+    assert ids.tolist() == want_ids and first.tolist() == want_first
+
+
+@given(st.lists(st.one_of(BIG, NEAR), max_size=30))
+def test_first_seen_ids_of_entries_and_object_rows(values):
+    ids, first = first_seen_ids(np.array(values, object))
+    assert (ids.tolist(), first.tolist()) == reference_ids(values)
+    rows = np.array([[v, v % 3] for v in values], object).reshape(len(values), 2)
+    ids, first = first_seen_ids(rows)
+    assert (ids.tolist(), first.tolist()) == reference_ids([(v, v % 3) for v in values])
+
+
+def test_first_seen_ids_survives_a_hash_collision(monkeypatch):
+    """Rows are grouped by a hash and then compared: force every hash equal."""
+    original = np.unique
+
+    def colliding(a, *args, **kw):
+        if a.dtype == np.uint64:
+            a = np.zeros_like(a)
+        return original(a, *args, **kw)
+
+    monkeypatch.setattr(np, "unique", colliding)
+    M = np.array([[1, 2], [3, 4], [1, 2], [5, 6], [3, 4]], np.int64)
+    ids, first = first_seen_ids(M)
+    assert ids.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
+
+
+@given(st.lists(st.one_of(BIG, NEAR), min_size=1, max_size=20), st.one_of(BIG, NEAR))
+def test_arithmetic_is_exact_across_2_62(values, k):
+    a = exact(np.array(values, object))
+    assert a.dtype == (np.int64 if max(map(abs, values)) < LIMIT else object)
+    assert [int(v) for v in times(a, k)] == [v * k for v in values]
+    assert [int(v) for v in plus(a, a)] == [2 * v for v in values]
+    den = abs(k) + 1
+    same = ratio_equal(times(a, den), den, a, 1)
+    assert same.all()
+    moved = ratio_equal(plus(times(a, den), exact(np.ones(len(values), np.int64))), den, a, 1)
+    assert not moved.any()
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 2), st.one_of(st.integers(-50, 50), BIG)),
+        max_size=30,
+    )
+)
+def test_gap_within_groups(rows):
+    """The least positive seq difference within equal (phi, tid), int64 and object paths."""
+    groups: dict = {}
+    for p, t, v in rows:
+        groups.setdefault((p, t), set()).add(v)
+    gaps = [
+        b - a
+        for vals in groups.values()
+        for a, b in zip(sorted(vals), sorted(vals)[1:], strict=False)
+    ]
+    want = min(gaps) if gaps else None
+    phi, tid, seq = (np.array([r[j] for r in rows], object) for j in range(3))
+    assert _gap_within(exact(phi), exact(tid), exact(seq)) == want
+    assert _gap_within(phi, tid, seq) == want
