@@ -252,7 +252,7 @@ def _sequences(model, dataset, progress, jobs=1, run=None):
         "d": dataset.dim,
         "C": dataset.num_classes,
         **_geometry(tokens, "tokens"),
-        "distinct_multisets": len(set(sv.multisets)),
+        "distinct_multisets": len(sv.first_of_multiset),
         "position_aware": bool(model.meta.get("position_aware")),
         "vocabulary": len(dataset.vocab),
     }

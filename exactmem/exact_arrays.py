@@ -9,9 +9,21 @@ falls back to Python integers.
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
-__all__ = ["LIMIT", "exact", "first_seen_ids", "plus", "ratio_equal", "times", "top"]
+import numpy as np
+from gmpy2 import mpq
+
+__all__ = [
+    "LIMIT",
+    "exact",
+    "first_seen_ids",
+    "plus",
+    "ratio_equal",
+    "rational_table",
+    "times",
+    "top",
+]
 
 LIMIT = 2**62  # |value| < LIMIT: int64, with room for one addition
 
@@ -80,3 +92,13 @@ def first_seen_ids(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     return rank[inverse], first[order]
+
+
+def rational_table(values: dict[int, int | mpq]) -> tuple[np.ndarray, int]:
+    """Numerators over one common denominator of values indexed by small non-negative ints
+    (tokens), 0 where absent; returns (numerators, denominator)."""
+    den = math.lcm(1, *(int(mpq(v).denominator) for v in values.values()))
+    tab = np.zeros(max(values, default=-1) + 1, object)
+    for t, v in values.items():
+        tab[t] = int(mpq(v) * den)
+    return exact(tab), den

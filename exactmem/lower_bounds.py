@@ -25,7 +25,7 @@ from flint import arb, ctx
 
 from exactmem.bounds import decide_ge
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer, resources
-from exactmem.sequences import token_array
+from exactmem.sequences import canonical_tokens
 
 __all__ = [
     "Architecture",
@@ -274,5 +274,5 @@ def lower_bound_checks(model: Transformer, dataset, sv=None, run=None) -> list:
 
 def _all_distinct(dataset, sv, labels: int) -> bool:
     """Theorem 4.3's hypothesis: the nN tokens of the dataset are pairwise distinct vectors."""
-    canonical = np.asarray(sv.canonical, np.int64)[token_array(dataset)]
+    canonical = canonical_tokens(dataset, sv.canonical)
     return len(np.unique(canonical)) == labels

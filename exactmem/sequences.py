@@ -15,20 +15,24 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain
+from functools import cached_property
+from itertools import chain, groupby
 
 import numpy as np
 from gmpy2 import mpq
 
 from exactmem.data import Dataset
 from exactmem.errors import InputError
+from exactmem.exact_arrays import exact, first_seen_ids
 
 __all__ = [
     "SequenceView",
     "check_consistency",
     "check_next_token_consistency",
+    "multiset_of",
     "random_sequences",
     "token_array",
+    "canonical_tokens",
     "view",
     "with_positions",
     "zen_of_python",
@@ -37,17 +41,36 @@ __all__ = [
 Multiset = tuple[tuple[int, int], ...]  # sorted (canonical token, count)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SequenceView:
-    """Canonical tokens (equal vectors share the smallest vocab index) and multisets."""
+    """Canonical tokens (equal vectors share the smallest vocab index) and multisets, as arrays.
+
+    A multiset is a sequence's sorted row of canonical tokens; ``multiset_ids`` number the
+    distinct ones in order of first appearance. The tuple form (:attr:`multisets`) is built
+    only when asked for (a million of them cost a gigabyte)."""
 
     canonical: tuple[int, ...]  # vocab index → canonical index
     tokens: tuple[int, ...]  # canonical tokens used, in increasing order
-    multisets: tuple[Multiset, ...]  # per sequence
-    last: tuple[int, ...]  # canonical last token per sequence
+    sorted_tokens: np.ndarray  # (N, n): each sequence's canonical tokens, sorted
+    last: np.ndarray  # (N,): canonical last token per sequence
+    multiset_ids: np.ndarray  # (N,): equal ids ↔ equal multisets, first-seen order
+    first_of_multiset: np.ndarray  # per multiset id, its first sequence
+
+    @cached_property
+    def multisets(self) -> tuple[Multiset, ...]:
+        """Per sequence, its multiset as sorted (canonical token, count) pairs."""
+        return tuple(multiset_of(row) for row in self.sorted_tokens.tolist())
+
+    def multiset(self, i: int) -> Multiset:
+        return multiset_of(self.sorted_tokens[i].tolist())
 
     def key(self, i: int) -> tuple[int, Multiset]:
-        return self.last[i], self.multisets[i]
+        return int(self.last[i]), self.multiset(i)
+
+
+def multiset_of(row: list[int]) -> Multiset:
+    """The multiset of a sorted row of tokens, as (token, count) pairs."""
+    return tuple((t, len(list(run))) for t, run in groupby(row))
 
 
 def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
@@ -58,13 +81,16 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
         canonical = tuple(range(len(ds.vocab)))
     else:
         canonical = tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
-    multisets, last, used = [], [], set()
-    for seq in ds.sequences:
-        toks = [canonical[t] for t in seq]
-        used.update(toks)
-        multisets.append(tuple(sorted(Counter(toks).items())))
-        last.append(toks[-1])
-    return SequenceView(canonical, tuple(sorted(used)), tuple(multisets), tuple(last))
+    canon = canonical_tokens(ds, canonical)
+    ordered = np.sort(canon, axis=1)
+    ids, firsts = first_seen_ids(ordered)
+    last = canon[:, -1] if canon.shape[1] else np.zeros(len(canon), np.int64)
+    return SequenceView(canonical, tuple(np.unique(canon).tolist()), ordered, last, ids, firsts)
+
+
+def canonical_tokens(ds: Dataset, canonical: tuple[int, ...]) -> np.ndarray:
+    """The (N, n) array of canonical tokens of the sequences."""
+    return np.asarray(canonical, np.int64)[token_array(ds)]
 
 
 def token_array(ds: Dataset) -> np.ndarray:
@@ -104,35 +130,33 @@ def check_consistency(
     if ds.task != expected_task:
         raise InputError(f"expected task {expected_task!r}, the dataset has {ds.task!r}")
     sv = sv or view(ds)
-    owner: dict = {}
-    conflicts = []
-    for i in range(ds.size):
-        if mode == "seq2seq":
-            for k, tok in enumerate(ds.sequences[i]):
-                key = (sv.canonical[tok], sv.multisets[i])
-                j, l = owner.setdefault(key, (i, k))
-                if ds.labels[j][l] != ds.labels[i][k]:
-                    conflicts.append(
-                        (
-                            f"sequences[{j}][{l}]",
-                            f"sequences[{i}][{k}]",
-                            ds.labels[j][l],
-                            ds.labels[i][k],
-                        )
-                    )
-            continue
-        if mode == "sequence":
-            key = tuple(sv.canonical[t] for t in ds.sequences[i])
-        else:
-            key = sv.key(i) if mode == "next-token" else sv.multisets[i]
-        j = owner.setdefault(key, i)
-        if j != i and ds.labels[j] != ds.labels[i]:
-            conflicts.append((f"sequences[{j}]", f"sequences[{i}]", ds.labels[j], ds.labels[i]))
+    width = sv.sorted_tokens.shape[1]
+    if mode == "seq2seq":  # one key per (sequence, position)
+        canon = canonical_tokens(ds, sv.canonical)
+        keys = np.stack([canon.reshape(-1), np.repeat(sv.multiset_ids, width)], axis=1)
+    elif mode == "sequence":
+        keys = canonical_tokens(ds, sv.canonical)
+    elif mode == "next-token":
+        keys = np.stack([sv.last, sv.multiset_ids], axis=1)
+    else:
+        keys = sv.multiset_ids
+
+    def where(m: int) -> str:
+        return f"sequences[{m // width}][{m % width}]" if mode == "seq2seq" else f"sequences[{m}]"
+
+    labels = exact(np.array(ds.labels, dtype=object)).reshape(-1)
+    ids, firsts = first_seen_ids(keys)
+    owner = firsts[ids]
+    clash = np.nonzero(labels != labels[owner])[0]
+    conflicts = [
+        (where(int(owner[m])), where(int(m)), labels[owner[m]], labels[m]) for m in clash[:5]
+    ]
+    total = len(clash)
     if conflicts:
         shown = "; ".join(f"{a} and {b} (labels {x} and {y})" for a, b, x, y in conflicts[:5])
-        more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
+        more = f" and {total - 5} more" if total > 5 else ""
         raise InputError(
-            f"{len(conflicts)} label conflicts: {shown}{more} have {CONSISTENCY[mode]} but "
+            f"{total} label conflicts: {shown}{more} have {CONSISTENCY[mode]} but "
             "different labels. A Transformer without positional encoding cannot tell them "
             "apart; append positions to the tokens (--set position_aware=true) or fix the labels"
         )

@@ -8,7 +8,6 @@ the sequence id and the context id from the stream after it.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
 import numpy as np
@@ -17,9 +16,9 @@ from gmpy2 import mpq
 from exactmem.data import Dataset
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
-from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, ratio_equal, top
+from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, ratio_equal, rational_table, top
 from exactmem.model import MLP, Attention
-from exactmem.sequences import SequenceView, describe_multiset, token_array
+from exactmem.sequences import SequenceView, canonical_tokens, describe_multiset
 from exactmem.verify import MAX_EXAMPLES, Check, _examples, check_any_memorizer
 
 __all__ = ["check_ks25"]
@@ -55,14 +54,14 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
     mixed = trace.streams[at]
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
 
-    canon = np.asarray(sv.canonical, np.int64)[token_array(ds)]  # (N, n) canonical tokens
+    canon = canonical_tokens(ds, sv.canonical)  # (N, n) canonical tokens
     tokens, at_first = np.unique(canon.reshape(-1), return_index=True)
     token_rows = first.index.reshape(-1)[at_first]
     row_of = dict(zip(tokens.tolist(), token_rows.tolist(), strict=True))
     phi_rows, tid_rows = first.lane("phi"), first.lane("tid")
     phi = {t: phi_rows[r] for t, r in row_of.items()}
     tid = {t: tid_rows[r] for t, r in row_of.items()}
-    ms_id, ms_first = first_seen_ids(np.sort(canon, axis=1))  # multisets, first-seen order
+    ms_id, ms_first = sv.multiset_ids, sv.first_of_multiset  # multisets, first-seen order
 
     checks = [_phi_values(phi, len(ms_first))]
     A = {t for t, v in phi.items() if v != 0}
@@ -89,18 +88,9 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
     return checks
 
 
-def _table(values: dict[int, mpq]) -> tuple[np.ndarray, int]:
-    """Numerators over one common denominator, indexed by token (0 where absent)."""
-    den = math.lcm(1, *(int(v.denominator) for v in values.values()))
-    tab = np.zeros(max(values, default=-1) + 1, object)
-    for t, v in values.items():
-        tab[t] = int(v * den)
-    return exact(tab), den
-
-
 def _sums(canon: np.ndarray, phi: dict[int, mpq]) -> tuple[np.ndarray, int]:
     """Σ φ̃ over each sequence (= over its multiset): numerators and their denominator."""
-    tab, den = _table(phi)
+    tab, den = rational_table(phi)
     if tab.dtype != object and top(tab) * max(canon.shape[1], 1) >= LIMIT:
         tab = tab.astype(object)
     return tab[canon].sum(axis=1), den
@@ -203,8 +193,8 @@ def _attention(att, mixed: Stream, tok, positions, phi, tid, sums, sums_den) -> 
     bad = []
     if att.unequal_columns:
         bad.append(f"{att.unequal_columns} of {att.columns} query columns have unequal scores")
-    phi_tab, phi_den = _table(phi)
-    tid_tab, tid_den = _table(tid)
+    phi_tab, phi_den = rational_table(phi)
+    tid_tab, tid_den = rational_table(tid)
     wanted = {
         "phi": (phi_tab[tok], phi_den),
         "tid": (tid_tab[tok], tid_den),

@@ -26,6 +26,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
@@ -40,14 +41,24 @@ from exactmem.constructions.vys import (
 )
 from exactmem.data import Dataset
 from exactmem.errors import InputError
+from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, rational_table, top
 from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
-from exactmem.sequences import Multiset, check_consistency, restrict, view, with_positions
+from exactmem.sequences import (
+    Multiset,
+    canonical_tokens,
+    check_consistency,
+    multiset_of,
+    restrict,
+    view,
+    with_positions,
+)
 
 __all__ = [
     "KS25Witness",
     "build",
     "paper_weights",
     "random_weights",
+    "random_weights_on_rows",
     "restrict",
     "sequence_sums",
     "witness_set",
@@ -112,11 +123,30 @@ def random_weights(
     For one pair of distinct restricted multisets a collision has probability ≤ 1/Q (fix a
     token whose counts differ), so one draw succeeds with probability ≥ ½.
     """
-    Q = max(len(multisets) ** 2, 2)
+    pad = max((t for ms in multisets for t, _ in ms), default=-1) + 1  # a token outside A
+    width = max((sum(c for _, c in ms) for ms in multisets), default=0)
+    rows = np.full((len(multisets), width), pad, np.int64)
+    for i, ms in enumerate(multisets):
+        flat = [t for t, c in ms for _ in range(c)]
+        rows[i, : len(flat)] = flat
+    return random_weights_on_rows(rows, A, rng, attempts)
+
+
+def random_weights_on_rows(
+    rows: np.ndarray, A: Sequence[int], rng: random.Random, attempts: int = 64
+) -> dict[int, int]:
+    """:func:`random_weights` for multisets given as rows of tokens (one distinct multiset per
+    row; f vanishes outside A, so the rows need not be restricted): the same draws, the sums
+    taken on whole arrays."""
+    Q = max(len(rows) ** 2, 2)
+    size = max(int(rows.max(initial=-1)), max(A, default=-1)) + 1
     for _ in range(attempts):
         f = {x: rng.randint(1, Q) for x in A}
-        sums = sequence_sums(multisets, f)
-        if len(set(sums)) == len(sums):
+        weights, _ = rational_table({**dict.fromkeys(range(size), 0), **f})
+        if weights.dtype != object and top(weights) * max(rows.shape[1], 1) >= LIMIT:
+            weights = weights.astype(object)
+        sums = weights[rows].sum(axis=1)
+        if len(np.unique(sums)) == len(sums):
             return f
     raise InputError(f"no separating weights in {attempts} draws (are two multisets equal?)")
 
@@ -267,13 +297,16 @@ def _memorizer(points, labels, *, options, **kw):
     return build_memorizer(points, labels, gadget=options.get("gadget", DEFAULT_GADGET), **kw)
 
 
-def _weights(restricted, A, options, rng) -> tuple[dict[int, int], tuple[mpq, ...]]:
-    """Lemma B.2: FIX-1 random weights (default) or the printed scheme."""
+def _weights(distinct, rows, A, options, rng) -> tuple[dict[int, int], tuple[mpq, ...]]:
+    """Lemma B.2: FIX-1 random weights (default) or the printed scheme. ``distinct``: the
+    distinct multisets; ``rows``: the same as rows of sorted tokens."""
     scheme = options.get("sequence_weights", "random")
     if scheme not in SCHEMES:
         raise InputError(f"sequence_weights must be one of {', '.join(SCHEMES)}")
     if scheme == "random":
-        return random_weights(restricted, A, rng), ()
+        return random_weights_on_rows(rows, A, rng), ()
+    in_A = set(A)
+    restricted = [restrict(ms, in_A) for ms in distinct]
     if not A:
         return {}, ()
     if len(restricted) > PAPER_SCHEME_LIMIT:
@@ -305,12 +338,43 @@ def _weights(restricted, A, options, rng) -> tuple[dict[int, int], tuple[mpq, ..
     return paper_weights(restricted, order, len(restricted), direction), direction
 
 
-def _items(dataset: Dataset, variant: str) -> list[tuple[int, int, int]]:
-    """(sequence, position, label) of every item the model must get right."""
-    n = len(dataset.sequences[0])
-    if variant == "ks25-seq2seq":
-        return [(i, k, dataset.labels[i][k]) for i in range(dataset.size) for k in range(n)]
-    return [(i, n - 1, dataset.labels[i]) for i in range(dataset.size)]
+def _context_ids(dataset: Dataset, sv, variant: str, f: dict[int, int], key_of: dict):
+    """The intended context ids (φ̃(x_k), id(x_k), Σ φ̃ / n) at the judged positions (eq. (53);
+    the sum alone for deep sets), distinct, in first-seen order, with the first label of each,
+    and the (sequence, sequence) pairs whose labels collide on one id. Whole arrays: a million
+    sequences are a million items."""
+    n = sv.sorted_tokens.shape[1]
+    positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
+    canon = canonical_tokens(dataset, sv.canonical)
+    weights, _ = rational_table(f)
+    top_token = int(canon.max(initial=0)) + 1
+    if len(weights) < top_token:
+        weights = np.concatenate([weights, np.zeros(top_token - len(weights), weights.dtype)])
+    if weights.dtype != object and top(weights) * max(n, 1) >= LIMIT:
+        weights = weights.astype(object)
+    sums = weights[canon].sum(axis=1)  # Σ_k f(x_k) = Σ over the multiset
+    tok = canon[:, positions]
+    P = len(positions)
+    if variant == "ks25-deep-sets":
+        parts = [np.repeat(sums, P)]
+    else:
+        ids_of, _ = rational_table(key_of)
+        parts = [weights[tok].reshape(-1), ids_of[tok].reshape(-1), np.repeat(sums, P)]
+    dtype = object if any(p.dtype == object for p in parts) else np.int64
+    ids, firsts = first_seen_ids(np.stack([p.astype(dtype) for p in parts], axis=1))
+    labels = exact(np.array(dataset.labels, dtype=object)).reshape(-1)
+    owner = firsts[ids]
+    clash = np.nonzero(labels != labels[owner])[0]
+    collisions = [(int(owner[m]) // P, int(m) // P) for m in clash]
+    points = []
+    for m in firsts.tolist():
+        i, t = m // P, int(tok.reshape(-1)[m])
+        seq = mpq(int(sums[i]), n)
+        if variant == "ks25-deep-sets":
+            points.append((mpq(0), mpq(0), seq))
+        else:
+            points.append((mpq(f.get(t, 0)), mpq(key_of[t]), seq))
+    return points, labels[firsts].tolist(), collisions
 
 
 def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
@@ -333,11 +397,11 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
         dataset, CONSISTENCY_MODE.get(variant, "next-token"), view(dataset, by_index=token_ids)
     )
     n = len(dataset.sequences[0])
-    distinct = list(dict.fromkeys(sv.multisets))
+    rows = sv.sorted_tokens[sv.first_of_multiset]  # distinct multisets, first-seen order
+    distinct = [multiset_of(row) for row in rows.tolist()]
     A = witness_set(distinct)
     in_A = set(A)
-    restricted = [restrict(ms, in_A) for ms in distinct]
-    f, direction = _weights(restricted, A, options, rng)
+    f, direction = _weights(distinct, rows, A, options, rng)
 
     tokens = list(sv.tokens)
     phi_witness = None
@@ -377,28 +441,14 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
         key_of = {t: proj.key(vectors_of[t]) for t in tokens}
         sublayers = (ffn1,)
 
-    # intended context ids: (φ̃(x_k), id(x_k), Σ φ̃ / n) at the positions that are judged
-    ctx_label: dict[tuple, int] = {}
-    owner: dict[tuple, tuple] = {}
-    collisions = []
-    for i, k, y in _items(dataset, variant):
-        tok = sv.canonical[dataset.sequences[i][k]]
-        seq_sum = sum(c * f.get(t, 0) for t, c in sv.multisets[i])
-        if variant == "ks25-deep-sets":
-            cid = (mpq(0), mpq(0), mpq(seq_sum, n))
-        else:
-            cid = (mpq(f.get(tok, 0)), mpq(key_of[tok]), mpq(seq_sum, n))
-        j = owner.setdefault(cid, (i, k))
-        if ctx_label.setdefault(cid, y) != y:
-            collisions.append((j[0], i))
-    points = list(ctx_label)
+    points, point_labels, collisions = _context_ids(dataset, sv, variant, f, key_of)
     projection = None
     if variant == "ks25-deep-sets":  # ρ̃ reads the sum only (Theorem D.1)
         lowest = min(p[2] for p in points)
         projection = Projection(n, (0, 0, 1), int(2 - 2 * n * lowest))
     ffn2, f2_witness = _memorizer(
         points,
-        [ctx_label[p] for p in points],
+        point_labels,
         options=options,
         num_classes=dataset.num_classes,
         seed=seed + 1,
