@@ -1,0 +1,74 @@
+"""The array form of sequence views and consistency checks against plain dictionaries."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from gmpy2 import mpq
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exactmem.data import Dataset
+from exactmem.errors import InputError
+from exactmem.sequences import check_consistency, view
+
+VOCAB = tuple((mpq(v),) for v in (0, 1, 2, 1, 3))  # vocab[3] equals vocab[1]
+
+
+@st.composite
+def datasets(draw, task="next-token"):
+    n = draw(st.integers(1, 4))
+    seqs = draw(st.lists(st.tuples(*[st.integers(0, 4)] * n), min_size=1, max_size=25))
+    if task == "seq2seq":
+        labels = draw(st.lists(st.tuples(*[st.integers(1, 2)] * n), min_size=len(seqs)))
+    else:
+        labels = draw(st.lists(st.integers(1, 2), min_size=len(seqs)))
+    return Dataset(task, tuple(labels[: len(seqs)]), 2, vocab=VOCAB, sequences=tuple(seqs))
+
+
+def canonical(t: int) -> int:
+    return 1 if t == 3 else t
+
+
+@given(datasets())
+def test_view_against_counter(ds):
+    sv = view(ds)
+    want = [tuple(sorted(Counter(map(canonical, s)).items())) for s in ds.sequences]
+    assert list(sv.multisets) == want
+    assert [sv.multiset(i) for i in range(ds.size)] == want
+    assert sv.last.tolist() == [canonical(s[-1]) for s in ds.sequences]
+    assert sv.tokens == tuple(sorted({canonical(t) for s in ds.sequences for t in s}))
+    first = list(dict.fromkeys(want))
+    assert sv.first_of_multiset.tolist() == [want.index(ms) for ms in first]
+    assert sv.multiset_ids.tolist() == [first.index(ms) for ms in want]
+
+
+def reference_conflicts(ds, mode) -> int:
+    owner: dict = {}
+    count = 0
+    for i, seq in enumerate(ds.sequences):
+        ms = tuple(sorted(Counter(map(canonical, seq)).items()))
+        if mode == "seq2seq":
+            items = [((canonical(t), ms), ds.labels[i][k]) for k, t in enumerate(seq)]
+        elif mode == "sequence":
+            items = [(tuple(map(canonical, seq)), ds.labels[i])]
+        elif mode == "next-token":
+            items = [((canonical(seq[-1]), ms), ds.labels[i])]
+        else:
+            items = [(ms, ds.labels[i])]
+        for key, y in items:
+            count += owner.setdefault(key, y) != y
+    return count
+
+
+@pytest.mark.parametrize("mode", ["next-token", "sequence", "multiset", "seq2seq"])
+@given(data=st.data())
+def test_consistency_against_dictionaries(mode, data):
+    ds = data.draw(datasets("seq2seq" if mode == "seq2seq" else "next-token"))
+    conflicts = reference_conflicts(ds, mode)
+    if conflicts:
+        with pytest.raises(InputError, match=f"^{conflicts} label conflicts"):
+            check_consistency(ds, mode)
+    else:
+        assert check_consistency(ds, mode).multiset_ids.shape == (ds.size,)
