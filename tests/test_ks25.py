@@ -262,3 +262,52 @@ def test_all_identical_tokens(n):
     model, _ = ks25.build(ds, {})
     cert = certify(model, ds)
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
+
+
+def _distinct_rows(seqs):
+    import numpy as np
+
+    rows = np.sort(np.array(seqs, np.int64), axis=1)
+    _, first = np.unique(rows, axis=0, return_index=True)
+    return rows[np.sort(first)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 6).flatmap(
+        lambda n: st.lists(st.lists(st.integers(0, 9), min_size=n, max_size=n), min_size=1)
+    )
+)
+def test_compiled_witness_set_takes_the_same_steps(seqs):
+    """Lemma B.1 compiled (hashes in an open-addressing table) = the dictionary version."""
+    from exactmem.constructions.witness_kernel import witness_rows
+    from exactmem.sequences import multiset_of
+
+    rows = _distinct_rows(seqs)
+    assert witness_rows(rows) == ks25.witness_set([multiset_of(r) for r in rows.tolist()])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_witness_set_on_many_multisets(seed):
+    """Thousands of multisets over 30 tokens: many additions to A, the table rebuilt often."""
+    import random
+
+    from exactmem.constructions.witness_kernel import witness_rows
+    from exactmem.sequences import multiset_of
+
+    rng = random.Random(seed)
+    rows = _distinct_rows([[rng.randrange(30) for _ in range(6)] for _ in range(3000)])
+    A = witness_rows(rows)
+    assert A == ks25.witness_set([multiset_of(r) for r in rows.tolist()])
+    assert len(A) > 10
+
+
+def test_witness_set_of_rows_falls_back_after_a_hash_collision(monkeypatch):
+    from exactmem.constructions import witness_kernel
+    from exactmem.sequences import multiset_of
+
+    rows = _distinct_rows([[0, 1], [1, 1], [0, 0], [2, 1], [0, 2]])
+    monkeypatch.setattr(ks25, "KERNEL_FROM", 0)
+    monkeypatch.setattr(witness_kernel, "witness_rows", lambda rows: None)
+    want = ks25.witness_set([multiset_of(r) for r in rows.tolist()])
+    assert ks25.witness_set_of_rows(rows) == want and want

@@ -62,6 +62,7 @@ __all__ = [
     "restrict",
     "sequence_sums",
     "witness_set",
+    "witness_set_of_rows",
 ]
 
 SCHEMES = ("random", "paper")
@@ -106,6 +107,23 @@ def witness_set(multisets: Sequence[Multiset]) -> list[int]:
                 owner[current[j]] = j
         owner[current[k]] = k  # also when x is absent from the new multiset
     return A
+
+
+KERNEL_FROM = 20_000  # distinct multisets from which Lemma B.1 runs compiled
+
+
+def witness_set_of_rows(rows: np.ndarray) -> list[int]:
+    """:func:`witness_set` of the distinct multisets given as sorted token rows (first-seen
+    order): compiled from :data:`KERNEL_FROM` rows (the same steps and result,
+    :mod:`exactmem.constructions.witness_kernel`), with dictionaries below it or after a hash
+    collision."""
+    if len(rows) >= KERNEL_FROM:
+        from exactmem.constructions.witness_kernel import witness_rows
+
+        A = witness_rows(rows)
+        if A is not None:
+            return A
+    return witness_set([multiset_of(row) for row in rows.tolist()])
 
 
 # --------------------------------------------------------------------------- Lemma B.2
@@ -297,16 +315,16 @@ def _memorizer(points, labels, *, options, **kw):
     return build_memorizer(points, labels, gadget=options.get("gadget", DEFAULT_GADGET), **kw)
 
 
-def _weights(distinct, rows, A, options, rng) -> tuple[dict[int, int], tuple[mpq, ...]]:
-    """Lemma B.2: FIX-1 random weights (default) or the printed scheme. ``distinct``: the
-    distinct multisets; ``rows``: the same as rows of sorted tokens."""
+def _weights(rows, A, options, rng) -> tuple[dict[int, int], tuple[mpq, ...]]:
+    """Lemma B.2: FIX-1 random weights (default) or the printed scheme. ``rows``: the distinct
+    multisets as rows of sorted tokens."""
     scheme = options.get("sequence_weights", "random")
     if scheme not in SCHEMES:
         raise InputError(f"sequence_weights must be one of {', '.join(SCHEMES)}")
     if scheme == "random":
         return random_weights_on_rows(rows, A, rng), ()
     in_A = set(A)
-    restricted = [restrict(ms, in_A) for ms in distinct]
+    restricted = [restrict(multiset_of(row), in_A) for row in rows.tolist()]
     if not A:
         return {}, ()
     if len(restricted) > PAPER_SCHEME_LIMIT:
@@ -398,10 +416,9 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
     )
     n = len(dataset.sequences[0])
     rows = sv.sorted_tokens[sv.first_of_multiset]  # distinct multisets, first-seen order
-    distinct = [multiset_of(row) for row in rows.tolist()]
-    A = witness_set(distinct)
+    A = witness_set_of_rows(rows)
     in_A = set(A)
-    f, direction = _weights(distinct, rows, A, options, rng)
+    f, direction = _weights(rows, A, options, rng)
 
     tokens = list(sv.tokens)
     phi_witness = None
@@ -476,7 +493,7 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
         scheme=options.get("sequence_weights", "random"),
         witness_tokens=tuple(A),
         weights=tuple(f.get(x, 0) for x in A),
-        distinct_multisets=len(distinct),
+        distinct_multisets=len(rows),
         direction=direction,
         collisions=tuple(collisions),
         phi=phi_witness,
