@@ -13,7 +13,6 @@ import contextlib
 import io
 import random
 import re
-from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, groupby
@@ -247,6 +246,7 @@ def random_sequences(
     else:
         raise InputError(f"unknown family {family!r}")
     seqs: list[tuple[int, ...]] = []
+    token = list(range(vocab_size))  # one int object per token, shared by all sequences
     while len(seqs) < N:
         if family == "distinct":
             seqs.append(tuple(range(len(seqs) * n, (len(seqs) + 1) * n)))
@@ -260,19 +260,10 @@ def random_sequences(
             base[k], base[-1] = base[-1], base[k]
             seqs.append(tuple(base))
         else:
-            seqs.append(tuple(rng.randrange(vocab_size) for _ in range(n)))
-    labels: list = []
-    chosen: dict = {}
-    for s in seqs:
-        ms = tuple(sorted(Counter(s).items()))
-        if task == "seq2seq":
-            labels.append(tuple(chosen.setdefault((t, ms), rng.randint(1, C)) for t in s))
-        else:
-            key = ms if labels_by == "multiset" else (s[-1], ms)
-            labels.append(chosen.setdefault(key, rng.randint(1, C)))
+            seqs.append(tuple(token[rng.randrange(vocab_size)] for _ in range(n)))
     return Dataset(
         task=task,
-        labels=tuple(labels),
+        labels=_random_labels(seqs, task, labels_by, C, rng),
         num_classes=C,
         vocab=tuple(vocab),
         sequences=tuple(seqs),
@@ -283,6 +274,30 @@ def random_sequences(
             "labels_by": labels_by,
         },
     )
+
+
+def _random_labels(seqs, task: str, labels_by: str, C: int, rng: random.Random) -> tuple:
+    """One draw in 1..C per sequence (per position for seq-to-seq), in order; an item keeps the
+    draw of the first item with its key: (last token, multiset), the multiset, or (token,
+    multiset) at a position. Keys are compared as arrays (a million multisets as tuples would
+    cost a gigabyte)."""
+    if not seqs:
+        return ()
+    N, n = len(seqs), len(seqs[0])
+    tokens = np.fromiter(chain.from_iterable(seqs), np.int64, N * n).reshape(N, n)
+    ms_ids, _ = first_seen_ids(np.sort(tokens, axis=1))
+    if task == "seq2seq":
+        keys = np.stack([tokens.reshape(-1), np.repeat(ms_ids, n)], axis=1)
+    elif labels_by == "multiset":
+        keys = ms_ids
+    else:
+        keys = np.stack([tokens[:, -1], ms_ids], axis=1)
+    draws = np.array([rng.randint(1, C) for _ in range(len(keys))], dtype=object)
+    ids, first = first_seen_ids(keys)
+    labels = draws[first[ids]].tolist()
+    if task == "seq2seq":
+        return tuple(tuple(labels[i * n : (i + 1) * n]) for i in range(N))
+    return tuple(labels)
 
 
 def zen_text() -> str:

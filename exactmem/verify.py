@@ -184,16 +184,6 @@ def _integral(a: np.ndarray) -> np.ndarray:
     return np.vectorize(_is_int, otypes=[bool])(a) if a.size else np.ones(a.shape, bool)
 
 
-def _stack(trace: Trace, names: list[str], rows: np.ndarray) -> np.ndarray:
-    """Lanes × rows; int64 when every lane is a NumPy integer array."""
-    parts = [_values(trace, n)[rows] for n in names]
-    if not parts:
-        return np.zeros((0, len(rows)), np.int64)
-    if all(p.dtype != object for p in parts):
-        return np.stack([p.astype(np.int64) for p in parts])
-    return np.stack([p.astype(object) for p in parts])
-
-
 def _fmt(v) -> str:
     return format_rational(v if not isinstance(v, np.integer) else int(v))
 
@@ -391,6 +381,7 @@ def check_memorizer(
     )
 
     # Stage III: matches are 0/1; extracted segments are exact and agree with the data.
+    # One slot at a time: K lanes × a million rows stacked would cost gigabytes.
     if layout["gadget"] == "peel":
         everything = len(_values(trace, prefix + "key"))
         key_all, bad_u = _segments(trace, prefix, "U", K, rho, everything, describe)
@@ -399,15 +390,23 @@ def check_memorizer(
         lab_seg = np.array([[lab_all[r][k] for r in rows] for k in range(K)], dtype=object)
         bad = bad_u + bad_w
         failed = len(bad)
+
+        def segment(k: int) -> tuple[np.ndarray, np.ndarray]:
+            return key_seg[k], lab_seg[k]
     else:
-        key_seg = _stack(trace, [f"{prefix}key[{k}]" for k in range(K)], rows)
-        lab_seg = _stack(trace, [f"{prefix}label[{k}]" for k in range(K)], rows)
-        fits = (
-            _integral(key_seg).all(axis=0)
-            & _integral(lab_seg).all(axis=0)
-            & ((key_seg >= 0) & (key_seg < 2**rho)).all(axis=0)
-            & ((lab_seg >= 0) & (lab_seg < 2**c)).all(axis=0)
-        )
+
+        def segment(k: int) -> tuple[np.ndarray, np.ndarray]:
+            return (
+                _values(trace, f"{prefix}key[{k}]")[rows],
+                _values(trace, f"{prefix}label[{k}]")[rows],
+            )
+
+        fits = np.ones(n, bool)
+        for k in range(K):
+            ks, ls = segment(k)
+            fits &= (
+                _integral(ks) & _integral(ls) & (ks >= 0) & (ks < 2**rho) & (ls >= 0) & (ls < 2**c)
+            )
         bad = [
             f"{describe(int(r))}: extracted segment not a {rho}/{c}-bit integer"
             for r in rows[~fits][: MAX_EXAMPLES + 1]
@@ -417,9 +416,24 @@ def check_memorizer(
     order = np.lexsort((rows, group))
     order = order[group[order] >= 0]
     ref = order[_first_of_runs(group[order])]
-    differs = (key_seg[:, order] != key_seg[:, ref]).any(axis=0) | (
-        lab_seg[:, order] != lab_seg[:, ref]
-    ).any(axis=0)
+    differs = np.zeros(len(order), bool)
+    # matches: the first slot whose indicator is 1, and what it holds
+    binary = np.ones(n, bool)
+    hits = np.zeros(n, np.int64)
+    slot = np.full(n, -1, np.int64)
+    held_key = held_label = None
+    for k in range(K):
+        ks, ls = segment(k)
+        differs |= (ks[order] != ks[ref]) | (ls[order] != ls[ref])
+        Mk = _values(trace, f"{prefix}match[{k}]")[rows]
+        binary &= (Mk == 0) | (Mk == 1)
+        one = Mk == 1
+        hits += one
+        first = one & (slot < 0)
+        slot[first] = k
+        held_key = ks if held_key is None else np.where(first, ks, held_key)
+        held_label = ls if held_label is None else np.where(first, ls, held_label)
+    slot[slot < 0] = 0  # no slot matches: reported as slot 0, never read
     peers = np.sort(order[differs]).tolist()
     failed += len(peers)
     bad += [
@@ -435,13 +449,8 @@ def check_memorizer(
         )
     )
 
-    M = _stack(trace, [f"{prefix}match[{k}]" for k in range(K)], rows)
-    binary = ((M == 0) | (M == 1)).all(axis=0)
-    hits = (M == 1).sum(axis=0) if len(M) else np.zeros(len(rows), np.int64)
-    slot = np.argmax(M == 1, axis=0) if len(M) else np.zeros(len(rows), np.int64)
-    cols = np.arange(len(rows))
-    held_key = key_seg[slot, cols] if len(M) else keys
-    held_label = lab_seg[slot, cols] if len(M) else want
+    if held_key is None:  # K = 0 slots: nothing can match
+        held_key, held_label = keys, want
     labelled = want != 0
     wrong = (
         ~binary
@@ -453,7 +462,8 @@ def check_memorizer(
     for i in np.flatnonzero(wrong)[: MAX_EXAMPLES + 1]:
         r = int(rows[i])
         if not binary[i]:
-            bad.append(f"{describe(r)}: match indicators {[_fmt(v) for v in M[:, i]]}")
+            column = [_values(trace, f"{prefix}match[{k}]")[r] for k in range(K)]
+            bad.append(f"{describe(r)}: match indicators {[_fmt(v) for v in column]}")
         elif labelled[i] and hits[i] != 1:
             bad.append(f"{describe(r)}: {int(hits[i])} slots match (exactly one required)")
         elif labelled[i]:

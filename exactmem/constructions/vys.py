@@ -105,8 +105,19 @@ class Projection:
         return Lin(terms, mpq(self.shift))
 
 
+def _integral(points: Sequence[Vector]) -> tuple[int, list[list[int]]]:
+    """(s, the points times s as integers), s the least common denominator of all coordinates."""
+    scale = math.lcm(*[int(x.denominator) for p in points for x in p])
+    return scale, [[int(x * scale) for x in p] for p in points]
+
+
 def integer_projection(
-    points: Sequence[Vector], rng: random.Random, *, bound: int | None = None, attempts: int = 64
+    points: Sequence[Vector],
+    rng: random.Random,
+    *,
+    bound: int | None = None,
+    attempts: int = 64,
+    integral: tuple[int, list[list[int]]] | None = None,
 ) -> Projection:
     """Stage I: an integer direction that keeps all points apart (resampled until it does).
 
@@ -118,8 +129,7 @@ def integer_projection(
     """
     V = len(points)
     d = len(points[0])
-    scale = math.lcm(*[int(x.denominator) for p in points for x in p])
-    integral = [[int(x * scale) for x in p] for p in points]
+    scale, integral = integral or _integral(points)
     top = bound if bound is not None else max(V * V, 1)
     tiers = [] if bound is not None else [1 << e for e in range(max(top.bit_length() - 1, 0))]
     reach = max((abs(x) for p in integral for x in p), default=0) * d
@@ -579,12 +589,29 @@ def _validated_points(points, labels, num_classes, extra_points, gadget) -> list
 
 
 def _keys(everything, projection, seed, direction_bound) -> tuple[Projection, list[int]]:
+    scale, integral = _integral(everything)
     if projection is None:
-        projection = integer_projection(everything, random.Random(seed), bound=direction_bound)
-    keys = [projection.key(p) for p in everything]
+        projection = integer_projection(
+            everything, random.Random(seed), bound=direction_bound, integral=(scale, integral)
+        )
+    keys = _projected(projection, everything, scale, integral)
     if min(keys) < 1 or len(set(keys)) != len(keys):
         raise InputError("the projection must give distinct keys ≥ 1 on all points")
     return projection, keys
+
+
+def _projected(projection: Projection, points, scale: int, integral: list[list[int]]) -> list[int]:
+    """``projection.key`` of every point, as one int64 matrix product when every partial sum is
+    proved below 2⁶² (points = integral / scale), point by point otherwise."""
+    f = projection.factor * projection.scale
+    top = max((abs(x) for row in integral for x in row), default=0)
+    if top * f * sum(abs(w) for w in projection.direction) >= 2**62 or scale >= 2**62:
+        return [projection.key(p) for p in points]
+    num = (np.array(integral, np.int64) @ np.array(projection.direction, np.int64)) * f
+    off = np.flatnonzero(num % scale)
+    if off.size:
+        projection.key(points[int(off[0])])  # raises, naming the point
+    return [k + projection.shift for k in (num // scale).tolist()]
 
 
 def build_memorizer(
