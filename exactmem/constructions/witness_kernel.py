@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["witness_rows"]
+__all__ = ["warm", "witness_rows"]
 
 EMPTY, GONE = -1, -2  # table slots: never used, deleted
 
@@ -193,3 +193,8 @@ def witness_rows(rows: np.ndarray) -> list[int] | None:
         return []
     A, status = _witness(rows, int(rows.max()) + 1)
     return None if status else A.tolist()
+
+
+def warm() -> None:
+    """Load (or compile and cache) the kernel on a tiny input."""
+    witness_rows(np.array([[0, 1], [1, 1], [0, 0]], np.int64))
