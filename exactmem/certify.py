@@ -10,6 +10,9 @@ import platform
 import sys
 from collections.abc import Callable
 
+import numpy as np
+from gmpy2 import mpq
+
 from exactmem import __version__
 from exactmem.data import (
     SEPARATION_LIMIT,
@@ -19,17 +22,22 @@ from exactmem.data import (
     squared_separation,
 )
 from exactmem.errors import InconclusiveError, InputError
+from exactmem.evaluate.reference import Outputs
 from exactmem.evaluate.reference import run as reference_run
 from exactmem.exact import format_rational
+from exactmem.exact_arrays import exact, ratio_equal
 from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
 from exactmem.model import MLP, PositionalEncoding, Transformer, resources
 from exactmem.sequences import check_consistency, view, with_positions
 from exactmem.verify import (
+    MAX_EXAMPLES,
     Certificate,
+    Check,
     activation_summary,
     check_memorizer,
     check_outputs,
+    outputs_verdict,
     step_folds,
 )
 from exactmem.verify_attention import (
@@ -226,18 +234,7 @@ def _sequences(model, dataset, progress, jobs=1, run=None):
     elif readout == "classification":
         checks = [exact_classification_check(trace.outputs, dataset.labels)]
     else:
-        outs = []
-        for i, (out, y) in enumerate(zip(trace.outputs, dataset.labels, strict=True)):
-            if len(out[-1]) != 1:
-                raise InputError(f"the model outputs {len(out[-1])} values per token, expected 1")
-            if seq2seq:
-                outs += [
-                    (f"sequences[{i}][{k}]", col[0], yk)
-                    for k, (col, yk) in enumerate(zip(out, y, strict=True))
-                ]
-            else:
-                outs.append((f"sequences[{i}]", out[-1][0], y))
-        checks = [check_outputs("labels", outs)]
+        checks = [_label_check(trace.outputs, dataset.labels, seq2seq)]
     if construction.startswith("ks25-"):
         checks += check_ks25(trace, model, dataset, sv)
     if construction == "mahdavi24":
@@ -258,6 +255,24 @@ def _sequences(model, dataset, progress, jobs=1, run=None):
     }
     stats = trace.stats if trace is not None else []
     return checks, stats, data
+
+
+def _label_check(outputs: Outputs, labels, seq2seq: bool) -> Check:
+    """Every judged output equals its label exactly, compared on the numerator arrays;
+    rationals are built only for the outputs reported wrong."""
+    if len(outputs.columns) != 1:
+        raise InputError(f"the model outputs {len(outputs.columns)} values per token, expected 1")
+    got, den = outputs.first_lane()
+    want = exact(np.array(labels, dtype=object)).reshape(len(labels), -1)
+    if not seq2seq:
+        got = got[:, -1:]
+    wrong = np.argwhere(~ratio_equal(exact(got), den, want, 1))
+    bad = [
+        f"{f'sequences[{i}][{k}]' if seq2seq else f'sequences[{i}]'}: output "
+        f"{format_rational(mpq(int(got[i, k]), den))}, expected {int(want[i, k])}"
+        for i, k in wrong[: MAX_EXAMPLES + 1].tolist()
+    ]
+    return outputs_verdict("labels", bad, len(wrong), want.size)
 
 
 def certificate_json(cert: Certificate) -> dict:

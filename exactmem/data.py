@@ -229,7 +229,7 @@ def dataset_to_json(ds: Dataset) -> dict:
         obj["points"] = [[str(x) for x in p] for p in ds.points]
     else:
         obj["vocab"] = [[str(x) for x in v] for v in ds.vocab]
-        obj["sequences"] = [list(s) for s in ds.sequences]
+        obj["sequences"] = list(ds.sequences)  # tuples are written as JSON arrays
     obj["labels"] = [list(y) for y in ds.labels] if ds.task == "seq2seq" else list(ds.labels)
     if ds.meta:
         obj["meta"] = ds.meta

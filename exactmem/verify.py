@@ -27,6 +27,7 @@ __all__ = [
     "check_any_memorizer",
     "check_memorizer",
     "check_outputs",
+    "outputs_verdict",
     "check_split_memorizer",
     "step_folds",
 ]
@@ -79,8 +80,13 @@ def check_outputs(name: str, outputs: Iterable[tuple[str, mpq, int]], what: str 
         count += 1
         if got != expected:
             bad.append(f"{where}: output {format_rational(got)}, expected {expected}")
-    if bad:
-        return Check(name, False, f"{len(bad)} of {count} wrong — " + _examples(bad))
+    return outputs_verdict(name, bad, len(bad), count, what)
+
+
+def outputs_verdict(name: str, bad: list[str], wrong: int, count: int, what="label") -> Check:
+    """The check of ``count`` outputs of which ``wrong`` disagree (``bad``: the first ones)."""
+    if wrong:
+        return Check(name, False, f"{wrong} of {count} wrong — " + _examples(bad, wrong))
     return Check(name, True, f"all {count} {what}s reproduced exactly", {"count": count})
 
 

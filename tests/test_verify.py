@@ -136,3 +136,27 @@ def test_point_model_must_be_tokenwise_and_fit(built):
     plain = Transformer(4, (MLP((Affine.from_dense([[1, 0, 0, 0]]),), residual=False),))
     cert = certify(plain, ds)
     assert failed(cert) == {"labels", "lower_bound.bit_count"}  # 5 parameters, 60 labels
+
+
+def test_label_check_on_numerator_arrays():
+    """Outputs compared with labels as numerators over one denominator: the count of wrong
+    outputs, the first ones named with their exact value, both task shapes."""
+    import numpy as np
+    from gmpy2 import mpq
+
+    from exactmem.certify import _label_check
+    from exactmem.evaluate.reference import Outputs
+
+    labels = tuple(range(1, 11))
+    numerators = np.array([2 * y for y in labels] + [7], dtype=object)  # over 2; row 10: 7/2
+    index = np.array([[0, r] for r in list(range(10))], np.int64)
+    ok = _label_check(Outputs([numerators], 2, index), labels, seq2seq=False)
+    assert ok.passed and ok.detail == "all 10 labels reproduced exactly"
+    index[:8, 1] = 10  # eight sequences read 7/2 at the last position
+    bad = _label_check(Outputs([numerators], 2, index), labels, seq2seq=False)
+    assert not bad.passed
+    assert bad.detail.startswith("8 of 10 wrong — sequences[0]: output 7/2, expected 1;")
+    assert bad.detail.endswith("(and 3 more)")
+    seq = _label_check(Outputs([numerators], 2, index[:2]), ((1, 1), (1, 2)), seq2seq=True)
+    assert seq.detail.startswith("2 of 4 wrong — sequences[0][1]: output 7/2, expected 1;")
+    assert mpq(7, 2) == Outputs([numerators], 2, index)[0][1][0]

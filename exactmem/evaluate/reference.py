@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 from gmpy2 import mpq
@@ -395,9 +396,12 @@ def run(
         raise ValueError("positions must be 'all' or 'last'")
     N = len(sequences)
     n = len(sequences[0]) if N else 0
-    used = sorted({tok for s in sequences for tok in s})
-    where = {tok: r for r, tok in enumerate(used)}
-    index = np.array([[where[tok] for tok in s] for s in sequences], dtype=np.int64).reshape(N, n)
+    if sum(map(len, sequences)) != N * n:
+        raise ValueError("sequences must all have the same length")
+    flat = np.fromiter(chain.from_iterable(sequences), np.int64, N * n)
+    tokens, inverse = np.unique(flat, return_inverse=True)  # rows: the used tokens, ascending
+    used = tokens.tolist()
+    index = inverse.reshape(N, n)
     size = len(used)
     if model.token_inputs:
         if used and used[-1] >= model.input_dim:
