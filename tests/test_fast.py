@@ -194,6 +194,37 @@ def test_values_crossing_2_63_in_rows_and_shared_lanes():
     assert max(abs(o[0][0]) for o in trace.outputs) > 2**63
 
 
+def test_probes_made_in_the_layers_pass(monkeypatch):
+    """Probes of a layer's own row units are computed in its kernel pass (as int8); a probe
+    whose values leave [−128, 127] and one that reads a lane kept from the layer before are
+    computed apart — all equal to the reference, also on many rows (the threaded kernel)."""
+    layers = (
+        Affine(1, (((0, 1),), ((0, 1),), ((0, 1),)), (1, 0, -3), 1),
+        Affine(3, (((0, 1),), ((1, 1),), ((2, 1),)), (-1, -1, 0), 1),
+        Affine(3, (((0, 1), (1, 1)),), (0,), 2),
+    )
+    probes = (
+        Probe("step", 0, ((0, 1), (1, -1))),  # σ(t + 1) − σ(t) ∈ {0, 1}: in the pass
+        Probe("wide", 0, ((1, 40), (2, 1))),  # up to 40·t: flagged, computed apart
+        Probe("down", 1, ((0, -1), (1, 1))),  # σ(σ(t) − 1) − σ(σ(t + 1) − 1) ∈ {−1, 0}
+        Probe("kept", 1, ((2, 1),)),  # σ(t − 3), the lane of layer 0 (an alias)
+    )
+    model = Transformer(1, (MLP(layers, residual=False, probes=probes),))
+    made = []
+    take = fast._Engine.take_probe
+
+    def spy(self, i, terms):
+        made.append(i in self._fused)
+        return take(self, i, terms)
+
+    monkeypatch.setattr(fast._Engine, "take_probe", spy)
+    for n in (7, 3 * fast.PARALLEL_ROWS):
+        pts = [(mpq(v * 13 % 97 - 20),) for v in range(n)]
+        both(model, pts, [[i] for i in range(n)])
+        assert made == [True, False, True, False]
+        made.clear()
+
+
 # --------------------------------------------------------------------------- kernels
 
 

@@ -169,6 +169,7 @@ class _Engine:
         # written as σ(v + b₁), σ(v + b₂) from one lane v, d = b₁ − b₂; neither was clipped)
         self.tags: dict[tuple[int, int], int] = {}
         self._probed: dict[tuple, np.ndarray] = {}  # row functionals probed since the last layer
+        self._fused: dict[int, np.ndarray] = {}  # probes of the last layer made in its pass
         self.hfree: list[int] = []
         self._scratch = np.zeros((0, n), np.int64)
         self.lanes = []
@@ -309,10 +310,12 @@ class _Engine:
 
     # ---------------------------------------------------------------- layers
 
-    def layer(self, a: Affine, relu: bool = True) -> tuple[int, int | None]:
+    def layer(self, a: Affine, relu: bool = True, probes=()) -> tuple[int, int | None]:
         """Apply ``a`` (then σ if ``relu``); returns (zeros, least non-zero |z| numerator) over
-        all pre-activations, as the reference counts them."""
+        all pre-activations, as the reference counts them. ``probes``: read-outs (terms over
+        the new lanes) that may be computed in the same pass (:meth:`take_probe`)."""
         lanes = self.lanes
+        self._fused = {}
         plans = []
         bounds = []
         mixed: dict[tuple, int] = {}
@@ -350,12 +353,15 @@ class _Engine:
             slots = np.array([self._alloc() for _ in row_units], np.int64)
             bias = np.array([a.bias[u] * self.den for u in row_units], np.int64)
             stats = np.zeros((len(row_units), 5), np.int64)
+            fused, pargs = self._fusable(a, relu, probes, plans, bounds, row_units)
             chunks = self.k._chunks(self.n, PARALLEL_ROWS // 2)
             args = (self.R, self.cls, table, slots, ptr, src, kind, coef, bias, relu, stats)
             if chunks == 1:  # a thread pool costs more than it saves on a small layer
-                self.k._relu_rows(*args, 0, self.n)
+                self.k._relu_rows(*args, *pargs, 0, self.n)
             else:
-                self.k.relu_units(*args, chunks)
+                self.k.relu_units(*args, *pargs, chunks)
+            pout, pflag = pargs[3], pargs[4]
+            self._fused = {i: pout[q] for q, i in enumerate(fused) if not pflag[q]}
             for j, u in enumerate(row_units):
                 z, neg, mabs, mpos, mx = (int(x) for x in stats[j])
                 zeros += z
@@ -399,6 +405,36 @@ class _Engine:
         self.den *= a.denominator
         self._probed = {}
         return zeros, best
+
+    def _fusable(self, a, relu, probes, plans, bounds, row_units):
+        """The probes computed inside the row kernel, and the kernel's probe arrays: those that
+        read only row units of this layer, with partial sums proved below 2⁶² (each unit's
+        bound from the layer's own proof), when the lanes stay integers (no gcd reduction
+        follows: the denominator is 1)."""
+        where = {u: j for j, u in enumerate(row_units)}
+        fused, ptr, unit, coef = [], [0], [], []
+        if relu and self.n and self.den == 1 and a.denominator == 1:
+            for i, terms in enumerate(probes):
+                if not terms or any(c not in where for c, _ in terms):
+                    continue
+                if sum(abs(w) * bounds[c] for c, w in terms) >= LIMIT:
+                    continue
+                fused.append(i)
+                unit += [where[c] for c, _ in terms]
+                coef += [w for _, w in terms]
+                ptr.append(len(unit))
+        pout = np.empty((len(fused), self.n), np.int8)
+        flags = np.zeros(len(fused), np.int64)
+        return fused, (*(np.array(v, np.int64) for v in (ptr, unit, coef)), pout, flags)
+
+    def take_probe(self, i: int, terms) -> np.ndarray:
+        """Probe ``i`` of the last layer (its ``terms``): computed in the layer's own pass when
+        it could be, else now (:meth:`probe`)."""
+        values = self._fused.pop(i, None)
+        if values is None:
+            return self.probe(terms)
+        self._probed[_key(terms, self.lanes)] = values  # the next layer may refine on it
+        return values
 
     def _shared_layer(self, a, relu, plans, bounds, units, sig, out):
         """Shared and mixed units of one layer, in the multi-limb kernel."""
@@ -799,15 +835,16 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
         if li == last:
             eng.layer(layer, relu=False)
             break
-        zeros, best = eng.layer(layer)
+        here = probes_at.get(li, ())
+        zeros, best = eng.layer(layer, probes=[p.terms for p in here])
         my_stats.append(
             LayerStat(
                 sub, li, len(layer.rows), size, zeros, None if best is None else mpq(best, eng.den)
             )
         )
         eng.reduce()
-        for p in probes_at.get(li, ()):
-            values = eng.probe(p.terms)
+        for i, p in enumerate(here):
+            values = eng.take_probe(i, p.terms)
             if eng.den != 1 and values.dtype != object:
                 values = _obj(values)
             # handed on at once (a fold reads step lanes as they come; a fallback re-runs

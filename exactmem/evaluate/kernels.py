@@ -62,7 +62,10 @@ def _terms_block(R, cls, table, ptr, src, kind, coef, u, start, b0, m, buf):
 
 
 @njit(cache=True)
-def _relu_rows(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, r0, r1):
+def _relu_rows(
+    R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, pptr, punit, pcoef, pout,
+    pflag, r0, r1
+):  # fmt: skip
     units = out_slot.shape[0]
     buf = np.empty(BLOCK, np.int64)
     acc = np.zeros((units, 5), np.int64)  # zeros, negatives, min |z| ≠ 0, min z > 0, max |z|
@@ -96,22 +99,46 @@ def _relu_rows(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats,
             acc[u, 2] = min(acc[u, 2], min_abs)
             acc[u, 3] = min(acc[u, 3], min_pos)
             acc[u, 4] = max(acc[u, 4], max_abs)
+        # probes of this layer's units, read while the block is in cache; written as int8,
+        # a value off [−128, 127] flags the probe (the caller then computes it apart)
+        for q in range(pptr.shape[0] - 1):
+            for i in range(m):
+                buf[i] = 0
+            for t in range(pptr[q], pptr[q + 1]):
+                row = R[out_slot[punit[t]]]
+                w = pcoef[t]
+                for i in range(m):
+                    buf[i] += w * row[b0 + i]
+            dest = pout[q]
+            off = 0
+            for i in range(m):
+                v = buf[i]
+                off |= 1 if v < -128 or v > 127 else 0
+                dest[b0 + i] = v
+            pflag[q] |= off
     for u in range(units):
         for j in range(5):
             stats[u, j] = acc[u, j]
 
 
 @njit(parallel=True, cache=True)
-def relu_units(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, chunks):
+def relu_units(
+    R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, pptr, punit, pcoef, pout,
+    pflag, chunks
+):  # fmt: skip
     """One layer's row units: ``R[out_slot[u]] = σ(Σ coef·input + bias)`` over all rows, in
     ``chunks`` row blocks on the machine's threads.
 
     An input term reads row slot ``src`` (``kind`` 0) or the per-class table row ``src`` at the
     row's class (``kind`` 1). ``stats[u]`` receives (zeros, negatives, min non-zero |z|, min
-    positive z, max |z|), with 2^62 standing for "none"."""
+    positive z, max |z|), with 2^62 standing for "none". Probes q of the new units
+    (``Σ pcoef·unit[punit]`` over ``pptr[q]..pptr[q+1]``, partial sums proved below 2^62 by the
+    caller) go to the int8 rows ``pout[q]``; ``pflag[q]`` is set if a value does not fit."""
     n = R.shape[1]
     units = out_slot.shape[0]
+    probes = pptr.shape[0] - 1
     part = np.zeros((chunks, units, 5), np.int64)
+    flags = np.zeros((chunks, max(probes, 1)), np.int64)
     for q in prange(chunks):
         _relu_rows(
             R,
@@ -125,9 +152,17 @@ def relu_units(R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats,
             bias,
             relu,
             part[q],
+            pptr,
+            punit,
+            pcoef,
+            pout,
+            flags[q],
             n * q // chunks,
             n * (q + 1) // chunks,
         )
+    for p in range(probes):
+        for q in range(chunks):
+            pflag[p] |= flags[q, p]
     for u in range(units):
         stats[u, 0] = 0
         stats[u, 1] = 0
@@ -1293,8 +1328,9 @@ def warm() -> None:
     one = np.array([0, 1], i64)
     terms = (np.array([0], i64), np.array([0], i64), np.array([1], i64))
     stats = np.zeros((1, 5), i64)
-    _relu_rows(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, 0, 4)
-    relu_units(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, 2)
+    probe = (one, np.zeros(1, i64), one[1:], np.zeros((1, 4), np.int8), np.zeros(1, i64))
+    _relu_rows(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, *probe, 0, 4)
+    relu_units(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, *probe, 2)
     linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     linear_rows_parallel(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), np.int8))  # step probes
