@@ -1,13 +1,14 @@
 """Fast exact verification of Theorem 4.1 (Kajitsuka & Sato 2025) as N grows (issue 5).
 
     python benchmarks/fast_scaling.py [--sizes 10000,100000,1000000] [--verify-max 100000]
-                                      [--ratio-at 10000] [--float64-max 4096]
+                                      [--ratio-at 10000] [--float64-max 4096] [--jobs CORES]
 
 Random next-token data: n = 16, d = 8, vocabulary 1000, C = 16, default options (keyed gadget).
 Every N runs in a process of its own, so "peak RSS" is that N's. Columns:
 
 * gen, build — generating the dataset, building the model (seconds);
-* verify — ``certify`` with the fast evaluator: every check of the certificate (up to
+* verify — ``certify`` with the fast evaluator on ``--jobs`` threads (default: all cores, as the
+  CLI): every check of the certificate (up to
   --verify-max; beyond it "—");
 * eval — the fast evaluation alone (``exactmem.evaluate.fast.run``), kernels warm;
 * ns/(seq·layer) — eval / (N × depth);
@@ -15,7 +16,8 @@ Every N runs in a process of its own, so "peak RSS" is that N's. Columns:
   before the timed evaluation, so the evaluation's memory is not stacked on top of it);
 * dense, non-zero — parameter counts, non-zero / N beside them.
 
-The reference/fast ratio is measured at --ratio-at in one process (same data, warm kernels).
+The reference/fast ratio is measured at --ratio-at in one process (same data, warm kernels, one
+job on each side).
 The float64 line evaluates the same networks in NumPy float64 for N = 8, 16, 32, … and reports
 the smallest N with a wrong label: a labelled float comparison, never a verdict. Timings are
 wall-clock on a shared machine: compare within one run.
@@ -60,27 +62,29 @@ def warm() -> float:
     return seconds
 
 
-def evaluate(model, ds, module=fast):
+def evaluate(model, ds, module=fast, jobs: int = 1):
     """One exact evaluation as ``certify`` runs it: step lanes folded as they come."""
-    return module.run(model, ds.vocab, ds.sequences, positions="last", folds=step_folds(model))
+    return module.run(
+        model, ds.vocab, ds.sequences, positions="last", folds=step_folds(model), jobs=jobs
+    )
 
 
 def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
 
 
-def one(N: int, verify: bool) -> dict:
+def one(N: int, verify: bool, jobs: int) -> dict:
     warm()  # compilation is a one-off per machine (cached on disk), not part of any column
     ds, t_gen = timed(lambda: dataset(N))
     (model, _), t_build = timed(lambda: ks25.build(ds, {}))
     r = resources(model)
     t_verify, verdict = None, None
     if verify:  # first, so the peak is generating + building + certifying
-        cert, t_verify = timed(lambda: certify(model, ds, per_layer=False))
+        cert, t_verify = timed(lambda: certify(model, ds, per_layer=False, jobs=jobs))
         verdict = cert.verdict
         del cert
     rss = peak_rss_gb()
-    _, t_eval = timed(lambda: evaluate(model, ds))
+    _, t_eval = timed(lambda: evaluate(model, ds, jobs=jobs))
     return {
         "N": N,
         "gen": t_gen,
@@ -165,13 +169,17 @@ def main() -> None:
     ap.add_argument("--verify-max", type=int, default=100000)
     ap.add_argument("--ratio-at", type=int, default=10000)
     ap.add_argument("--float64-max", type=int, default=4096)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.verify)))
+        print(json.dumps(one(args.one, args.verify, args.jobs)))
         return
-    print(f"machine: {os.cpu_count()} cores; n = 16, d = 8, vocabulary 1000, C = 16\n")
+    print(
+        f"machine: {os.cpu_count()} cores; n = 16, d = 8, vocabulary 1000, C = 16; "
+        f"table: --jobs {args.jobs} (the CLI's default: all cores)\n"
+    )
     print(f"kernels: first load in this run {warm():.1f} s\n")
     head = [
         "N", "gen s", "build s", "verify s", "eval s", "ns/(seq·layer)", "peak RSS GB",
@@ -179,7 +187,7 @@ def main() -> None:
     ]  # fmt: skip
     table_header(head)
     for N in [int(x) for x in args.sizes.split(",")]:
-        cmd = [sys.executable, __file__, "--one", str(N)]
+        cmd = [sys.executable, __file__, "--one", str(N), "--jobs", str(args.jobs)]
         if N <= args.verify_max:
             cmd.append("--verify")
         t0 = time.perf_counter()
@@ -202,7 +210,8 @@ def main() -> None:
         t_ref, t_fast = ratio(args.ratio_at)
         print(
             f"\nreference/fast at N = {args.ratio_at}: {t_ref:.2f} s / {t_fast:.2f} s = "
-            f"{t_ref / t_fast:.1f}× (evaluation, same process, warm kernels, fast: best of 3)"
+            f"{t_ref / t_fast:.1f}× (evaluation, same process, warm kernels, one job each, "
+            "fast: best of 3)"
         )
     if args.float64_max <= 0:
         return
