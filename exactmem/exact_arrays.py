@@ -94,11 +94,18 @@ def first_seen_ids(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[inverse], first[order]
 
 
-def rational_table(values: dict[int, int | mpq]) -> tuple[np.ndarray, int]:
+def rational_table(
+    values: dict[int, int | mpq], size: int = 0, width: int = 1
+) -> tuple[np.ndarray, int]:
     """Numerators over one common denominator of values indexed by small non-negative ints
-    (tokens), 0 where absent; returns (numerators, denominator)."""
+    (tokens), 0 where absent, for every index below ``size`` too; returns (numerators,
+    denominator). int64 only when ``width`` entries summed stay below 2⁶² (rows of
+    ``width`` tokens are summed through it)."""
     den = math.lcm(1, *(int(mpq(v).denominator) for v in values.values()))
-    tab = np.zeros(max(values, default=-1) + 1, object)
+    tab = np.zeros(max(max(values, default=-1) + 1, size), object)
     for t, v in values.items():
         tab[t] = int(mpq(v) * den)
-    return exact(tab), den
+    tab = exact(tab)
+    if tab.dtype != object and top(tab) * max(width, 1) >= LIMIT:
+        tab = tab.astype(object)
+    return tab, den

@@ -16,7 +16,7 @@ from gmpy2 import mpq
 from exactmem.data import Dataset
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
-from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, ratio_equal, rational_table, top
+from exactmem.exact_arrays import exact, first_seen_ids, ratio_equal, rational_table
 from exactmem.model import MLP, Attention
 from exactmem.sequences import SequenceView, canonical_tokens, describe_multiset
 from exactmem.verify import MAX_EXAMPLES, Check, _examples, check_any_memorizer
@@ -81,7 +81,7 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
     if isinstance(phi_mlp, MLP) and ("group_size" in phi_mlp.meta or "subnetworks" in phi_mlp.meta):
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
         checks += check_any_memorizer(trace, phi_mlp, expected, lambda r: f"token row {r}")
-    labels = np.asarray(ds.labels, np.int64).reshape(ds.size, -1)
+    labels = exact(np.array(ds.labels, dtype=object)).reshape(ds.size, -1)
     rows, where = np.unique(mixed.index.reshape(-1), return_index=True)
     expected2 = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
     checks += check_any_memorizer(trace, f2_mlp, expected2, lambda r: f"context id row {r}")
@@ -90,9 +90,7 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
 
 def _sums(canon: np.ndarray, phi: dict[int, mpq]) -> tuple[np.ndarray, int]:
     """Σ φ̃ over each sequence (= over its multiset): numerators and their denominator."""
-    tab, den = rational_table(phi)
-    if tab.dtype != object and top(tab) * max(canon.shape[1], 1) >= LIMIT:
-        tab = tab.astype(object)
+    tab, den = rational_table(phi, width=canon.shape[1])
     return tab[canon].sum(axis=1), den
 
 

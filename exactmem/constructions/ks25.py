@@ -41,7 +41,7 @@ from exactmem.constructions.vys import (
 )
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, rational_table, top
+from exactmem.exact_arrays import exact, first_seen_ids, rational_table
 from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
 from exactmem.sequences import (
     Multiset,
@@ -157,12 +157,10 @@ def random_weights_on_rows(
     row; f vanishes outside A, so the rows need not be restricted): the same draws, the sums
     taken on whole arrays."""
     Q = max(len(rows) ** 2, 2)
-    size = max(int(rows.max(initial=-1)), max(A, default=-1)) + 1
+    size = int(rows.max(initial=-1)) + 1
     for _ in range(attempts):
         f = {x: rng.randint(1, Q) for x in A}
-        weights, _ = rational_table({**dict.fromkeys(range(size), 0), **f})
-        if weights.dtype != object and top(weights) * max(rows.shape[1], 1) >= LIMIT:
-            weights = weights.astype(object)
+        weights, _ = rational_table(f, size, rows.shape[1])
         sums = weights[rows].sum(axis=1)
         if len(np.unique(sums)) == len(sums):
             return f
@@ -364,12 +362,7 @@ def _context_ids(dataset: Dataset, sv, variant: str, f: dict[int, int], key_of: 
     n = sv.sorted_tokens.shape[1]
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
     canon = canonical_tokens(dataset, sv.canonical)
-    weights, _ = rational_table(f)
-    top_token = int(canon.max(initial=0)) + 1
-    if len(weights) < top_token:
-        weights = np.concatenate([weights, np.zeros(top_token - len(weights), weights.dtype)])
-    if weights.dtype != object and top(weights) * max(n, 1) >= LIMIT:
-        weights = weights.astype(object)
+    weights, _ = rational_table(f, int(canon.max(initial=0)) + 1, n)
     sums = weights[canon].sum(axis=1)  # Σ_k f(x_k) = Σ over the multiset
     tok = canon[:, positions]
     P = len(positions)

@@ -46,6 +46,7 @@ from exactmem.circuit import Circuit, Lin, const, var
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.exact import bitlen
+from exactmem.exact_arrays import LIMIT
 from exactmem.gadgets import and_bit, interval_match, interval_match_finish, step, tent
 from exactmem.model import MLP, Transformer
 
@@ -605,7 +606,7 @@ def _projected(projection: Projection, points, scale: int, integral: list[list[i
     proved below 2⁶² (points = integral / scale), point by point otherwise."""
     f = projection.factor * projection.scale
     top = max((abs(x) for row in integral for x in row), default=0)
-    if top * f * sum(abs(w) for w in projection.direction) >= 2**62 or scale >= 2**62:
+    if top * f * sum(abs(w) for w in projection.direction) >= LIMIT or scale >= LIMIT:
         return [projection.key(p) for p in points]
     num = (np.array(integral, np.int64) @ np.array(projection.direction, np.int64)) * f
     off = np.flatnonzero(num % scale)
