@@ -203,13 +203,37 @@ class StepFold:
         self.prefix = prefix
         self.steps = steps
         self.seen = 0
-        self.ones = self.ramp = self.rise = self.prev = None
+        self.ones = self.ramp = self.rise = self.flags = None
         self.ramp_values: dict[int, mpq] = {}  # the first offending rows only
 
     def claims(self, name: str) -> bool:
         return name.startswith(self.prefix + "step[") and name[len(self.prefix) + 5 : -1].isdigit()
 
     def __call__(self, name: str, values: np.ndarray, den: int) -> None:
+        j = self.begin(name, len(values))
+        if values.dtype != object and den < 2**62:  # one compiled pass over the rows
+            from exactmem.evaluate.kernels import step_fold
+
+            fresh = step_fold(values, den, j, self.ones, self.flags, self.ramp, self.rise)
+            self.finish(j, int(fresh), values, den)
+            return
+        one = np.asarray(values == den, bool)
+        binary = one | np.asarray(values == 0, bool)
+        fresh = ~binary & ((self.flags & 2) == 0)
+        risen = one & ((self.flags & 5) == 0)
+        self.ramp[fresh] = j
+        self.rise[risen] = j
+        self.ones += one
+        prev = np.where(binary, one, self.flags & 1)
+        self.flags = (self.flags & 6) | prev | np.where(fresh, 2, 0) | np.where(risen, 4, 0)
+        self.flags = self.flags.astype(np.uint8)
+        self.finish(j, int(np.count_nonzero(fresh)), values, den)
+
+    def begin(self, name: str, rows: int) -> int:
+        """Step lane ``name`` is about to be folded (here, or by an evaluator that folds it in
+        the pass computing it, on ``ones``, ``flags``, ``ramp``, ``rise`` as
+        :func:`exactmem.evaluate.kernels.step_fold` does): checks the order, makes the state;
+        returns its index j."""
         j = int(name[len(self.prefix) + 5 : -1])
         if j == 1:  # (again, if an evaluator re-runs the sub-layer): start over
             self.seen = 0
@@ -218,33 +242,24 @@ class StepFold:
         if j != self.seen + 1:
             raise AssertionError(f"step lanes out of order: {name} after step[{self.seen}]")
         if self.ones is None:
-            n = len(values)
-            # int32: a step index or count below 2^31 (steps = groups − 1); a narrower state
-            # is fewer bytes per row in a pass that is memory-bound
+            # the narrowest type for a count of steps (steps = groups − 1): the pass that
+            # reads and writes it per row is memory-bound. ramp and rise are written only
+            # where a step is wrong (flags bits 1 and 2; bit 0 is the last binary step)
+            count = np.int16 if self.steps < 2**15 - 1 else np.int32
             kind = np.int32 if self.steps < 2**31 - 1 else np.int64
-            self.ones = np.zeros(n, kind)
-            self.ramp = np.zeros(n, kind)
-            self.rise = np.zeros(n, kind)
-            self.prev = np.ones(n, bool)
-        if values.dtype != object and den < 2**62:  # one compiled pass over the rows
-            from exactmem.evaluate.kernels import step_fold
+            self.ones = np.zeros(rows, count if self.steps < 2**31 - 1 else np.int64)
+            self.ramp = np.zeros(rows, kind)
+            self.rise = np.zeros(rows, kind)
+            self.flags = np.ones(rows, np.uint8)
+        return j
 
-            if step_fold(values, den, j, self.ones, self.ramp, self.rise, self.prev):
-                for r in np.flatnonzero(self.ramp == j)[: MAX_EXAMPLES + 1]:
-                    self.ramp_values[int(r)] = mpq(int(values[r]), den)
-                self._keep_first()
-            self.seen = j
-            return
-        one = np.asarray(values == den, bool)
-        binary = one | np.asarray(values == 0, bool)
-        fresh = np.flatnonzero(~binary & (self.ramp == 0))
-        self.ramp[fresh] = j
-        for r in fresh[: MAX_EXAMPLES + 1]:
-            self.ramp_values[int(r)] = mpq(int(values[r]), den)
-        self._keep_first()
-        self.rise[one & ~self.prev & (self.rise == 0)] = j
-        self.ones += one
-        self.prev = np.where(binary, one, self.prev)
+    def finish(self, j: int, fresh: int, values: np.ndarray, den: int) -> None:
+        """Step j is folded and ``fresh`` rows ramped at it: keep the first offending values
+        (``values``: the exact numerators of the lane over ``den``)."""
+        if fresh:
+            for r in np.flatnonzero(self.ramp == j)[: MAX_EXAMPLES + 1]:
+                self.ramp_values[int(r)] = mpq(int(values[r]), den)
+            self._keep_first()
         self.seen = j
 
     def _keep_first(self) -> None:

@@ -5,6 +5,7 @@ whose values cross 2^63, both ways, through int64 rows, multi-limb class-shared 
 refinement and the reference fallback.
 """
 
+import dataclasses
 import random
 
 import numpy as np
@@ -225,6 +226,105 @@ def test_probes_made_in_the_layers_pass(monkeypatch):
         made.clear()
 
 
+def _folded(module, model, ds, **kw):
+    from exactmem.verify import step_folds
+
+    folds = step_folds(model)
+    trace = module.run(model, ds.vocab, ds.sequences, positions="last", folds=folds, **kw)
+    return trace, folds
+
+
+def _same_folds(a, b):
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        assert x.seen == y.seen > 0
+        for name in ("ones", "flags", "ramp", "rise"):
+            assert getattr(x, name).tolist() == getattr(y, name).tolist(), name
+        assert x.ramp_values == y.ramp_values
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_step_lanes_folded_in_their_layers_pass(monkeypatch, jobs):
+    """Stage II: a step pair that the next layer reads only through the step (it refines its
+    classes on the probe) is not stored, and the step lane is folded in the pass that computes
+    it — the fold's state, the outputs and the statistics equal the reference's, also with a
+    broken step (a ramp)."""
+    if jobs > 1:
+        monkeypatch.setattr(fast, "PARALLEL_ROWS", 64)
+    ds = random_sequences(800, 16, 8, 1000, 16, seed=0)  # the benchmark's shape
+    model, _ = ks25.build(ds, {})
+    calls = []
+    monkeypatch.setattr(
+        fast._Engine, "_fold_args", _spy(fast._Engine._fold_args, lambda r: calls.append(r[2]))
+    )
+    elided = []
+    monkeypatch.setattr(
+        fast._Engine, "_elidable", _spy(fast._Engine._elidable, lambda r: elided.append(len(r)))
+    )
+    ref, ref_folds = _folded(reference, model, ds)
+    got, got_folds = _folded(fast, model, ds, jobs=jobs)
+    same_trace(ref, got)
+    _same_folds(ref_folds, got_folds)
+    steps = sum(f.seen for f in got_folds)
+    # every step lane folded in its pass but f2's step[1] (its layer reads the attention
+    # output, over a denominator 6: folded apart); the step pairs of the layers whose next
+    # layer reads them only through the step are not stored (here 133 units)
+    assert sum(c is not None for c in calls) == steps - 1
+    assert sum(elided) > 0
+
+    # the second unit of a step pair one further off: the step takes the value 2 (a ramp)
+    at = next(i for i, sub in enumerate(model.sublayers) if isinstance(sub, MLP))
+    mlp = model.sublayers[at]
+    probe = next(p for p in mlp.probes if p.name.endswith("step[3]"))
+    layer = mlp.layers[probe.layer]
+    bias = list(layer.bias)
+    bias[probe.terms[1][0]] -= layer.denominator
+    layers = list(mlp.layers)
+    layers[probe.layer] = dataclasses.replace(layer, bias=tuple(bias))
+    sublayers = list(model.sublayers)
+    sublayers[at] = dataclasses.replace(mlp, layers=tuple(layers))
+    broken = dataclasses.replace(model, sublayers=tuple(sublayers))
+    ref, ref_folds = _folded(reference, broken, ds)
+    got, got_folds = _folded(fast, broken, ds, jobs=jobs)
+    same_trace(ref, got)
+    _same_folds(ref_folds, got_folds)
+    assert got_folds[0].ramp_values  # the ramp was seen, with its exact values
+
+
+def _spy(method, record):
+    def wrapped(self, *args):
+        result = method(self, *args)
+        record(result)
+        return result
+
+    return wrapped
+
+
+def test_unstored_units_are_made_when_read(monkeypatch):
+    """A wrong guess costs time, never values: with every probed unit left unstored, whatever
+    reads one (a row unit, an alias, a refinement on another functional, the outputs) makes
+    its rows from the recipe first."""
+    ds = random_points(300, 3, 5, seed=8)
+    model, _ = vys.build(ds, {"gadget": "keyed"})
+
+    def everything(self, a, nxt, plans, row_units, fused):
+        return {c for terms in fused for c, _ in terms if c in row_units}
+
+    monkeypatch.setattr(fast._Engine, "_elidable", everything)
+    made = []
+    monkeypatch.setattr(fast._Engine, "_rows_of", _spy(fast._Engine._rows_of, made.append))
+    both(model, ds.points, [[i] for i in range(ds.size)])
+    layers = (
+        Affine(1, (((0, 1),), ((0, 1),)), (1, 0), 1),
+        Affine(2, (((0, 1),), ((1, 2),), ((0, 1), (1, -1))), (0, 0, -1), 1),
+        Affine(3, (((0, 1), (1, 1), (2, 1)),), (0,), 1),
+    )
+    probes = (Probe("step", 0, ((0, 1), (1, -1))),)
+    tiny = Transformer(1, (MLP(layers, residual=False, probes=probes),))
+    pts = [(mpq(v % 11 - 5),) for v in range(40)]
+    both(tiny, pts, [[i] for i in range(40)])  # read by row units and an alias
+
+
 # --------------------------------------------------------------------------- kernels
 
 
@@ -240,13 +340,14 @@ def test_refine_splits_exactly():
     assert moved.tolist() == [2, 1, 1]
 
 
-def test_refine_many_signatures_in_one_class():
+@pytest.mark.parametrize("k", [1, 2])
+def test_refine_many_signatures_in_one_class(k):
     rng = np.random.default_rng(0)
-    sigs = rng.integers(-5, 5, (2, 5000)).astype(np.int64)
+    sigs = rng.integers(-5, 5, (k, 5000)).astype(np.int64)
     cls = rng.integers(0, 3, 5000).astype(np.int64)
     new = cls.copy()
     parent, every, moved = kernels.refine(new, sigs, 3)
-    key = {(int(c), int(a), int(b)) for c, a, b in zip(cls, *sigs, strict=True)}
+    key = {(int(c), *map(int, sig)) for c, sig in zip(cls, sigs.T, strict=True)}
     assert len(set(new.tolist())) == len(key)
     for r in range(5000):
         c = new[r]

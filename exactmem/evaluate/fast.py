@@ -153,7 +153,7 @@ class _Engine:
         self.k = _kernels()
         self.n = n
         self.den = den
-        self.cls = np.zeros(n, np.int64)
+        self.cls = np.zeros(n, np.int32)  # refinement stops below n/4 classes
         self.nclass = 1 if n else 0
         self.counts = np.array([n], np.int64)
         self.R = np.zeros((0, n), np.int64)
@@ -170,6 +170,13 @@ class _Engine:
         self.tags: dict[tuple[int, int], int] = {}
         self._probed: dict[tuple, np.ndarray] = {}  # row functionals probed since the last layer
         self._fused: dict[int, np.ndarray] = {}  # probes of the last layer made in its pass
+        self._folded: dict[int, tuple] = {}  # of those, the ones folded there: (fold, j, fresh)
+        # units of the last layer that only its probes read are not stored: each has a recipe
+        # (input slots, coefficients, bias) on row slots held for one more layer, and a
+        # negative placeholder slot; anything that reads its rows makes them (_rows_of)
+        self._recipes: dict[int, tuple] = {}
+        self._held: set[int] = set()
+        self._placeholders = 0
         self.hfree: list[int] = []
         self._scratch = np.zeros((0, n), np.int64)
         self.lanes = []
@@ -310,12 +317,17 @@ class _Engine:
 
     # ---------------------------------------------------------------- layers
 
-    def layer(self, a: Affine, relu: bool = True, probes=()) -> tuple[int, int | None]:
+    def layer(
+        self, a: Affine, relu: bool = True, probes=(), nxt: Affine | None = None, folds=()
+    ) -> tuple[int, int | None]:
         """Apply ``a`` (then σ if ``relu``); returns (zeros, least non-zero |z| numerator) over
         all pre-activations, as the reference counts them. ``probes``: read-outs (terms over
-        the new lanes) that may be computed in the same pass (:meth:`take_probe`)."""
+        the new lanes) that may be computed in the same pass (:meth:`take_probe`); ``folds``
+        (beside them: a fold and the probe's name, or None) may be folded in it too.
+        ``nxt``, the layer after, tells which new units only the probes will read."""
         lanes = self.lanes
         self._fused = {}
+        self._folded = {}
         plans = []
         bounds = []
         mixed: dict[tuple, int] = {}
@@ -336,9 +348,11 @@ class _Engine:
                 if sum(max(abs(w), 1) * max(lanes[c].bound, 1) for c, w in g) >= LIMIT:
                     raise _Fallback("a row functional read by a shared unit exceeds int64")
                 plans.append(("mixed", (mixed.setdefault(g, len(mixed)), lam)))
+        self._make_read_rows(a, plans, mixed)
         sig = self._refine([list(g) for g in mixed]) if mixed else None
 
         out: list[_Lane | None] = [None] * len(plans)
+        recipes: dict[int, tuple] = {}
         zeros = 0
         best: int | None = None
         row_units = [u for u, p in enumerate(plans) if p[0] == "row"]
@@ -350,23 +364,37 @@ class _Engine:
                 table = np.zeros((len(table_of), self.nclass), np.int64)
                 for c, j in table_of.items():
                     table[j] = self._table(lanes[c])
-            slots = np.array([self._alloc() for _ in row_units], np.int64)
             bias = np.array([a.bias[u] * self.den for u in row_units], np.int64)
             stats = np.zeros((len(row_units), 5), np.int64)
             fused, pargs = self._fusable(a, relu, probes, plans, bounds, row_units)
+            elided = self._elidable(a, nxt, plans, row_units, [probes[i] for i in fused])
+            slots = np.array([-1 if u in elided else self._alloc() for u in row_units], np.int64)
+            fold, state, folding = self._fold_args(fused, folds)
             chunks = self.k._chunks(self.n, PARALLEL_ROWS // 2)
             args = (self.R, self.cls, table, slots, ptr, src, kind, coef, bias, relu, stats)
             if chunks == 1:  # a thread pool costs more than it saves on a small layer
-                self.k._relu_rows(*args, *pargs, 0, self.n)
+                self.k._relu_rows(*args, *pargs, fold, *state, 0, self.n)
             else:
-                self.k.relu_units(*args, *pargs, chunks)
+                self.k.relu_units(*args, *pargs, fold, *state, chunks)
             pout, pflag = pargs[3], pargs[4]
             self._fused = {i: pout[q] for q, i in enumerate(fused) if not pflag[q]}
+            if folding is not None:  # folded exactly, whether or not the int8 copy fits
+                self._folded[folding[0]] = (*folding[1:], int(fold[3]))
             for j, u in enumerate(row_units):
                 z, neg, mabs, mpos, mx = (int(x) for x in stats[j])
                 zeros += z
                 if mabs < LIMIT:
                     best = mabs if best is None else min(best, mabs)
+                if u in elided:
+                    self._placeholders += 1
+                    slots[j] = -self._placeholders
+                    terms = a.rows[u]
+                    recipes[int(slots[j])] = (
+                        [lanes[c].slot for c, _ in terms],
+                        [w for _, w in terms],
+                        int(bias[j]),
+                        relu,
+                    )
                 out[u] = _Lane(
                     False,
                     int(slots[j]),
@@ -398,9 +426,12 @@ class _Engine:
             if s not in self.hfree:
                 self.hfree.append(s)
                 self.views.pop(s, None)
-        for lane in lanes:
-            if not lane.shared and lane.slot not in keep_r and lane.slot not in self.free:
-                self.free.append(lane.slot)
+        # the rows this layer's recipes read stay one more layer; the last layer's are let go
+        held, self._held = self._held, {s for slots_, *_ in recipes.values() for s in slots_}
+        self._recipes = recipes
+        for s in [lane.slot for lane in lanes if not lane.shared] + sorted(held):
+            if s >= 0 and s not in keep_r and s not in self._held and s not in self.free:
+                self.free.append(s)
         self.lanes = out
         self.den *= a.denominator
         self._probed = {}
@@ -426,6 +457,94 @@ class _Engine:
         pout = np.empty((len(fused), self.n), np.int8)
         flags = np.zeros(len(fused), np.int64)
         return fused, (*(np.array(v, np.int64) for v in (ptr, unit, coef)), pout, flags)
+
+    def _elidable(self, a: Affine, nxt: Affine | None, plans, row_units, fused) -> set[int]:
+        """Row units of this layer not worth storing: read by this layer's fused probes, and in
+        the next layer only through the one row functional its mixed units refine on, which
+        is such a probe (:meth:`_refine` then reads the probe). A guess from the structure —
+        if the next layer reads them otherwise after all, their rows are made then."""
+        if nxt is None or not fused:
+            return set()
+        lanes = self.lanes
+        units = {c for terms in fused for c, _ in terms}
+        units = {
+            u for u in units if u in row_units and not any(lanes[c].shared for c, _ in a.rows[u])
+        }
+        shared = {
+            u
+            for u, (how, extra) in enumerate(plans)
+            if how in ("shared", "mixed") or (how == "alias" and lanes[extra].shared)
+        }
+        functionals = set()
+        for row in nxt.rows:
+            rterms = [(c, w) for c, w in row if c not in shared]
+            if any(c in units for c, _ in row) and len(rterms) == len(row):
+                return set()  # a row unit or an alias of the next layer reads it
+            if rterms and len(rterms) < len(row):
+                functionals.add(_normal(rterms))
+        if len(functionals) != 1 or not functionals <= {_normal(t) for t in fused}:
+            return set()
+        return units
+
+    def _fold_args(self, fused: list[int], folds):
+        """Kernel arguments folding the first fused probe that a fold claims (StepFold), or
+        folding nothing; and (probe index, fold, j) for :meth:`take_probe`'s caller."""
+        for q, i in enumerate(fused):
+            if i < len(folds) and folds[i] is not None:
+                fold, name = folds[i]
+                j = fold.begin(name, self.n)
+                arr = np.array([q, j, 1, 0], np.int64)  # fused probes are over denominator 1
+                return arr, (fold.ones, fold.flags, fold.ramp, fold.rise), (i, fold, j)
+        return _NO_FOLD[0].copy(), _NO_FOLD[1:], None
+
+    def _make_read_rows(self, a: Affine, plans, mixed: dict) -> None:
+        """Make the rows of every unstored unit this layer reads other than through a probe
+        the refinement already has."""
+        lanes = self.lanes
+        if not self._recipes:
+            return
+        read: set[int] = set()
+        for u, (how, extra) in enumerate(plans):
+            if how == "alias":
+                read.add(extra)
+            elif how == "row":
+                read.update(c for c, _ in a.rows[u])
+        if mixed and not (len(mixed) == 1 and _key(next(iter(mixed)), lanes) in self._probed):
+            read.update(c for g in mixed for c, _ in g)
+        for c in sorted(read):
+            self._rows_of(c)
+
+    def _rows_of(self, c: int) -> None:
+        """Compute and store the rows of lane ``c`` if it is an unstored unit (its recipe)."""
+        lane = self.lanes[c]
+        if lane.shared or lane.slot >= 0:
+            return
+        slots_, coefs, bias, relu = self._recipes[lane.slot]
+        k = len(slots_)
+        slot = self._alloc()
+        ptr = np.array([0, k], np.int64)
+        args = (
+            self.R,
+            self.cls,
+            _EMPTY_TABLE,
+            np.array([slot], np.int64),
+            ptr,
+            np.array(slots_, np.int64),
+            np.zeros(k, np.int64),
+            np.array(coefs, np.int64),
+            np.array([bias], np.int64),
+            relu,
+            np.zeros((1, 5), np.int64),
+            *_no_probes(self.n),
+            _NO_FOLD[0].copy(),
+            *_NO_FOLD[1:],
+        )
+        chunks = self.k._chunks(self.n, PARALLEL_ROWS // 2)
+        if chunks == 1:
+            self.k._relu_rows(*args, 0, self.n)
+        else:
+            self.k.relu_units(*args, chunks)
+        lane.slot = slot
 
     def take_probe(self, i: int, terms) -> np.ndarray:
         """Probe ``i`` of the last layer (its ``terms``): computed in the layer's own pass when
@@ -653,6 +772,8 @@ class _Engine:
         if self.den == 1:
             return
         g = self.den
+        for c in range(len(self.lanes)):
+            self._rows_of(c)
         slots = np.array(sorted({lane.slot for lane in self.lanes if not lane.shared}), np.int64)
         if slots.size:  # the denominator may exceed int64: gcd of the rows first
             g = math.gcd(g, int(self.k.gcd_rows(self.R, slots, np.int64(0))))
@@ -703,6 +824,8 @@ class _Engine:
     def probe(self, terms) -> np.ndarray:
         """Numerators of a linear read-out, per row (int64 when proved to fit, else ints)."""
         lanes = self.lanes
+        for c, _ in terms:
+            self._rows_of(c)
         # every coefficient, value and partial sum fits int64
         reach = sum(max(abs(w), 1) * max(lanes[c].bound, 1) for c, w in terms)
         if reach < LIMIT:
@@ -731,6 +854,7 @@ class _Engine:
         return acc
 
     def column(self, c: int) -> np.ndarray:
+        self._rows_of(c)
         lane = self.lanes[c]
         if lane.shared:
             return self.shared_values(lane.slot)[self.cls]
@@ -741,6 +865,28 @@ class _Engine:
 
 
 _EMPTY_TABLE = np.zeros((0, 1), np.int64)
+_NONE32 = np.zeros(0, np.int32)
+_NO_FOLD = (
+    np.array([-1, 0, 1, 0], np.int64),
+    np.zeros(0, np.int16),
+    np.zeros(0, np.uint8),
+    _NONE32,
+    _NONE32,
+)
+
+
+def _no_probes(n: int) -> tuple:
+    """The row kernel's probe arguments when it computes no probe."""
+    e = np.zeros(0, np.int64)
+    return np.zeros(1, np.int64), e, e, np.empty((0, n), np.int8), e
+
+
+def _normal(terms) -> tuple:
+    """A row functional up to a non-zero factor: lanes in order, coprime coefficients, the
+    first positive."""
+    terms = sorted(terms)
+    lam = math.gcd(*[w for _, w in terms]) * (1 if terms[0][1] > 0 else -1)
+    return tuple((c, w // lam) for c, w in terms)
 
 
 def _csr_views(anchor: list[int], made: dict, n: int):
@@ -826,6 +972,7 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
     probes_at: dict[int, list] = {}
     for p in mlp.probes:
         probes_at.setdefault(p.layer, []).append(p)
+    fold_of = getattr(on_probe, "fold_of", lambda name: None)
     eng = _Engine(X, den, size)
     my_stats: list = []
     last = len(mlp.layers) - 1
@@ -836,7 +983,11 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
             eng.layer(layer, relu=False)
             break
         here = probes_at.get(li, ())
-        zeros, best = eng.layer(layer, probes=[p.terms for p in here])
+        names = [f"{mlp.label}.{p.name}" if mlp.label else p.name for p in here]
+        folds = [(f, name) if (f := fold_of(name)) is not None else None for name in names]
+        zeros, best = eng.layer(
+            layer, probes=[p.terms for p in here], nxt=mlp.layers[li + 1], folds=folds
+        )
         my_stats.append(
             LayerStat(
                 sub, li, len(layer.rows), size, zeros, None if best is None else mpq(best, eng.den)
@@ -848,8 +999,14 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
             if eng.den != 1 and values.dtype != object:
                 values = _obj(values)
             # handed on at once (a fold reads step lanes as they come; a fallback re-runs
-            # the sub-layer and hands every probe on again)
-            on_probe(f"{mlp.label}.{p.name}" if mlp.label else p.name, values, eng.den)
+            # the sub-layer and hands every probe on again); folded in the layer's pass: the
+            # fold only keeps the first offending values
+            folded = eng._folded.get(i)
+            if folded is not None:
+                fold, j, fresh = folded
+                fold.finish(j, fresh, values, eng.den)
+            else:
+                on_probe(names[i], values, eng.den)
     H, hden = eng.batch(), eng.den
     stats.extend(my_stats)
     return reference._residual(mlp, X, den, H, hden)
@@ -866,8 +1023,8 @@ def _as_matrix(columns: list[np.ndarray], rows: int) -> np.ndarray:
     """Numerator columns → one (rows × dim) array: int64 when every value fits, else ints."""
     if not columns:
         return np.zeros((rows, 0), np.int64)
-    top = max((abs(int(v)) for col in columns for v in col), default=0)
-    dtype = np.int64 if top < LIMIT else object
+    big = max((top(np.asarray(col)) for col in columns), default=0)
+    dtype = np.int64 if big < LIMIT else object
     return np.stack([np.asarray(col).astype(dtype) for col in columns], axis=1)
 
 

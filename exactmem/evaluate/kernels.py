@@ -62,11 +62,41 @@ def _terms_block(R, cls, table, ptr, src, kind, coef, u, start, b0, m, buf):
 
 
 @njit(cache=True)
+def _fold_block(values, m, b0, fold, ones, flags, ramp, rise):
+    """One step lane's values on rows b0..b0+m−1 folded into per-row state, as :func:`step_fold`
+    (``fold`` = (probe, step index j, den, fresh count))."""
+    j = fold[1]
+    den = fold[2]
+    fresh = 0
+    # selects by arithmetic, not branches: which rows step is arbitrary in row order, a
+    # branch on it is mispredicted half the time (4 ns per row against 0.8)
+    for i in range(m):
+        v = values[i]
+        r = b0 + i
+        one = np.int64(v == den)
+        binary = one | np.int64(v == 0)
+        f = np.int64(flags[r])
+        ones[r] += one
+        first_rise = one & np.int64((f & 5) == 0)  # a 1 after a 0, the first such
+        first_ramp = (1 - binary) & np.int64((f & 2) == 0)
+        prev = (one & binary) | (f & 1 & (1 - binary))
+        flags[r] = (f & 6) | prev | (first_ramp << 1) | (first_rise << 2)
+        if first_rise | first_ramp:  # only in a broken network: predicted not taken
+            if first_rise:
+                rise[r] = j
+            if first_ramp:
+                ramp[r] = j
+                fresh += 1
+    fold[3] += fresh
+
+
+@njit(cache=True)
 def _relu_rows(
     R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, pptr, punit, pcoef, pout,
-    pflag, r0, r1
+    pflag, fold, ones, flags, ramp, rise, r0, r1
 ):  # fmt: skip
     units = out_slot.shape[0]
+    ubuf = np.empty((max(units, 1), BLOCK), np.int64)  # the block's values of every unit
     buf = np.empty(BLOCK, np.int64)
     acc = np.zeros((units, 5), np.int64)  # zeros, negatives, min |z| ≠ 0, min z > 0, max |z|
     for u in range(units):
@@ -77,8 +107,8 @@ def _relu_rows(
     for b0 in range(r0, r1, BLOCK):
         m = min(BLOCK, r1 - b0)
         for u in range(units):
-            out = R[out_slot[u]]
-            _terms_block(R, cls, table, ptr, src, kind, coef, u, bias[u], b0, m, buf)
+            ub = ubuf[u]
+            _terms_block(R, cls, table, ptr, src, kind, coef, u, bias[u], b0, m, ub)
             zeros = 0
             neg = 0
             min_abs = BIG
@@ -86,29 +116,34 @@ def _relu_rows(
             max_abs = 0
             # branch-free statistics: signs follow the rows' order, which is arbitrary
             for i in range(m):
-                a = buf[i]
+                a = ub[i]
                 ab = a if a >= 0 else -a
                 zeros += 1 if a == 0 else 0
                 neg += 1 if a < 0 else 0
                 min_abs = min(min_abs, ab if a != 0 else BIG)
                 min_pos = min(min_pos, a if a > 0 else BIG)
                 max_abs = max(max_abs, ab)
-                out[b0 + i] = max(a, 0) if relu else a
+                ub[i] = max(a, 0) if relu else a
             acc[u, 0] += zeros
             acc[u, 1] += neg
             acc[u, 2] = min(acc[u, 2], min_abs)
             acc[u, 3] = min(acc[u, 3], min_pos)
             acc[u, 4] = max(acc[u, 4], max_abs)
+            if out_slot[u] >= 0:  # a unit only its layer's probes read is not stored
+                out = R[out_slot[u]]
+                for i in range(m):
+                    out[b0 + i] = ub[i]
         # probes of this layer's units, read while the block is in cache; written as int8,
-        # a value off [−128, 127] flags the probe (the caller then computes it apart)
+        # a value off [−128, 127] flags the probe (the caller then computes it apart). One
+        # probe may be folded here too (a step lane of StepFold), on its exact int64 values
         for q in range(pptr.shape[0] - 1):
             for i in range(m):
                 buf[i] = 0
             for t in range(pptr[q], pptr[q + 1]):
-                row = R[out_slot[punit[t]]]
+                row = ubuf[punit[t]]
                 w = pcoef[t]
                 for i in range(m):
-                    buf[i] += w * row[b0 + i]
+                    buf[i] += w * row[i]
             dest = pout[q]
             off = 0
             for i in range(m):
@@ -116,6 +151,8 @@ def _relu_rows(
                 off |= 1 if v < -128 or v > 127 else 0
                 dest[b0 + i] = v
             pflag[q] |= off
+            if q == fold[0]:
+                _fold_block(buf, m, b0, fold, ones, flags, ramp, rise)
     for u in range(units):
         for j in range(5):
             stats[u, j] = acc[u, j]
@@ -124,21 +161,27 @@ def _relu_rows(
 @njit(parallel=True, cache=True)
 def relu_units(
     R, cls, table, out_slot, ptr, src, kind, coef, bias, relu, stats, pptr, punit, pcoef, pout,
-    pflag, chunks
+    pflag, fold, ones, flags, ramp, rise, chunks
 ):  # fmt: skip
     """One layer's row units: ``R[out_slot[u]] = σ(Σ coef·input + bias)`` over all rows, in
-    ``chunks`` row blocks on the machine's threads.
+    ``chunks`` row blocks on the machine's threads (``out_slot[u] = −1``: computed for the
+    statistics and probes, not stored).
 
     An input term reads row slot ``src`` (``kind`` 0) or the per-class table row ``src`` at the
     row's class (``kind`` 1). ``stats[u]`` receives (zeros, negatives, min non-zero |z|, min
     positive z, max |z|), with 2^62 standing for "none". Probes q of the new units
     (``Σ pcoef·unit[punit]`` over ``pptr[q]..pptr[q+1]``, partial sums proved below 2^62 by the
-    caller) go to the int8 rows ``pout[q]``; ``pflag[q]`` is set if a value does not fit."""
+    caller) go to the int8 rows ``pout[q]``; ``pflag[q]`` is set if a value does not fit.
+    ``fold`` = (probe q or −1, j, den, fresh): probe q is folded into (ones, flags, ramp,
+    rise) as :func:`step_fold` would, and ``fresh`` receives the number of rows that ramped."""
     n = R.shape[1]
     units = out_slot.shape[0]
     probes = pptr.shape[0] - 1
     part = np.zeros((chunks, units, 5), np.int64)
-    flags = np.zeros((chunks, max(probes, 1)), np.int64)
+    pflags = np.zeros((chunks, max(probes, 1)), np.int64)
+    folds = np.zeros((chunks, 4), np.int64)
+    for q in range(chunks):
+        folds[q, :3] = fold[:3]
     for q in prange(chunks):
         _relu_rows(
             R,
@@ -156,13 +199,20 @@ def relu_units(
             punit,
             pcoef,
             pout,
-            flags[q],
+            pflags[q],
+            folds[q],
+            ones,
+            flags,
+            ramp,
+            rise,
             n * q // chunks,
             n * (q + 1) // chunks,
         )
+    for q in range(chunks):
+        fold[3] += folds[q, 3]
     for p in range(probes):
         for q in range(chunks):
-            pflag[p] |= flags[q, p]
+            pflag[p] |= pflags[q, p]
     for u in range(units):
         stats[u, 0] = 0
         stats[u, 1] = 0
@@ -241,7 +291,18 @@ def refine(cls, sigs, nclass):
             for j in range(k):
                 rep[c, j] = sigs[j, r]
             continue
-        if _same(sigs, r, rep, c):
+        if k == 1:
+            # the usual case, without a branch on the signature: which rows of a splitting
+            # class move is arbitrary in row order (7 ns per row mispredicted, against 1)
+            v = sigs[0, r]
+            mover = np.int64(v != rep[c, 0])
+            s2 = max(second[c], 0)
+            known = np.int64(second[c] >= 0) & np.int64(child_sig[s2, 0] == v)
+            if (1 - mover) | known:
+                new[r] = c + mover * (nclass + s2 - c)
+                moved[s2] += mover
+                continue
+        elif _same(sigs, r, rep, c):
             continue
         s2 = second[c]
         if s2 >= 0 and _same(sigs, r, child_sig, s2):
@@ -1323,14 +1384,18 @@ def warm() -> None:
     and caches them on a machine that has none (the first-run cost, see docs/fast.md)."""
     i64 = np.int64
     R = np.zeros((2, 4), i64)
-    cls = np.zeros(4, i64)
+    cls = np.zeros(4, np.int32)  # class ids: int32 halves the bytes a refinement moves
     table = np.zeros((1, 1), i64)
     one = np.array([0, 1], i64)
     terms = (np.array([0], i64), np.array([0], i64), np.array([1], i64))
     stats = np.zeros((1, 5), i64)
     probe = (one, np.zeros(1, i64), one[1:], np.zeros((1, 4), np.int8), np.zeros(1, i64))
-    _relu_rows(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, *probe, 0, 4)
-    relu_units(R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, *probe, 2)
+    for rows in (4, 0):  # a folded step lane, or none
+        fold = (np.array([0 if rows else -1, 1, 1, 0], i64), np.zeros(rows, np.int16))
+        fold = (*fold, np.ones(rows, np.uint8), np.zeros(rows, np.int32), np.zeros(rows, np.int32))
+        args = (R, cls, table, one[1:], one, *terms, np.zeros(1, i64), True, stats, *probe, *fold)
+        _relu_rows(*args, 0, 4)
+        relu_units(*args, 2)
     linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     linear_rows_parallel(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), np.int8))  # step probes
@@ -1388,26 +1453,18 @@ def warm() -> None:
     )
     _shared_classes(*common, 0, 2, True, np.array([5], i64), *stats)
     shared_units(*common, 2, True, np.array([5], i64), *stats, 2)
-    i32 = np.zeros(4, np.int32)
-    step_fold(np.zeros(4, np.int8), 1, 1, i32, i32.copy(), i32.copy(), np.ones(4, np.bool_))
+    i16, i32, u8 = np.zeros(4, np.int16), np.zeros(4, np.int32), np.ones(4, np.uint8)
+    step_fold(np.zeros(4, np.int8), 1, 1, i16, u8, i32, i32.copy())
 
 
 @njit(cache=True)
-def step_fold(values, den, j, ones, ramp, rise, prev):
+def step_fold(values, den, j, ones, flags, ramp, rise):
     """One step lane folded into per-row state (exactmem.verify.StepFold): ``ones`` counts
-    steps equal to 1 (value = den), ``ramp`` keeps the first step off {0, 1}, ``rise`` the first
-    step of 1 after a 0; ``prev`` is the last binary step. Returns how many rows ramped now.
-    Branch-free: which rows step is arbitrary in row order."""
-    fresh = 0
-    for r in range(values.shape[0]):
-        v = values[r]
-        one = v == den
-        binary = one or v == 0
-        ones[r] += 1 if one else 0
-        first_rise = one and not prev[r] and rise[r] == 0
-        rise[r] = j if first_rise else rise[r]
-        first_ramp = not binary and ramp[r] == 0
-        ramp[r] = j if first_ramp else ramp[r]
-        fresh += 1 if first_ramp else 0
-        prev[r] = one if binary else prev[r]
-    return fresh
+    steps equal to 1 (value = den); ``flags`` bit 0: the last binary step was 1 (it starts
+    set), bit 1: a step was off {0, 1} (``ramp`` then holds the first such j), bit 2: a 1 came
+    after a 0 (``rise`` holds the first such j). ``ramp`` and ``rise`` are written only then:
+    a valid network's pass reads and writes 1 + ``ones``' bytes per row. Returns how many rows
+    ramped now. Branch-free where it matters: which rows step is arbitrary in row order."""
+    fold = np.array([0, j, den, 0], np.int64)
+    _fold_block(values, values.shape[0], 0, fold, ones, flags, ramp, rise)
+    return fold[3]

@@ -428,6 +428,13 @@ def run(
                 return
         trace._lanes[name] = (values, vden, index)
 
+    def fold_of(name: str):
+        """The fold that claims probe ``name``, if any (an mlp_step may fold it itself, in the
+        pass that computes it, through the fold's ``begin``/``finish``)."""
+        return next((fold for fold in folds if fold.claims(name)), None)
+
+    on_probe.fold_of = fold_of
+
     if model.embed:
         X, den = _affine(model.embed, X, den, size)
         X, den = _reduce(X, den)
