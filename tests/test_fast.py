@@ -478,6 +478,50 @@ def test_balanced_digits():
     assert len(fast._sparse(2**838 - 1)[0]) == 2
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(
+        st.integers(-(2**20000), 2**20000),
+        st.builds(
+            # a limb of 2^29 carries 1 up through a run of limbs 2^29 − 1
+            lambda runs, sign: (
+                sign * (sum((2**29 - 1) << (30 * i) for i in range(1, runs)) + 2**29)
+            ),
+            st.integers(17, 80),
+            st.sampled_from([1, -1]),
+        ),
+        st.builds(lambda e, sign: sign * (2**29 << (30 * e)), st.integers(16, 300), st.just(-1)),
+    )
+)
+def test_balanced_digits_of_long_integers(w):
+    """Long integers take a linear-time path (bytes, then a carry-lookahead scan): the same
+    digits as the digit loop — balanced digits in [−2^29, 2^29) are unique."""
+    fast._SPARSE.clear()
+    digits, m, i = [], w, 0
+    while m:
+        d = m & fast.MASK
+        d -= (1 << 30) if d >= 1 << 29 else 0
+        if d:
+            digits.append((i, d))
+        m = (m - d) >> 30
+        i += 1
+    assert list(zip(*fast._sparse(w), strict=True)) == digits
+
+
+def test_used_tokens_as_numpy_unique():
+    """Token rows by a table of the ids present (small ids) or by sorting: np.unique's answer."""
+    rng = np.random.default_rng(3)
+    for flat in (
+        rng.integers(0, 50, 1000),
+        rng.integers(0, 2**40, 100),  # ids far beyond their count: sorted
+        np.array([7, 7, 7]),
+        np.zeros(0, np.int64),
+    ):
+        got = reference._used_tokens(flat)
+        want = np.unique(flat, return_inverse=True)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+
+
 def test_step_fold_names_ramps_and_rises():
     """Stage II read as the lanes arrive: a value off {0, 1} and a rise are both caught."""
     from exactmem.verify import StepFold

@@ -35,7 +35,7 @@ from gmpy2 import mpq
 
 from exactmem.evaluate import reference
 from exactmem.evaluate.reference import Batch, LayerStat
-from exactmem.exact_arrays import plus, times, top
+from exactmem.exact_arrays import first_seen_ids, plus, times, top
 from exactmem.model import MLP, Affine
 
 __all__ = ["LIMIT", "run", "run_points"]
@@ -96,6 +96,8 @@ def _sparse(w: int) -> tuple[list[int], list[int]]:
 
     Balanced digits keep runs of ones short: 2^p − 1 is two digits, not p/30."""
     got = _SPARSE.get(w)
+    if got is None and w.bit_length() > 16 * LIMB:
+        return _sparse_long(w)
     if got is None:
         offs, vals, i, m = [], [], 0, w
         while m:
@@ -111,6 +113,38 @@ def _sparse(w: int) -> tuple[list[int], list[int]]:
         if len(offs) <= 4 and len(_SPARSE) < 1 << 16:  # powers of two, small weights
             _SPARSE[w] = got
     return got
+
+
+_POW = 1 << np.arange(LIMB, dtype=np.int64)
+HALF = 1 << (LIMB - 1)
+
+
+def _sparse_long(w: int) -> tuple[list[int], list[int]]:
+    """:func:`_sparse` of a long integer in linear time (the digit loop is quadratic: each step
+    shifts the whole integer; a packed integer has thousands of limbs). Limbs of |w| from its
+    bytes; a limb ≥ 2^29 becomes limb − 2^30 and carries 1 up, a limb of 2^29 − 1 passes an
+    incoming carry on (a carry-lookahead scan)."""
+    mag = abs(w)
+    bits = np.unpackbits(
+        np.frombuffer(mag.to_bytes((mag.bit_length() + 7) // 8, "little"), np.uint8),
+        bitorder="little",
+    )
+    bits = np.concatenate([bits, np.zeros(-len(bits) % LIMB + LIMB, np.uint8)])
+    x = bits.reshape(-1, LIMB).astype(np.int64) @ _POW  # one spare limb on top
+    generate = x >= HALF
+    last = np.maximum.accumulate(np.where(x != HALF - 1, np.arange(len(x)), -1))
+    carry_out = np.where(last >= 0, generate[np.maximum(last, 0)], False)
+    carry_in = np.concatenate([[False], carry_out[:-1]])
+    d = x + carry_in - (carry_out.astype(np.int64) << LIMB)
+    if w < 0:  # −d is balanced but for digits 2^29: those lose 2^30 and carry 1 up (which
+        d = -d  # may lift the next digit to 2^29 or above in turn; the top digit is negative)
+        for i in np.flatnonzero(d == HALF):
+            while d[i] >= HALF:
+                d[i] -= 1 << LIMB
+                i += 1
+                d[i] += 1
+    offs = np.flatnonzero(d)
+    return offs.tolist(), d[offs].tolist()
 
 
 def _int_of(limbs: np.ndarray) -> int:
@@ -1082,13 +1116,10 @@ def mix(sub, X: Batch, den: int, index: np.ndarray, keep: range):
 
 def _distinct(Y: np.ndarray, D: int, N: int, width: int):
     """Rows of Y (numerators over D) deduplicated in first-seen order, as the reference."""
-    if Y.dtype != object:
-        uniq, first, inverse = np.unique(Y, axis=0, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        rank = np.empty(len(order), np.int64)
-        rank[order] = np.arange(len(order))
-        rows_num = uniq[order]
-        new_index = rank[inverse.reshape(-1)].reshape(N, width)
+    if Y.dtype != object:  # hashed rows, each compared with its group's first
+        ids, first = first_seen_ids(Y)
+        rows_num = Y[first]
+        new_index = ids.reshape(N, width)
     else:
         where: dict[tuple, int] = {}
         ids = np.array([where.setdefault(tuple(r), len(where)) for r in Y], np.int64)

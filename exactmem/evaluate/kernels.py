@@ -291,18 +291,7 @@ def refine(cls, sigs, nclass):
             for j in range(k):
                 rep[c, j] = sigs[j, r]
             continue
-        if k == 1:
-            # the usual case, without a branch on the signature: which rows of a splitting
-            # class move is arbitrary in row order (7 ns per row mispredicted, against 1)
-            v = sigs[0, r]
-            mover = np.int64(v != rep[c, 0])
-            s2 = max(second[c], 0)
-            known = np.int64(second[c] >= 0) & np.int64(child_sig[s2, 0] == v)
-            if (1 - mover) | known:
-                new[r] = c + mover * (nclass + s2 - c)
-                moved[s2] += mover
-                continue
-        elif _same(sigs, r, rep, c):
+        if _same(sigs, r, rep, c):
             continue
         s2 = second[c]
         if s2 >= 0 and _same(sigs, r, child_sig, s2):

@@ -369,6 +369,17 @@ def _stream_names(trace: Trace) -> tuple[str, ...]:
     return trace.embedded.names if trace.embedded else ()
 
 
+def _used_tokens(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(flat, return_inverse=True)``; for token ids below a few times their count
+    by a table of the ids present instead of a sort (16·10⁶ tokens: 0.1 s against 1.5 s)."""
+    if flat.size and flat.min() >= 0 and flat.max() < max(2**20, 4 * flat.size):
+        present = np.zeros(int(flat.max()) + 1, bool)
+        present[flat] = True
+        rank = np.cumsum(present) - 1
+        return np.flatnonzero(present), rank[flat]
+    return np.unique(flat, return_inverse=True)
+
+
 def run(
     model: Transformer,
     vocab: Sequence[Sequence[mpq]],
@@ -399,7 +410,7 @@ def run(
     if sum(map(len, sequences)) != N * n:
         raise ValueError("sequences must all have the same length")
     flat = np.fromiter(chain.from_iterable(sequences), np.int64, N * n)
-    tokens, inverse = np.unique(flat, return_inverse=True)  # rows: the used tokens, ascending
+    tokens, inverse = _used_tokens(flat)  # rows: the used tokens, ascending
     used = tokens.tolist()
     index = inverse.reshape(N, n)
     size = len(used)
