@@ -96,7 +96,7 @@ def _sparse(w: int) -> tuple[list[int], list[int]]:
 
     Balanced digits keep runs of ones short: 2^p − 1 is two digits, not p/30."""
     got = _SPARSE.get(w)
-    if got is None and w.bit_length() > 16 * LIMB:
+    if got is None and w.bit_length() > 64 * LIMB:  # numpy's fixed cost pays from here
         return _sparse_long(w)
     if got is None:
         offs, vals, i, m = [], [], 0, w
