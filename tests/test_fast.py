@@ -251,6 +251,7 @@ def test_step_lanes_folded_in_their_layers_pass(monkeypatch, jobs):
     broken step (a ramp)."""
     if jobs > 1:
         monkeypatch.setattr(fast, "PARALLEL_ROWS", 64)
+    monkeypatch.setattr(fast._Engine, "_sorted_plan", lambda self, *args: None)  # row by row
     ds = random_sequences(800, 16, 8, 1000, 16, seed=0)  # the benchmark's shape
     model, _ = ks25.build(ds, {})
     calls = []
@@ -289,6 +290,159 @@ def test_step_lanes_folded_in_their_layers_pass(monkeypatch, jobs):
     same_trace(ref, got)
     _same_folds(ref_folds, got_folds)
     assert got_folds[0].ramp_values  # the ramp was seen, with its exact values
+
+
+def _with_layer(model, at, probe_name, change):
+    """``model`` with the layer of probe ``probe_name`` of sub-layer ``at`` changed."""
+    mlp = model.sublayers[at]
+    probe = next(p for p in mlp.probes if p.name == probe_name)
+    layers = list(mlp.layers)
+    layers[probe.layer] = change(layers[probe.layer], probe)
+    sublayers = list(model.sublayers)
+    sublayers[at] = dataclasses.replace(mlp, layers=tuple(layers))
+    return dataclasses.replace(model, sublayers=tuple(sublayers))
+
+
+def test_stage_two_in_key_order(monkeypatch):
+    """Stage II decided by the sorted keys (no pass over the inputs per layer): the outputs,
+    statistics and folds equal the reference's; a step off {0, 1} (a ramp) or a threshold
+    below the one before (a rise) is refused there and found row by row."""
+    ds = random_sequences(800, 16, 8, 1000, 16, seed=0)
+    model, _ = ks25.build(ds, {})
+    layers = []  # the fold claiming each step decided in key order
+    monkeypatch.setattr(
+        fast._Engine,
+        "_sorted_rows",
+        _spy2(fast._Engine._sorted_rows, lambda steps: layers.append(steps[4][0].prefix)),
+    )
+    ref, ref_folds = _folded(reference, model, ds)
+    got, got_folds = _folded(fast, model, ds)
+    same_trace(ref, got)
+    _same_folds(ref_folds, got_folds)
+    # phi's steps all in key order but its first (Stage I's layer); f2's accumulator of
+    # labels is still small at N = 800, its units read the steps' rows: row by row there
+    phi = next(f for f in got_folds if f.prefix == "phi.")
+    assert layers.count("phi.") == phi.seen - 1 > 50
+
+    at = next(i for i, sub in enumerate(model.sublayers) if isinstance(sub, MLP))
+
+    def ramp(layer, probe):  # the step's second unit one further off: the step takes 2
+        bias = list(layer.bias)
+        bias[probe.terms[1][0]] -= layer.denominator
+        return dataclasses.replace(layer, bias=tuple(bias))
+
+    def back(layer, probe):  # the threshold far below the one before: a 1 after a 0
+        bias = list(layer.bias)
+        for c, _ in probe.terms:
+            bias[c] += 10**6 * layer.denominator
+        return dataclasses.replace(layer, bias=tuple(bias))
+
+    for change, wrong in ((ramp, "ramp"), (back, "rise")):
+        broken = _with_layer(model, at, "step[9]", change)
+        layers.clear()
+        ref, ref_folds = _folded(reference, broken, ds)
+        got, got_folds = _folded(fast, broken, ds)
+        same_trace(ref, got)
+        _same_folds(ref_folds, got_folds)
+        assert (getattr(got_folds[0], wrong) == 9).any()
+        assert layers  # the layers before and after still in key order
+
+
+@pytest.mark.parametrize(
+    "xs", [list(range(1, 11)), [1, 1, 3, 3, 5, 8, 10, 10, 10], [9, 1, 5, 4, 4, 10, 2, 1, 3, 7]]
+)
+def test_stage_two_in_key_order_by_hand(monkeypatch, xs):
+    """A hand-made Stage II (key x, an accumulator far beyond int64 that adds W·step, thresholds
+    leaving one-row and empty classes at either end): in key order, equal to the reference."""
+    big = 2**70
+    thresholds = [4, 9, -2, 1, 13]  # steps x ≥ 5, x ≥ 10, every x, x ≥ 2, none
+    layers = []
+    for j, t in enumerate(thresholds):
+        rows = [((0, 1),), () if j == 0 else ((1, 1), (2, big + j), (3, -big - j))]
+        rows += [((0, 1),), ((0, 1),)]
+        layers.append(Affine(4 if j else 1, tuple(rows), (0, 5 if j == 0 else 0, -t, -t - 1)))
+    layers.append(Affine(4, (((1, 1), (2, 7), (3, -7)),), (0,)))
+    probes = tuple(Probe(f"step[{j + 1}]", j, ((2, 1), (3, -1))) for j in range(len(thresholds)))
+    model = Transformer(1, (MLP(tuple(layers), residual=False, probes=probes, label="m"),))
+    decided = []
+    monkeypatch.setattr(
+        fast._Engine,
+        "_sorted_rows",
+        _spy2(fast._Engine._sorted_rows, lambda steps: decided.append(steps[3])),
+    )
+    pts = [(mpq(x),) for x in xs]
+    both(model, pts, [[i] for i in range(len(pts))])
+    assert len(decided) == len(thresholds)  # for 1..10: one-row classes at both ends
+
+
+def _spy2(method, record):
+    def wrapped(self, a, steps, out):
+        record(steps)
+        return method(self, a, steps, out)
+
+    return wrapped
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    xs=st.lists(st.integers(-50, 50), min_size=1, max_size=40),
+    w=st.integers(1, 4),
+    b=st.integers(-120, 120),
+)
+def test_unit_statistics_from_sorted_keys(xs, w, b):
+    """Binary search on sorted keys gives the row kernel's statistics of σ(w·x + b)."""
+    from exactmem.evaluate.sorted_steps import unit_stats
+
+    z = [w * x + b for x in xs]
+    nonzero = [abs(v) for v in z if v]
+    positive = [v for v in z if v > 0]
+    want = (
+        z.count(0),
+        sum(v < 0 for v in z),
+        min(nonzero) if nonzero else None,
+        min(positive) if positive else None,
+        max(map(abs, z)),
+    )
+    assert unit_stats(np.array(sorted(xs), np.int64), w, b) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    xs=st.lists(st.integers(-20, 20), min_size=1, max_size=30),
+    units=st.lists(st.tuples(st.integers(1, 3), st.integers(-40, 40)), min_size=1, max_size=3),
+    coefs=st.lists(st.integers(-2, 2), min_size=3, max_size=3),
+)
+def test_step_boundary_from_sorted_keys(xs, units, coefs):
+    """A sum of ramps is recognised as a 0-then-1 step along the sorted keys exactly when it
+    is one, with its first position of 1."""
+    from exactmem.evaluate.sorted_steps import step_boundary
+
+    xs = sorted(xs)
+    coefs = coefs[: len(units)]
+    values = [
+        sum(c * max(w * x + b, 0) for c, (w, b) in zip(coefs, units, strict=True)) for x in xs
+    ]
+    ones = [i for i, v in enumerate(values) if v == 1]
+    is_step = (
+        set(values) <= {0, 1} and all(v == 1 for v in values[ones[0] :])
+        if ones
+        else (set(values) <= {0})
+    )
+    got = step_boundary(np.array(xs, np.int64), units, coefs)
+    assert got == ((ones[0] if ones else len(xs)) if is_step else None)
+    # the usual pair σ(x − t) − σ(x − t − 1) always is one
+    assert step_boundary(np.array(xs, np.int64), [(1, -3), (1, -4)], [1, -1]) == sum(
+        x < 4 for x in xs
+    )
+
+
+def test_class_runs_in_key_order():
+    from exactmem.evaluate.sorted_steps import class_ranges
+
+    lo, hi = class_ranges(np.array([2, 2, 0, 0, 0, 1]), 3)
+    assert lo.tolist() == [2, 5, 0] and hi.tolist() == [5, 6, 2]
+    assert class_ranges(np.array([0, 1, 0]), 2) is None  # class 0 in two runs
+    assert class_ranges(np.array([0, 0]), 2) is None  # class 1 has no rows
 
 
 def _spy(method, record):

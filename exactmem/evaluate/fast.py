@@ -35,6 +35,7 @@ from gmpy2 import mpq
 
 from exactmem.evaluate import reference
 from exactmem.evaluate.reference import Batch, LayerStat
+from exactmem.evaluate.sorted_steps import class_ranges, step_boundary, unit_stats
 from exactmem.exact_arrays import first_seen_ids, plus, times, top
 from exactmem.model import MLP, Affine
 
@@ -62,6 +63,36 @@ class _Lane:
         if isinstance(self.pos, np.ndarray):
             self.pos = _int_of(self.pos)
         return self.pos
+
+
+@dataclass
+class _Step:
+    """A step lane kept as its sorted form: 1 on the rows ``perm[p:]``, 0 on the others."""
+
+    perm: np.ndarray
+    p: int
+
+    def rows(self) -> np.ndarray:
+        values = np.zeros(len(self.perm), np.int8)
+        values[self.perm[self.p :]] = 1
+        return values
+
+
+@dataclass
+class _SortedKeys:
+    """Stage II in key order (exactmem.evaluate.sorted_steps): the carried key lane, its rows
+    in ascending order, each class one run [lo, hi) of that order (``cls`` is not kept up to
+    date meanwhile), and the steps folded since entering: a difference array of ones over the
+    sorted positions and the last step's boundary."""
+
+    key: _Lane
+    perm: np.ndarray
+    xs: np.ndarray
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    fold: object | None = None
+    diff: np.ndarray | None = None
+    last: int = -1
 
 
 class _Fallback(Exception):
@@ -211,6 +242,8 @@ class _Engine:
         self._recipes: dict[int, tuple] = {}
         self._held: set[int] = set()
         self._placeholders = 0
+        self._sorted: _SortedKeys | None = None  # Stage II in key order, while it applies
+        self._order: _SortedKeys | None = None  # the last key lane sorted (kept for re-entry)
         self.hfree: list[int] = []
         self._scratch = np.zeros((0, n), np.int64)
         self.lanes = []
@@ -323,6 +356,11 @@ class _Engine:
         known = (
             self._probed.get(_key(functionals[0], self.lanes)) if len(functionals) == 1 else None
         )
+        if isinstance(known, _Step) and self._sorted is not None and self._sorted.lo is not None:
+            return self._range_refine(known.p)
+        self._leave_sorted()
+        if isinstance(known, _Step):
+            known = known.rows()
         if known is not None:
             sigs = known[None, :]  # a probe of the layer before read the same functional
         else:
@@ -330,7 +368,12 @@ class _Engine:
             sigs = self._buffer(len(functionals))
             self._linear(self.R, self.cls, _EMPTY_TABLE, ptr, src, kind, coef, sigs)
         parent, every, moved = self.k.refine(self.cls, sigs, self.nclass)
-        new_cls = self.cls
+        self._split(parent, moved)
+        return every
+
+    def _split(self, parent: np.ndarray, moved: np.ndarray) -> None:
+        """New classes (children of ``parent``, ``moved`` rows each) get their parents' shared
+        values; the row counts follow."""
         if parent.size:
             total = self.nclass + int(parent.size)
             if total > max(64, self.n // 4):
@@ -342,12 +385,23 @@ class _Engine:
                 self.H[s, self.nclass : total] = self.H[s, parent]
                 self.CL[s, self.nclass : total] = self.CL[s, parent]
                 self.V[s, self.nclass : total] = self.V[s, parent]
-            self.cls = new_cls
             self.nclass = total
             counts = np.concatenate([self.counts, moved])  # rows per class, without a pass
             np.subtract.at(counts, parent, moved)
             self.counts = counts
-        return every
+
+    def _range_refine(self, p: int) -> np.ndarray:
+        """:meth:`_refine` on a step kept sorted (1 from sorted position p on): a class whose
+        run [lo, hi) straddles p keeps [lo, p) and its child takes [p, hi). Returns the step's
+        value per class."""
+        srt = self._sorted
+        split = np.flatnonzero((srt.lo < p) & (p < srt.hi))
+        moved = srt.hi[split] - p
+        self._split(split.astype(np.int64), moved.astype(np.int64))
+        srt.lo = np.concatenate([srt.lo, np.full(len(split), p, np.int64)])
+        srt.hi = np.concatenate([srt.hi, srt.hi[split]])
+        srt.hi[split] = p
+        return (srt.lo >= p).astype(np.int64)[:, None]
 
     # ---------------------------------------------------------------- layers
 
@@ -382,15 +436,22 @@ class _Engine:
                 if sum(max(abs(w), 1) * max(lanes[c].bound, 1) for c, w in g) >= LIMIT:
                     raise _Fallback("a row functional read by a shared unit exceeds int64")
                 plans.append(("mixed", (mixed.setdefault(g, len(mixed)), lam)))
+        steps = self._sorted_plan(a, relu, plans, probes, folds, nxt)
+        if steps is None:
+            self._leave_sorted()
         self._make_read_rows(a, plans, mixed)
         sig = self._refine([list(g) for g in mixed]) if mixed else None
+        if steps is not None and not self._enter_sorted(steps[0]):
+            steps = None
 
         out: list[_Lane | None] = [None] * len(plans)
         recipes: dict[int, tuple] = {}
         zeros = 0
         best: int | None = None
         row_units = [u for u, p in enumerate(plans) if p[0] == "row"]
-        if row_units:
+        if steps is not None:
+            zeros, best, recipes = self._sorted_rows(a, steps, out)
+        elif row_units:
             table_of: dict[int, int] = {}
             ptr, src, kind, coef = _encode([a.rows[u] for u in row_units], lanes, table_of)
             table = _EMPTY_TABLE
@@ -582,12 +643,129 @@ class _Engine:
 
     def take_probe(self, i: int, terms) -> np.ndarray:
         """Probe ``i`` of the last layer (its ``terms``): computed in the layer's own pass when
-        it could be, else now (:meth:`probe`)."""
+        it could be, else now (:meth:`probe`). A step kept sorted is handed on as rows unless
+        the layer folded it."""
         values = self._fused.pop(i, None)
         if values is None:
             return self.probe(terms)
         self._probed[_key(terms, self.lanes)] = values  # the next layer may refine on it
+        if isinstance(values, _Step) and i not in self._folded:
+            return values.rows()
         return values
+
+    # ---------------------------------------------------------------- Stage II in key order
+
+    def _sorted_plan(self, a: Affine, relu: bool, plans, probes, folds, nxt):
+        """Whether this layer is a Stage II step layer that the sorted keys decide
+        (:mod:`exactmem.evaluate.sorted_steps`): every row unit σ(w·x + b), w > 0, of one
+        stored row lane x that the layer carries on unchanged; one probe reading exactly those
+        units, 0 then 1 along the sorted keys; the next layer reading the units only through
+        it; its fold (if any) the one folded here, its boundary not below the last (no rise).
+        Returns (keys in order, [(unit, w, b)], probe index, boundary, fold claim) or None."""
+        if not (relu and self.n and self.den == 1 and a.denominator == 1 and nxt is not None):
+            return None
+        lanes = self.lanes
+        row_units = [u for u, (how, _) in enumerate(plans) if how == "row"]
+        if not row_units or any(len(a.rows[u]) != 1 or a.rows[u][0][1] <= 0 for u in row_units):
+            return None
+        xs_lane = {a.rows[u][0][0] for u in row_units}
+        if len(xs_lane) != 1:
+            return None
+        c = xs_lane.pop()
+        key = lanes[c]
+        if key.shared or key.slot < 0 or ("alias", c) not in plans:
+            return None
+        reading = [i for i, t in enumerate(probes) if t and {d for d, _ in t} == set(row_units)]
+        if len(reading) != 1 or len(probes[reading[0]]) != len(row_units):
+            return None
+        i = reading[0]
+        if self._elidable(a, nxt, plans, row_units, [probes[i]]) != set(row_units):
+            return None
+        srt = self._sorted
+        if srt is not None and srt.key is not key:
+            return None
+        order = srt
+        if order is None:
+            order = self._order if self._order is not None and self._order.key is key else None
+        if order is None:
+            perm = np.argsort(self.R[key.slot], kind="stable")
+            order = self._order = _SortedKeys(key, perm, self.R[key.slot][perm])
+        units = [(u, a.rows[u][0][1], a.bias[u] * self.den) for u in row_units]
+        coef = dict(probes[i])
+        p = step_boundary(order.xs, [(w, b) for _, w, b in units], [coef[u] for u, _, _ in units])
+        if p is None:
+            return None
+        claim = folds[i] if i < len(folds) else None
+        if claim is not None:
+            fold = claim[0]
+            if srt is not None and srt.fold is not None:
+                if fold is not srt.fold or p < srt.last:
+                    return None
+            elif fold.ones is not None and fold.seen > 0:
+                # the first step folded here: no row whose last step was 0 may step to 1
+                waiting = np.flatnonzero((fold.flags & 5) == 0)
+                if waiting.size:
+                    where = np.empty(self.n, np.int64)
+                    where[order.perm] = np.arange(self.n)
+                    if where[waiting].max() >= p:
+                        return None
+        return order, units, i, p, claim
+
+    def _enter_sorted(self, order: _SortedKeys) -> bool:
+        """Start (or go on with) Stage II in key order: every class must be one run of the
+        sorted rows (after this layer's refinement)."""
+        if self._sorted is not None:
+            return True
+        runs = class_ranges(self.cls[order.perm], self.nclass)
+        if runs is None:
+            return False
+        order.lo, order.hi = runs
+        order.fold, order.diff, order.last = None, None, -1
+        self._sorted = order
+        return True
+
+    def _sorted_rows(self, a: Affine, steps, out: list) -> tuple[int, int | None, dict]:
+        """The row units and the step of a Stage II layer from the sorted keys: statistics by
+        binary search, units not stored (recipes), the step kept sorted and folded as a
+        difference array. Returns (zeros, least non-zero |z|, recipes)."""
+        order, units, i, p, claim = steps
+        zeros, best, recipes = 0, None, {}
+        for u, w, b in units:
+            z, neg, least, min_pos, top_abs = unit_stats(order.xs, w, b)
+            zeros += z
+            if least is not None:
+                best = least if best is None else min(best, least)
+            self._placeholders += 1
+            slot = -self._placeholders
+            recipes[slot] = ([order.key.slot], [w], b, True)
+            out[u] = _Lane(False, slot, top_abs, True, z + neg, min_pos)
+        self._fused[i] = _Step(order.perm, p)
+        if claim is not None:
+            fold, name = claim
+            j = fold.begin(name, self.n)
+            if order.fold is None:
+                order.fold, order.diff = fold, np.zeros(self.n + 1, np.int32)
+            order.diff[p] += 1
+            order.last = p
+            self._folded[i] = (fold, j, 0)
+        return zeros, best, recipes
+
+    def _leave_sorted(self) -> None:
+        """Back to rows: each row's class from its run, the folded steps added to the fold's
+        per-row state (ones; the last step is every row's last binary step)."""
+        srt, self._sorted = self._sorted, None
+        if srt is None:
+            return
+        by_start = np.argsort(srt.lo)
+        runs = np.repeat(by_start, (srt.hi - srt.lo)[by_start])
+        self.cls[srt.perm] = runs.astype(self.cls.dtype)
+        if srt.fold is not None:
+            fold = srt.fold
+            fold.ones[srt.perm] += np.cumsum(srt.diff[:-1]).astype(fold.ones.dtype)
+            last = np.zeros(self.n, np.uint8)
+            last[srt.perm[srt.last :]] = 1
+            np.bitwise_and(fold.flags, 6, out=fold.flags)
+            fold.flags |= last
 
     def _shared_layer(self, a, relu, plans, bounds, units, sig, out):
         """Shared and mixed units of one layer, in the multi-limb kernel."""
@@ -806,6 +984,7 @@ class _Engine:
         if self.den == 1:
             return
         g = self.den
+        self._leave_sorted()
         for c in range(len(self.lanes)):
             self._rows_of(c)
         slots = np.array(sorted({lane.slot for lane in self.lanes if not lane.shared}), np.int64)
@@ -857,6 +1036,7 @@ class _Engine:
 
     def probe(self, terms) -> np.ndarray:
         """Numerators of a linear read-out, per row (int64 when proved to fit, else ints)."""
+        self._leave_sorted()
         lanes = self.lanes
         for c, _ in terms:
             self._rows_of(c)
@@ -888,6 +1068,7 @@ class _Engine:
         return acc
 
     def column(self, c: int) -> np.ndarray:
+        self._leave_sorted()
         self._rows_of(c)
         lane = self.lanes[c]
         if lane.shared:
