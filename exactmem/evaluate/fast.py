@@ -13,6 +13,11 @@ Two honest savings, both exact for every model the IR expresses:
   after it: the split is computed, never assumed. If a functional is itself too big for int64
   every row becomes its own class — reference speed, same values.
 
+Stage II's step layers (σ(x − t), σ(x − t − 1) of a carried key x, read through their
+difference) are decided from the keys sorted once — statistics and the step's boundary by
+binary search, classes as runs of the sorted rows — when the layer has exactly that shape
+(:mod:`exactmem.evaluate.sorted_steps`, :meth:`_Engine._sorted_plan`); otherwise row by row.
+
 Shared lanes that peel bits off a packed integer cost a few limbs per class and layer, not its
 length: exact lengths, in-place updates after their readers, difference tags and views (units
 kept as an anchor's value plus a few digits) — docs/fast.md, "Keeping the packed integers
