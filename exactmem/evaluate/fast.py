@@ -151,22 +151,28 @@ def _sparse(w: int) -> tuple[list[int], list[int]]:
     return got
 
 
-_POW = 1 << np.arange(LIMB, dtype=np.int64)
 HALF = 1 << (LIMB - 1)
 
 
 def _sparse_long(w: int) -> tuple[list[int], list[int]]:
     """:func:`_sparse` of a long integer in linear time (the digit loop is quadratic: each step
     shifts the whole integer; a packed integer has thousands of limbs). Limbs of |w| from its
-    bytes; a limb ≥ 2^29 becomes limb − 2^30 and carries 1 up, a limb of 2^29 − 1 passes an
-    incoming carry on (a carry-lookahead scan)."""
+    bytes, 15 bytes (four limbs) at a time; then a limb ≥ 2^29 becomes limb − 2^30 and carries
+    1 up, a limb of 2^29 − 1 passes an incoming carry on (a carry-lookahead scan)."""
     mag = abs(w)
-    bits = np.unpackbits(
-        np.frombuffer(mag.to_bytes((mag.bit_length() + 7) // 8, "little"), np.uint8),
-        bitorder="little",
-    )
-    bits = np.concatenate([bits, np.zeros(-len(bits) % LIMB + LIMB, np.uint8)])
-    x = bits.reshape(-1, LIMB).astype(np.int64) @ _POW  # one spare limb on top
+    size = -(-(mag.bit_length() + LIMB) // 120) * 15  # one spare limb on top, whole groups
+    groups = np.frombuffer(mag.to_bytes(size, "little"), np.uint8).reshape(-1, 15)
+    lo = np.ascontiguousarray(groups[:, :8]).view("<u8")[:, 0]  # bits 0..63 of each group
+    hi = np.zeros((len(groups), 8), np.uint8)
+    hi[:, :7] = groups[:, 8:]
+    hi = hi.view("<u8")[:, 0]  # bits 64..119
+    m30, m26 = np.uint64(MASK), np.uint64((1 << 26) - 1)
+    x = np.empty((len(groups), 4), np.int64)
+    x[:, 0] = lo & m30
+    x[:, 1] = (lo >> np.uint64(30)) & m30
+    x[:, 2] = (lo >> np.uint64(60)) | ((hi & m26) << np.uint64(4))
+    x[:, 3] = hi >> np.uint64(26)
+    x = x.reshape(-1)
     generate = x >= HALF
     last = np.maximum.accumulate(np.where(x != HALF - 1, np.arange(len(x)), -1))
     carry_out = np.where(last >= 0, generate[np.maximum(last, 0)], False)
