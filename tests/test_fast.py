@@ -82,6 +82,19 @@ def test_fast_equals_reference_on_quick_claims(claim, inst):
     assert a.verdict == b.verdict
 
 
+MEMORIZERS = [(c, i) for c, i in QUICK if c.construction.startswith(("ks25", "vys"))]
+
+
+@pytest.mark.parametrize(
+    ("claim", "inst"), MEMORIZERS, ids=[f"{c.name}[{i.label}]" for c, i in MEMORIZERS]
+)
+def test_fast_equals_reference_in_key_order(claim, inst, monkeypatch):
+    """The memorizers of the quick tier again, with Stage II in key order from the first row
+    (it starts at 2¹⁵ rows, beyond every quick instance)."""
+    monkeypatch.setattr(fast, "SORTED_FROM", 0)
+    test_fast_equals_reference_on_quick_claims(claim, inst)
+
+
 FULL = instances("full")
 
 
@@ -307,6 +320,7 @@ def test_stage_two_in_key_order(monkeypatch):
     """Stage II decided by the sorted keys (no pass over the inputs per layer): the outputs,
     statistics and folds equal the reference's; a step off {0, 1} (a ramp) or a threshold
     below the one before (a rise) is refused there and found row by row."""
+    monkeypatch.setattr(fast, "SORTED_FROM", 0)  # from the first row on
     ds = random_sequences(800, 16, 8, 1000, 16, seed=0)
     model, _ = ks25.build(ds, {})
     layers = []  # the fold claiming each step decided in key order
@@ -354,6 +368,7 @@ def test_stage_two_in_key_order(monkeypatch):
 def test_stage_two_in_key_order_by_hand(monkeypatch, xs):
     """A hand-made Stage II (key x, an accumulator far beyond int64 that adds W·step, thresholds
     leaving one-row and empty classes at either end): in key order, equal to the reference."""
+    monkeypatch.setattr(fast, "SORTED_FROM", 0)
     big = 2**70
     thresholds = [4, 9, -2, 1, 13]  # steps x ≥ 5, x ≥ 10, every x, x ≥ 2, none
     layers = []
