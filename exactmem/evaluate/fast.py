@@ -258,6 +258,7 @@ class _Engine:
         self._placeholders = 0
         self._sorted: _SortedKeys | None = None  # Stage II in key order, while it applies
         self._order: _SortedKeys | None = None  # the last key lane sorted (kept for re-entry)
+        self._not_runs = -1  # class count at which the classes were found not to be runs
         self.hfree: list[int] = []
         self._scratch = np.zeros((0, n), np.int64)
         self.lanes = []
@@ -732,8 +733,11 @@ class _Engine:
         sorted rows (after this layer's refinement)."""
         if self._sorted is not None:
             return True
+        if self._not_runs == self.nclass:  # classes only change by splitting: none since
+            return False
         runs = class_ranges(self.cls[order.perm], self.nclass)
         if runs is None:
+            self._not_runs = self.nclass
             return False
         order.lo, order.hi = runs
         order.fold, order.diff, order.last = None, None, -1
