@@ -16,6 +16,7 @@ from gmpy2 import mpq
 
 __all__ = [
     "LIMIT",
+    "Gathered",
     "exact",
     "first_seen_ids",
     "plus",
@@ -26,6 +27,53 @@ __all__ = [
 ]
 
 LIMIT = 2**62  # |value| < LIMIT: int64, with room for one addition
+
+
+class Gathered(np.lib.mixins.NDArrayOperatorsMixin):
+    """An exact integer array kept as ``table[index]`` — a value per class and each row's
+    class — and built on access: indexing gathers only what it selects, anything else (NumPy
+    functions, operators, ``astype``) sees the whole array. A read-out of class-shared lanes
+    alone (Lemma C.1's Stage III keys and labels, constant on a group) is stored so: one value
+    per group instead of one per input."""
+
+    def __init__(self, table: np.ndarray, index: np.ndarray):
+        self.table, self.index = table, index
+
+    @property
+    def dtype(self):
+        return self.table.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.index.shape
+
+    ndim = 1
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, key):
+        return self.table[self.index[key]]
+
+    def __array__(self, dtype=None, copy=None):
+        whole = self.table[self.index]
+        return whole if dtype is None else whole.astype(dtype)
+
+    def __iter__(self):
+        return iter(np.asarray(self))
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(np.asarray(x) if isinstance(x, Gathered) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def astype(self, dtype) -> np.ndarray:
+        return np.asarray(self).astype(dtype)
+
+    def ravel(self) -> np.ndarray:
+        return np.asarray(self)
+
+    def tolist(self) -> list:
+        return np.asarray(self).tolist()
 
 
 def top(a: np.ndarray) -> int:

@@ -87,3 +87,20 @@ def test_gap_within_groups(rows):
     phi, tid, seq = (np.array([r[j] for r in rows], object) for j in range(3))
     assert _gap_within(exact(phi), exact(tid), exact(seq)) == want
     assert _gap_within(phi, tid, seq) == want
+
+
+def test_gathered_is_the_array_it_stands_for():
+    """table[index], built on access: indexing gathers what it selects, operators, NumPy
+    functions, astype and iteration see the whole array — never the table alone."""
+    from exactmem.exact_arrays import Gathered
+
+    table = np.array([5, -7, 2**40], np.int64)
+    index = np.array([2, 0, 0, 1, 2], np.int32)
+    g, whole = Gathered(table, index), table[index]
+    assert len(g) == 5 and g.shape == (5,) and g.dtype == np.int64
+    assert g[3] == -7 and g[np.array([4, 1])].tolist() == [2**40, 5]
+    assert (g == whole).all() and ((g == 5) == (whole == 5)).all()
+    assert (g + 1).tolist() == (whole + 1).tolist() and (g < 0).tolist() == (whole < 0).tolist()
+    assert np.array_equal(np.asarray(g), whole) and np.unique(g).tolist() == [-7, 5, 2**40]
+    assert g.astype(object).tolist() == whole.tolist() and list(g) == whole.tolist()
+    assert all(type(v) is int for v in g.astype(object))

@@ -41,7 +41,7 @@ from gmpy2 import mpq
 from exactmem.evaluate import reference
 from exactmem.evaluate.reference import Batch, LayerStat
 from exactmem.evaluate.sorted_steps import class_ranges, step_boundary, unit_stats
-from exactmem.exact_arrays import first_seen_ids, plus, times, top
+from exactmem.exact_arrays import Gathered, first_seen_ids, plus, times, top
 from exactmem.model import MLP, Affine
 
 __all__ = ["LIMIT", "run", "run_points"]
@@ -259,6 +259,7 @@ class _Engine:
         self._sorted: _SortedKeys | None = None  # Stage II in key order, while it applies
         self._order: _SortedKeys | None = None  # the last key lane sorted (kept for re-entry)
         self._not_runs = -1  # class count at which the classes were found not to be runs
+        self._classes: np.ndarray | None = None  # a copy of cls kept by Gathered read-outs
         self.hfree: list[int] = []
         self._scratch = np.zeros((0, n), np.int64)
         self.lanes = []
@@ -390,6 +391,7 @@ class _Engine:
         """New classes (children of ``parent``, ``moved`` rows each) get their parents' shared
         values; the row counts follow."""
         if parent.size:
+            self._classes = None  # the rows' classes change: a later read-out keeps its own
             total = self.nclass + int(parent.size)
             if total > max(64, self.n // 4):
                 # classes near one per row: sharing no longer pays; the reference is faster
@@ -776,6 +778,7 @@ class _Engine:
         srt, self._sorted = self._sorted, None
         if srt is None:
             return
+        self._classes = None
         by_start = np.argsort(srt.lo)
         runs = np.repeat(by_start, (srt.hi - srt.lo)[by_start])
         self.cls[srt.perm] = runs.astype(self.cls.dtype)
@@ -1070,6 +1073,8 @@ class _Engine:
                 table = np.zeros((len(table_of), self.nclass), np.int64)
                 for c, j in table_of.items():
                     table[j] = self._table(lanes[c])
+            if table_of and len(table_of) == len(terms):  # class-shared lanes alone
+                return self._per_class(terms, table, reach)
             # kept until the verifier reads it: the narrowest exact type (steps are 0/1)
             if reach < 128:  # every value fits int8: written so, in the one pass
                 values = np.empty(self.n, np.int8)
@@ -1086,6 +1091,21 @@ class _Engine:
         for c, w in terms:
             acc = acc + self.column(c) * w
         return acc
+
+    def _per_class(self, terms, table: np.ndarray, reach: int):
+        """A read-out of class-shared lanes alone: its value per class, gathered per row on
+        access (:class:`~exactmem.exact_arrays.Gathered`) — when the rows' classes are already
+        kept for another such read-out, or when its rows would take 8 bytes each (the classes
+        take 4): never more memory than the rows."""
+        per_class = np.zeros(self.nclass, np.int64)
+        for j, (_, w) in enumerate(terms):
+            per_class += w * table[j]  # |partial sums| ≤ reach < 2⁶²
+        small = reach < 128 or (-128 <= per_class.min(initial=0) and per_class.max(initial=0) < 128)
+        if self._classes is None and small:
+            return per_class.astype(np.int8)[self.cls]
+        if self._classes is None:
+            self._classes = self.cls.copy()
+        return Gathered(per_class.astype(np.int8 if small else np.int64), self._classes)
 
     def column(self, c: int) -> np.ndarray:
         self._leave_sorted()
