@@ -245,9 +245,8 @@ class StepFold:
             # the narrowest type for a count of steps (steps = groups − 1): the pass that
             # reads and writes it per row is memory-bound. ramp and rise are written only
             # where a step is wrong (flags bits 1 and 2; bit 0 is the last binary step)
-            count = np.int16 if self.steps < 2**15 - 1 else np.int32
             kind = np.int32 if self.steps < 2**31 - 1 else np.int64
-            self.ones = np.zeros(rows, count if self.steps < 2**31 - 1 else np.int64)
+            self.ones = np.zeros(rows, np.int16 if self.steps < 2**15 - 1 else kind)
             self.ramp = np.zeros(rows, kind)
             self.rise = np.zeros(rows, kind)
             self.flags = np.ones(rows, np.uint8)

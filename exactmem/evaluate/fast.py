@@ -232,7 +232,7 @@ class _Engine:
         self.k = _kernels()
         self.n = n
         self.den = den
-        self.cls = np.zeros(n, np.int32)  # refinement stops below n/4 classes
+        self._cls = np.zeros(n, np.int32)  # refinement stops below n/4 classes
         self.nclass = 1 if n else 0
         self.counts = np.array([n], np.int64)
         self.R = np.zeros((0, n), np.int64)
@@ -258,7 +258,8 @@ class _Engine:
         self._placeholders = 0
         self._sorted: _SortedKeys | None = None  # Stage II in key order, while it applies
         self._order: _SortedKeys | None = None  # the last key lane sorted (kept for re-entry)
-        self._not_runs = -1  # class count at which the classes were found not to be runs
+        # (class count, sorted keys) at which the classes were found not to be runs
+        self._not_runs: tuple = (-1, None)
         self._classes: np.ndarray | None = None  # a copy of cls kept by Gathered read-outs
         self.hfree: list[int] = []
         self._scratch = np.zeros((0, n), np.int64)
@@ -281,6 +282,18 @@ class _Engine:
                     int(pos.min()) if pos.size else None,
                 )
             )
+
+    @property
+    def cls(self) -> np.ndarray:
+        """Each row's class. In key order the classes are runs of the sorted rows and this
+        array is stale: reading it leaves key order first (:meth:`_leave_sorted`)."""
+        self._leave_sorted()
+        return self._cls
+
+    @cls.setter
+    def cls(self, value: np.ndarray) -> None:
+        self._leave_sorted()
+        self._cls = value
 
     # ---------------------------------------------------------------- storage
 
@@ -374,7 +387,6 @@ class _Engine:
         )
         if isinstance(known, _Step) and self._sorted is not None and self._sorted.lo is not None:
             return self._range_refine(known.p)
-        self._leave_sorted()
         if isinstance(known, _Step):
             known = known.rows()
         if known is not None:
@@ -607,7 +619,8 @@ class _Engine:
                 j = fold.begin(name, self.n)
                 arr = np.array([q, j, 1, 0], np.int64)  # fused probes are over denominator 1
                 return arr, (fold.ones, fold.flags, fold.ramp, fold.rise), (i, fold, j)
-        return _NO_FOLD[0].copy(), _NO_FOLD[1:], None
+        fold, *state = _no_fold()
+        return fold, tuple(state), None
 
     def _make_read_rows(self, a: Affine, plans, mixed: dict) -> None:
         """Make the rows of every unstored unit this layer reads other than through a probe
@@ -637,7 +650,7 @@ class _Engine:
         ptr = np.array([0, k], np.int64)
         args = (
             self.R,
-            self.cls,
+            self._cls,  # read by table terms only: a recipe has none
             _EMPTY_TABLE,
             np.array([slot], np.int64),
             ptr,
@@ -648,8 +661,7 @@ class _Engine:
             relu,
             np.zeros((1, 5), np.int64),
             *_no_probes(self.n),
-            _NO_FOLD[0].copy(),
-            *_NO_FOLD[1:],
+            *_no_fold(),
         )
         chunks = self.k._chunks(self.n, PARALLEL_ROWS // 2)
         if chunks == 1:
@@ -703,10 +715,8 @@ class _Engine:
         srt = self._sorted
         if srt is not None and srt.key is not key:
             return None
-        order = srt
-        if order is None:
-            order = self._order if self._order is not None and self._order.key is key else None
-        if order is None:
+        order = self._order  # the active order, or the last one sorted (re-entry)
+        if order is None or order.key is not key:
             perm = np.argsort(self.R[key.slot], kind="stable")
             order = self._order = _SortedKeys(key, perm, self.R[key.slot][perm])
         units = [(u, a.rows[u][0][1], a.bias[u] * self.den) for u in row_units]
@@ -735,11 +745,11 @@ class _Engine:
         sorted rows (after this layer's refinement)."""
         if self._sorted is not None:
             return True
-        if self._not_runs == self.nclass:  # classes only change by splitting: none since
+        if self._not_runs[0] == self.nclass and self._not_runs[1] is order:  # (no split since)
             return False
-        runs = class_ranges(self.cls[order.perm], self.nclass)
+        runs = class_ranges(self._cls[order.perm], self.nclass)
         if runs is None:
-            self._not_runs = self.nclass
+            self._not_runs = (self.nclass, order)
             return False
         order.lo, order.hi = runs
         order.fold, order.diff, order.last = None, None, -1
@@ -781,7 +791,7 @@ class _Engine:
         self._classes = None
         by_start = np.argsort(srt.lo)
         runs = np.repeat(by_start, (srt.hi - srt.lo)[by_start])
-        self.cls[srt.perm] = runs.astype(self.cls.dtype)
+        self._cls[srt.perm] = runs.astype(self._cls.dtype)
         if srt.fold is not None:
             fold = srt.fold
             fold.ones[srt.perm] += np.cumsum(srt.diff[:-1]).astype(fold.ones.dtype)
@@ -1007,7 +1017,6 @@ class _Engine:
         if self.den == 1:
             return
         g = self.den
-        self._leave_sorted()
         for c in range(len(self.lanes)):
             self._rows_of(c)
         slots = np.array(sorted({lane.slot for lane in self.lanes if not lane.shared}), np.int64)
@@ -1059,7 +1068,6 @@ class _Engine:
 
     def probe(self, terms) -> np.ndarray:
         """Numerators of a linear read-out, per row (int64 when proved to fit, else ints)."""
-        self._leave_sorted()
         lanes = self.lanes
         for c, _ in terms:
             self._rows_of(c)
@@ -1108,7 +1116,6 @@ class _Engine:
         return Gathered(per_class.astype(np.int8 if small else np.int64), self._classes)
 
     def column(self, c: int) -> np.ndarray:
-        self._leave_sorted()
         self._rows_of(c)
         lane = self.lanes[c]
         if lane.shared:
@@ -1128,6 +1135,11 @@ _NO_FOLD = (
     _NONE32,
     _NONE32,
 )
+
+
+def _no_fold() -> tuple:
+    """The row kernel's fold arguments when it folds nothing (the first is written to)."""
+    return (_NO_FOLD[0].copy(), *_NO_FOLD[1:])
 
 
 def _no_probes(n: int) -> tuple:
