@@ -21,6 +21,7 @@ from exactmem.model import MLP, Resources
 
 __all__ = [
     "Certificate",
+    "MatchFold",
     "StepFold",
     "Check",
     "activation_summary",
@@ -150,9 +151,9 @@ def check_split_memorizer(
     subs = mlp.meta["subnetworks"]
     claims: dict[int, list[int]] = {r: [] for r in expected}
     for j, layout in enumerate(subs):
-        matches = [_rows(trace, f"{base}net{j}.match[{k}]") for k in range(layout["group_size"])]
+        hits = _match_fold(trace, f"{base}net{j}.", layout["group_size"]).hits
         for r in expected:
-            if any(m[r] == 1 for m in matches):
+            if hits is not None and hits[r] > 0:
                 claims[r].append(j)
     bad = [
         f"{describe(r)}: claimed by sub-networks {claims[r]}"
@@ -205,6 +206,11 @@ class StepFold:
         self.seen = 0
         self.ones = self.ramp = self.rise = self.flags = None
         self.ramp_values: dict[int, mpq] = {}  # the first offending rows only
+
+    @property
+    def key(self) -> str:
+        """Where the trace keeps this fold (:attr:`Trace.folds`)."""
+        return self.prefix
 
     def claims(self, name: str) -> bool:
         return name.startswith(self.prefix + "step[") and name[len(self.prefix) + 5 : -1].isdigit()
@@ -275,9 +281,82 @@ class StepFold:
         return fold
 
 
-def step_folds(model) -> list[StepFold]:
-    """A :class:`StepFold` for every memorizer (and sub-network) of a model."""
-    folds = []
+class MatchFold:
+    """Stage III's match indicators of one memorizer (Lemma C.1) read as their lanes arrive:
+    per row how many of the K slots match (indicator 1), the least slot that does, and the least
+    slot whose indicator is off {0, 1} (its value kept for the first offending rows). Memory
+    O(rows) where the lanes take rows × K (4.7 · 10⁹ values at N = 10⁷)."""
+
+    def __init__(self, prefix: str, K: int):
+        self.prefix = prefix
+        self.K = K
+        self.seen: set[int] = set()
+        self.hits = self.slot = self.off = None
+        self.off_values: dict[int, tuple[int, mpq]] = {}  # the first offending rows only
+
+    @property
+    def key(self) -> str:
+        """Where the trace keeps this fold (:attr:`Trace.folds`)."""
+        return self.prefix + "match"
+
+    def claims(self, name: str) -> bool:
+        head = self.prefix + "match["
+        return name.startswith(head) and name[len(head) : -1].isdigit()
+
+    def __call__(self, name: str, values, den: int) -> None:
+        k = int(name[len(self.prefix) + 6 : -1])
+        if k in self.seen:  # an evaluator re-runs the sub-layer: start over
+            self.seen = set()
+            self.hits = None
+            self.off_values = {}
+        rows = len(values)
+        if self.hits is None:
+            self.hits = np.zeros(rows, np.int16 if self.K < 2**15 - 1 else np.int64)
+            self.slot = np.full(rows, -1, np.int32 if self.K < 2**31 - 1 else np.int64)
+            self.off = np.full(rows, -1, self.slot.dtype)
+        values = np.asarray(values)
+        if values.dtype != object and den < 2**62:  # one compiled pass over the rows
+            from exactmem.evaluate.kernels import match_fold
+
+            changed = int(match_fold(values, den, k, self.hits, self.slot, self.off))
+        else:
+            one = np.asarray(values == den, bool)
+            wrong = ~one & ~np.asarray(values == 0, bool)
+            lowered = wrong & ((self.off < 0) | (self.off > k))
+            changed = int(np.count_nonzero(lowered))
+            self.hits += one
+            self.slot[one & ((self.slot < 0) | (self.slot > k))] = k
+            self.off[lowered] = k
+        if changed:
+            for r in np.flatnonzero(self.off == k)[: MAX_EXAMPLES + 1].tolist():
+                self.off_values[r] = (k, mpq(int(values[r]), den))
+            if len(self.off_values) > MAX_EXAMPLES + 1:
+                keep = sorted(self.off_values)[: MAX_EXAMPLES + 1]
+                self.off_values = {r: self.off_values[r] for r in keep}
+        self.seen.add(k)
+
+    @classmethod
+    def of_lanes(cls, trace: Trace, prefix: str, K: int) -> MatchFold:
+        fold = cls(prefix, K)
+        for k in range(K):
+            numerators, den, _ = trace.lane_raw(f"{prefix}match[{k}]")
+            fold(f"{prefix}match[{k}]", numerators, den)
+        return fold
+
+
+def _match_fold(trace: Trace, prefix: str, K: int) -> MatchFold:
+    """The fold of ``prefix``'s match lanes made during the evaluation, else one made now from
+    the stored lanes."""
+    fold = trace.folds.get(prefix + "match")
+    if fold is None or fold.K != K:
+        fold = MatchFold.of_lanes(trace, prefix, K)
+    return fold
+
+
+def step_folds(model) -> list[StepFold | MatchFold]:
+    """A :class:`StepFold` and a :class:`MatchFold` for every memorizer (and sub-network) of
+    a model: what the evaluation hands them is never stored."""
+    folds: list[StepFold | MatchFold] = []
     for sub in model.sublayers:
         if not isinstance(sub, MLP):
             continue
@@ -285,8 +364,10 @@ def step_folds(model) -> list[StepFold]:
         if "subnetworks" in sub.meta:
             for j, layout in enumerate(sub.meta["subnetworks"]):
                 folds.append(StepFold(f"{base}net{j}.", layout["groups"] - 1))
+                folds.append(MatchFold(f"{base}net{j}.", layout["group_size"]))
         elif "groups" in sub.meta:
             folds.append(StepFold(base, sub.meta["groups"] - 1))
+            folds.append(MatchFold(base, sub.meta["group_size"]))
     return folds
 
 
@@ -437,23 +518,22 @@ def check_memorizer(
     order = order[group[order] >= 0]
     ref = order[_first_of_runs(group[order])]
     differs = np.zeros(len(order), bool)
-    # matches: the first slot whose indicator is 1, and what it holds
-    binary = np.ones(n, bool)
-    hits = np.zeros(n, np.int64)
-    slot = np.full(n, -1, np.int64)
+    # matches (folded as they came): the first slot whose indicator is 1, and what it holds
+    matched = _match_fold(trace, prefix, K)
+    if matched.hits is None:  # K = 0: no lane
+        binary, hits, slot = np.ones(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    else:
+        binary = matched.off[rows] < 0
+        hits = matched.hits[rows].astype(np.int64)
+        slot = np.maximum(matched.slot[rows], 0)  # no slot matches: slot 0, never read
+    missing = K - len(matched.seen)
     held_key = held_label = None
     for k in range(K):
         ks, ls = segment(k)
         differs |= (ks[order] != ks[ref]) | (ls[order] != ls[ref])
-        Mk = _values(trace, f"{prefix}match[{k}]")[rows]
-        binary &= (Mk == 0) | (Mk == 1)
-        one = Mk == 1
-        hits += one
-        first = one & (slot < 0)
-        slot[first] = k
-        held_key = ks if held_key is None else np.where(first, ks, held_key)
-        held_label = ls if held_label is None else np.where(first, ls, held_label)
-    slot[slot < 0] = 0  # no slot matches: reported as slot 0, never read
+        at = slot == k
+        held_key = ks if held_key is None else np.where(at, ks, held_key)
+        held_label = ls if held_label is None else np.where(at, ls, held_label)
     peers = np.sort(order[differs]).tolist()
     failed += len(peers)
     bad += [
@@ -478,12 +558,13 @@ def check_memorizer(
         | (labelled & (hits == 1) & ((held_key != keys) | (held_label != want)))
         | (~labelled & (hits != 0))
     )
-    bad = []
+    bad = [f"{K - missing} of {K} match lanes were computed"] if missing else []
     for i in np.flatnonzero(wrong)[: MAX_EXAMPLES + 1]:
         r = int(rows[i])
         if not binary[i]:
-            column = [_values(trace, f"{prefix}match[{k}]")[r] for k in range(K)]
-            bad.append(f"{describe(r)}: match indicators {[_fmt(v) for v in column]}")
+            k, value = matched.off_values.get(r, (int(matched.off[r]), None))
+            shown = format_rational(value) if value is not None else "not 0 or 1"
+            bad.append(f"{describe(r)}: match[{k}] = {shown} (an indicator must be 0 or 1)")
         elif labelled[i] and hits[i] != 1:
             bad.append(f"{describe(r)}: {int(hits[i])} slots match (exactly one required)")
         elif labelled[i]:
@@ -497,7 +578,7 @@ def check_memorizer(
         Check(
             prefix + "stage3.match",
             not bad,
-            _examples(bad, int(np.count_nonzero(wrong)))
+            _examples(bad, int(np.count_nonzero(wrong)) + (missing > 0))
             if bad
             else "exactly one slot matches each labelled input, none an extra one",
         )

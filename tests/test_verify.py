@@ -160,3 +160,71 @@ def test_label_check_on_numerator_arrays():
     seq = _label_check(Outputs([numerators], 2, index[:2]), ((1, 1), (1, 2)), seq2seq=True)
     assert seq.detail.startswith("2 of 4 wrong — sequences[0][1]: output 7/2, expected 1;")
     assert mpq(7, 2) == Outputs([numerators], 2, index)[0][1][0]
+
+
+def test_match_indicator_off_0_1_fails_stage3_match_naming_it(built):
+    """Halve the layer that computes slot 0's match indicator: the point it matches reads 1/2,
+    which the match fold keeps and the check names."""
+    ds, model = built
+    mlp = model.sublayers[0]
+    li = unit_layer(mlp, "s3.0.m")
+    broken = mutate_layer(
+        model, li, lambda a: Affine(a.in_dim, a.rows, a.bias, a.denominator * 2, a.names)
+    )
+    check = next(c for c in certify(broken, ds).checks if c.name == "memorizer.stage3.match")
+    assert not check.passed
+    assert "match[0] = 1/2" in check.detail
+
+
+def test_match_fold_equals_the_stored_lanes():
+    """A MatchFold fed lanes in any order (compiled pass for NumPy integers, NumPy otherwise)
+    holds what the lanes say: matches counted, the least matching slot, the least slot off
+    {0, 1} and its value for the first offending rows."""
+    import random
+
+    import numpy as np
+    from gmpy2 import mpq
+
+    from exactmem.verify import MAX_EXAMPLES, MatchFold
+
+    rng = random.Random(5)
+    for trial in range(12):
+        rows, K, den = rng.randint(1, 40), rng.randint(1, 9), rng.choice([1, 3])
+        lanes = [[rng.choice([0, 0, 0, den, den, 2, -den]) for _ in range(rows)] for _ in range(K)]
+        order = list(range(K))
+        rng.shuffle(order)
+        fold = MatchFold("m.", K)
+        for k in order:
+            kind = object if trial % 3 == 0 else (np.int8 if trial % 3 == 1 else np.int64)
+            fold(f"m.match[{k}]", np.array(lanes[k], dtype=kind), den)
+        assert fold.seen == set(range(K))
+        for r in range(rows):
+            column = [lanes[k][r] for k in range(K)]
+            ones = [k for k, v in enumerate(column) if v == den]
+            off = [k for k, v in enumerate(column) if v not in (0, den)]
+            assert fold.hits[r] == len(ones)
+            assert fold.slot[r] == (ones[0] if ones else -1)
+            assert fold.off[r] == (off[0] if off else -1)
+        wrong = [r for r in range(rows) if fold.off[r] >= 0][: MAX_EXAMPLES + 1]
+        assert sorted(fold.off_values) == wrong
+        for r in wrong:
+            k = int(fold.off[r])
+            assert fold.off_values[r] == (k, mpq(lanes[k][r], den))
+
+
+def test_missing_match_lanes_fail_stage3_match(built):
+    """A fold that did not see every match lane (an evaluator that skipped one) fails."""
+    from exactmem.evaluate import reference
+    from exactmem.verify import check_memorizer, step_folds
+
+    ds, model = built
+    folds = step_folds(model)
+    trace = reference.run(model, ds.points, [[i] for i in range(ds.size)], folds=folds)
+    mlp = model.sublayers[0]
+    expected = dict(enumerate(ds.labels))
+    ok = {c.name: c for c in check_memorizer(trace, mlp, expected)}
+    assert ok["memorizer.stage3.match"].passed
+    trace.folds["memorizer.match"].seen.discard(0)
+    checks = {c.name: c for c in check_memorizer(trace, mlp, expected)}
+    assert not checks["memorizer.stage3.match"].passed
+    assert "match lanes were computed" in checks["memorizer.stage3.match"].detail

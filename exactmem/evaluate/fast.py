@@ -39,6 +39,7 @@ import numpy as np
 from gmpy2 import mpq
 
 from exactmem.evaluate import reference
+from exactmem.evaluate.limb_store import LimbStore
 from exactmem.evaluate.reference import Batch, LayerStat
 from exactmem.evaluate.sorted_steps import class_ranges, step_boundary, unit_stats
 from exactmem.exact_arrays import Gathered, first_seen_ids, plus, times, top
@@ -120,6 +121,7 @@ def _obj(a: np.ndarray) -> np.ndarray:
 
 LIMB = 30
 MASK = (1 << LIMB) - 1
+SHORT = 8  # limbs per class of a short block (a long one has _Engine.long)
 
 
 def _limbs(bound: int) -> int:
@@ -237,7 +239,8 @@ class _Engine:
         self.counts = np.array([n], np.int64)
         self.R = np.zeros((0, n), np.int64)
         self.free: list[int] = []
-        self.H = np.zeros((0, 1, 3), np.int64)
+        self.store = LimbStore()  # shared slots' limbs, a block of its own length per slot
+        self.long = 0  # limbs per class of every long block (see _width)
         self.used = np.zeros(0, np.int64)  # per slot: the most limbs any class uses
         self.CL = np.zeros((0, 1), np.int64)  # per slot and class: exact limbs in use
         # views: slot → (base slot, digit offsets, digits); in a class c with V[slot, c] = 1
@@ -304,60 +307,80 @@ class _Engine:
             self.R = np.concatenate([self.R, np.zeros((grow, self.n), np.int64)])
         return self.free.pop()
 
-    def _halloc(self) -> int:
+    def _width(self, limbs: int) -> int:
+        """Limbs per class of a block for values of ``limbs`` limbs: short blocks have SHORT,
+        long ones all have ``self.long`` (grown to the longest need, compacted when the values
+        have shrunk to half): blocks of one kind are interchangeable, so a freed slot's block
+        takes the next values without a new block."""
+        if limbs <= SHORT:
+            return SHORT
+        self.long = max(self.long, limbs)
+        return self.long
+
+    def _halloc(self, limbs: int) -> int:
+        """A free shared slot with a block for values of ``limbs`` limbs: preferably one whose
+        block is already that long (no new block), else the one with the longest block."""
+        limbs = self._width(limbs)
         if not self.hfree:
-            slots, cap, nl = self.H.shape
+            slots, cap = self.CL.shape
             grow = max(4, slots)
             self.hfree = list(range(slots + grow - 1, slots - 1, -1))
-            self.H = np.concatenate([self.H, np.zeros((grow, cap, nl), np.int64)])
+            self.store.add_slots(grow)
             self.CL = np.concatenate([self.CL, np.zeros((grow, cap), np.int64)])
             self.V = np.concatenate([self.V, np.zeros((grow, cap), np.int8)])
             self.used = np.concatenate([self.used, np.zeros(grow, np.int64)])
-        return self.hfree.pop()
+        width = self.store.width
+        fits = [s for s in self.hfree if width[s] >= limbs]
+        s = min(fits, key=lambda s: width[s]) if fits else max(self.hfree, key=lambda s: width[s])
+        self.hfree.remove(s)
+        self.store.ensure(s, limbs, keep=False)
+        return s
 
-    def _reserve(self, classes: int, limbs: int) -> None:
-        """Room for ``classes`` classes and ``limbs`` limbs in every shared slot."""
-        slots, cap, nl = self.H.shape
-        cap2 = cap if classes <= cap else max(classes, cap + cap // 2)
-        nl2 = max(nl, limbs)
-        if (cap2, nl2) == (cap, nl):
-            return
-        # zero limbs above a value leave it unchanged, whatever limb carries its sign
-        H = np.zeros((slots, cap2, nl2), np.int64)
-        H[:, :cap, :nl] = self.H
-        self.H = H
-        if cap2 != cap:
-            CL = np.zeros((slots, cap2), np.int64)
+    def _reserve(self, classes: int) -> None:
+        """Room for ``classes`` classes in every shared slot."""
+        cap = self.CL.shape[1]
+        self.store.reserve(classes)
+        cap2 = self.store.cap
+        if cap2 > cap:
+            CL = np.zeros((self.CL.shape[0], cap2), np.int64)
             CL[:, :cap] = self.CL
             self.CL = CL
-            V = np.zeros((slots, cap2), np.int8)
+            V = np.zeros((self.V.shape[0], cap2), np.int8)
             V[:, :cap] = self.V
             self.V = V
 
     def _compact(self, need: int) -> None:
-        """Shrink the limbs per value when the live values have shrunk (peeling empties the
-        top limbs): a class's limbs are then adjacent in memory, not a row stride apart."""
-        NL = self.H.shape[2]
+        """When the live values (and this layer's ``need``) have shrunk to half the long
+        blocks (peeling empties the top limbs), shrink every long block to half as much again:
+        memory follows the values, and a class's limbs stay adjacent. Free slots keep at most
+        two long blocks for the next values."""
         live = {lane.slot for lane in self.lanes if lane.shared}
         live |= {self.views[s][0] for s in live if s in self.views}  # the bases views read
+        width = self.store.width
+        spare = [s for s in self.hfree if width[s] > SHORT]
+        for s in spare[:-2]:
+            self.store.release(s)
         top = max([need, *(int(self.used[s]) for s in live)]) + 2
-        if 2 * top > NL or NL <= 8:
+        if self.long <= SHORT or 2 * top > self.long:
             return
-        keep = top + top // 2
-        self.H = np.ascontiguousarray(self.H[:, :, :keep])
-        # free slots may have held longer values: their stale limbs above keep are dropped
-        np.minimum(self.CL, keep, out=self.CL)
+        self.long = max(top + top // 2, SHORT + 1)
+        for s in np.flatnonzero(width > self.long).tolist():
+            self.store.shrink(s, self.long)  # free ones too: their stale limbs are dropped
+            np.minimum(self.CL[s], self.long, out=self.CL[s])
+        self.store.trim()
 
     def shared_values(self, slot: int) -> np.ndarray:
         """Exact values of a shared slot, one Python int per class."""
         n = self.CL[slot]
-        values = [_int_of(r[: n[c]]) for c, r in enumerate(self.H[slot, : self.nclass])]
+        block = self.store.block(slot)
+        values = [_int_of(block[c, : n[c]]) for c in range(self.nclass)]
         if slot in self.views:
             base, offs, digits = self.views[slot]
             d = sum(v << (LIMB * o) for o, v in zip(offs, digits, strict=True))
             b = self.CL[base]
+            held = self.store.block(base)
             for c in np.flatnonzero(self.V[slot, : self.nclass]):
-                values[c] = _int_of(self.H[base, c, : b[c]]) + d
+                values[c] = _int_of(held[c, : b[c]]) + d
         return np.array(values, dtype=object)
 
     def _linear(self, *args) -> None:
@@ -376,7 +399,7 @@ class _Engine:
         if lane.slot in self.views:
             return self.shared_values(lane.slot).astype(np.int64)
         out = np.zeros(self.nclass, np.int64)
-        self.k.limbs_to_int64(self.H, self.CL, lane.slot, self.nclass, out)
+        self.k.limbs_to_int64(*self.store.args(), self.CL, lane.slot, self.nclass, out)
         return out
 
     def _refine(self, functionals: list[list[tuple[int, int]]]) -> np.ndarray:
@@ -408,10 +431,11 @@ class _Engine:
             if total > max(64, self.n // 4):
                 # classes near one per row: sharing no longer pays; the reference is faster
                 raise _Fallback(f"{total} classes for {self.n} rows")
-            self._reserve(total, self.H.shape[2])
+            self._reserve(total)
             live = {lane.slot for lane in self.lanes if lane.shared}
             for s in live | {self.views[v][0] for v in live if v in self.views}:
-                self.H[s, self.nclass : total] = self.H[s, parent]
+                block = self.store.block(s)
+                block[self.nclass : total] = block[parent]
                 self.CL[s, self.nclass : total] = self.CL[s, parent]
                 self.V[s, self.nclass : total] = self.V[s, parent]
             self.nclass = total
@@ -803,9 +827,8 @@ class _Engine:
     def _shared_layer(self, a, relu, plans, bounds, units, sig, out):
         """Shared and mixed units of one layer, in the multi-limb kernel."""
         lanes = self.lanes
-        need = max(_limbs(bounds[u]) for u in units)
-        self._compact(need)
-        self._reserve(self.nclass, need)
+        self._compact(max(_limbs(bounds[u]) for u in units) + 2)
+        self._reserve(self.nclass)
         # in place: x + (terms) where no other lane holds x's slot; the units that also read x
         # run first (the kernel takes units in order) — a class whose terms sum to 0 keeps x
         # untouched, and otherwise only the limbs the terms reach change
@@ -846,7 +869,17 @@ class _Engine:
         order = sorted(range(len(units)), key=lambda j: base[j] >= 0)
         units = [units[j] for j in order]
         base = [base[j] for j in order]
-        slots = np.array([lanes[x].slot if x >= 0 else self._halloc() for x in base], np.int64)
+        # every slot written has room for its unit's proved bound (+2, as the kernel's widths)
+        slots = np.array(
+            [
+                lanes[x].slot if x >= 0 else self._halloc(_limbs(bounds[u]) + 2)
+                for u, x in zip(units, base, strict=True)
+            ],
+            np.int64,
+        )
+        for u, x, o in zip(units, base, slots.tolist(), strict=True):
+            if x >= 0:
+                self.store.ensure(o, self._width(max(_limbs(bounds[u]), int(self.used[o])) + 2))
         anchor, made = self._anchors(a, plans, units, base)
         ptr, src, src2, tagd, cptr, coff, cval = [0], [], [], [], [0], [], []
         bptr, boff, bval = [0], [], []
@@ -901,7 +934,7 @@ class _Engine:
         sig_arr = sig if sig is not None else _EMPTY_SIG
         lens = np.zeros((n_u, 3), np.int64)
         args = (
-            self.H,
+            *self.store.args(),
             self.CL,
             slots,
             arr([lanes[x].slot if x >= 0 else -1 for x in base]),
@@ -986,11 +1019,11 @@ class _Engine:
 
     def _view_arrays(self):
         """Base slot per slot (−1: explicit) and the digits of every view, for the kernel."""
-        VB = np.full(self.H.shape[0], -1, np.int64)
-        vptr = np.zeros(self.H.shape[0] + 1, np.int64)
+        VB = np.full(self.store.slots, -1, np.int64)
+        vptr = np.zeros(self.store.slots + 1, np.int64)
         voff: list[int] = []
         vval: list[int] = []
-        for s in range(self.H.shape[0]):
+        for s in range(self.store.slots):
             if s in self.views:
                 b, offs, digits = self.views[s]
                 VB[s] = b
@@ -1045,8 +1078,10 @@ class _Engine:
     def _store(self, slot: int, values: np.ndarray) -> None:
         """Write Python ints (one per class) into a shared slot."""
         top = max((abs(int(v)) for v in values), default=0)
-        self._reserve(self.nclass, _limbs(top))
-        NL = self.H.shape[2]
+        self._reserve(self.nclass)
+        self.store.ensure(slot, self._width(_limbs(top)), keep=False)
+        NL = int(self.store.width[slot])
+        block = self.store.block(slot)
         self._forget(slot)
         self.views.pop(slot, None)
         self.V[slot] = 0
@@ -1055,9 +1090,9 @@ class _Engine:
             # a negative value keeps its sign in limb NL − 1, so it uses all NL limbs
             self.CL[slot, c] = NL if v < 0 else -(-v.bit_length() // LIMB)
             for i in range(NL - 1):
-                self.H[slot, c, i] = v & MASK
+                block[c, i] = v & MASK
                 v >>= LIMB
-            self.H[slot, c, NL - 1] = v
+            block[c, NL - 1] = v
         self.used[slot] = NL
 
     def _forget(self, *slots: int) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "gcd_rows",
     "limbs_to_int64",
     "linear_rows",
+    "match_fold",
     "linear_rows_parallel",
     "refine",
     "relu_units",
@@ -396,6 +397,24 @@ def _length(a, n):
     return n
 
 
+@njit(cache=True, inline="always")
+def _hi(HO, HW, s, c):
+    """Where class c of shared slot s starts in the limb store (HB, HO, HW): slot s is a
+    (classes × HW[s]) block of the buffer HB at HO[s]. Limb i of it is read as
+    ``HB[np.uintp(b + i)]``: an unsigned index spares numba's negative-index fix-up, which
+    keeps the limb loops from vectorizing (2× on them, measured)."""
+    return HO[s] + c * HW[s]
+
+
+@njit(cache=True)
+def _widest(HW):
+    """The most limbs per class of any slot (scratch sizes)."""
+    w = 0
+    for s in range(HW.shape[0]):
+        w = max(w, HW[s])
+    return w
+
+
 @njit(cache=True)
 def _less(a, la, b, lb):
     """a < b for non-negative normalized limb vectors with la, lb limbs in use."""
@@ -452,35 +471,37 @@ def _may_record(u, lx, top, positive, lo_abs, hi_abs, lo_pos, lens, flags):
 
 
 @njit(cache=True)
-def _cmp_h(H, s, c, lx, R, u, lr):
+def _cmp_h(HB, HO, HW, s, c, lx, R, u, lr):
     """Sign of H[s, c] − R[u] (non-negative normalized, lx and lr limbs in use)."""
     if lx != lr:
         return 1 if lx > lr else -1
+    b = _hi(HO, HW, s, c)
     for i in range(lx - 1, -1, -1):
-        if H[s, c, i] != R[u, i]:
-            return 1 if H[s, c, i] > R[u, i] else -1
+        if HB[np.uintp(b + i)] != R[u, i]:
+            return 1 if HB[np.uintp(b + i)] > R[u, i] else -1
     return 0
 
 
 @njit(cache=True)
-def _put_h(R, u, H, s, c, lx, lr):
+def _put_h(R, u, HB, HO, HW, s, c, lx, lr):
+    b = _hi(HO, HW, s, c)
     for i in range(lx):
-        R[u, i] = H[s, c, i]
+        R[u, i] = HB[np.uintp(b + i)]
     for i in range(lx, lr):
         R[u, i] = 0
 
 
 @njit(cache=True)
-def _record_h(u, H, s, c, lx, lo_abs, hi_abs, lo_pos, lens, flags):
+def _record_h(u, HB, HO, HW, s, c, lx, lo_abs, hi_abs, lo_pos, lens, flags):
     """:func:`_record` for a positive value held in H[s, c]."""
-    if not (flags[u] & 1) or _cmp_h(H, s, c, lx, lo_abs, u, lens[u, 0]) < 0:
-        _put_h(lo_abs, u, H, s, c, lx, lens[u, 0])
+    if not (flags[u] & 1) or _cmp_h(HB, HO, HW, s, c, lx, lo_abs, u, lens[u, 0]) < 0:
+        _put_h(lo_abs, u, HB, HO, HW, s, c, lx, lens[u, 0])
         lens[u, 0] = lx
-    if _cmp_h(H, s, c, lx, hi_abs, u, lens[u, 1]) > 0:
-        _put_h(hi_abs, u, H, s, c, lx, lens[u, 1])
+    if _cmp_h(HB, HO, HW, s, c, lx, hi_abs, u, lens[u, 1]) > 0:
+        _put_h(hi_abs, u, HB, HO, HW, s, c, lx, lens[u, 1])
         lens[u, 1] = lx
-    if not (flags[u] & 2) or _cmp_h(H, s, c, lx, lo_pos, u, lens[u, 2]) < 0:
-        _put_h(lo_pos, u, H, s, c, lx, lens[u, 2])
+    if not (flags[u] & 2) or _cmp_h(HB, HO, HW, s, c, lx, lo_pos, u, lens[u, 2]) < 0:
+        _put_h(lo_pos, u, HB, HO, HW, s, c, lx, lens[u, 2])
         lens[u, 2] = lx
         flags[u] |= 2
     flags[u] |= 1
@@ -505,7 +526,9 @@ def _record(u, x, lx, positive, lo_abs, hi_abs, lo_pos, lens, flags):
 
 @njit(parallel=True, cache=True)
 def shared_units(
-    H,
+    HB,
+    HO,
+    HW,
     CL,
     out_slot,
     base,
@@ -565,7 +588,9 @@ def shared_units(
     ok = np.ones(chunks, np.bool_)
     for q in prange(chunks):
         ok[q] = _shared_classes(
-            H,
+            HB,
+            HO,
+            HW,
             CL,
             out_slot,
             base,
@@ -687,12 +712,13 @@ def _grow(acc, hw, new):
 
 
 @njit(cache=True)
-def _view_value(H, CL, B, c, voff, vval, d0, d1, out):
+def _view_value(HB, HO, HW, CL, B, c, voff, vval, d0, d1, out):
     """out[:n] = H[B, c] + Σ digits (a view, positive by construction); returns n, the exact
     number of limbs in use."""
     nb = CL[B, c]
+    b = _hi(HO, HW, B, c)
     for i in range(nb):
-        out[i] = H[B, c, i]
+        out[i] = HB[np.uintp(b + i)]
     out[nb] = 0
     hw = nb + 1
     for j in range(d0, d1):
@@ -705,14 +731,15 @@ def _view_value(H, CL, B, c, voff, vval, d0, d1, out):
 
 
 @njit(cache=True)
-def _view_signed(H, CL, B, c, mode, src, src_hw, doff, dval, d0, d1, out, width):
+def _view_signed(HB, HO, HW, CL, B, c, mode, src, src_hw, doff, dval, d0, d1, out, width):
     """out = z + Σ digits in the signed normalized form (returns hw: out[:hw − 1] in
     [0, 2^30), out[hw − 1] signed), z = H[B, c] (mode 1), 0 (mode 0) or src[:src_hw] (mode −1,
     already in that form)."""
     if mode == 1:
         hw = CL[B, c]
+        b = _hi(HO, HW, B, c)
         for i in range(hw):
-            out[i] = H[B, c, i]
+            out[i] = HB[np.uintp(b + i)]
     elif mode == 0:
         hw = 0
     else:
@@ -736,7 +763,7 @@ def _view_signed(H, CL, B, c, mode, src, src_hw, doff, dval, d0, d1, out, width)
 
 
 @njit(cache=True)
-def _pair_diff(H, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb):
+def _pair_diff(HB, HO, HW, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb):
     """|H[s] − H[s2]| at class c into diff (views built in xa, xb first), normalized: returns
     (limbs in use, sign). The paths that read the pair without a difference tag — rare, so a
     call here costs nothing that matters."""
@@ -745,17 +772,19 @@ def _pair_diff(H, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb):
     va = VB[s] >= 0 and V[s, c] == 1
     vb = VB[s2] >= 0 and V[s2, c] == 1
     if va:
-        la = _view_value(H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], xa)
+        la = _view_value(HB, HO, HW, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], xa)
     if vb:
-        lb = _view_value(H, CL, VB[s2], c, voff, vval, vptr[s2], vptr[s2 + 1], xb)
+        lb = _view_value(HB, HO, HW, CL, VB[s2], c, voff, vval, vptr[s2], vptr[s2 + 1], xb)
     nx = max(la, lb)
+    ba = _hi(HO, HW, s, c)
+    bb = _hi(HO, HW, s2, c)
     for i in range(nx):
         a_i = 0
         if i < la:
-            a_i = xa[i] if va else H[s, c, i]
+            a_i = xa[i] if va else HB[np.uintp(ba + i)]
         b_i = 0
         if i < lb:
-            b_i = xb[i] if vb else H[s2, c, i]
+            b_i = xb[i] if vb else HB[np.uintp(bb + i)]
         diff[i] = a_i - b_i
     diff[nx] = 0
     _normalize(diff, nx)
@@ -769,19 +798,19 @@ def _pair_diff(H, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb):
 
 
 @njit(cache=True, inline="always")
-def _zlimb(H, B, c, nb, pidx, pval, n, i):
+def _zlimb(HB, HO, HW, B, c, nb, pidx, pval, n, i):
     """Limb i of a patched value: the patched limb if any, else H's own (view creation in
     :func:`_shared_classes`)."""
     for k in range(n):
         if pidx[k] == i:
             return pval[k]
     if i < nb:
-        return H[B, c, i]
+        return HB[np.uintp(_hi(HO, HW, B, c) + i)]
     return 0
 
 
 @njit(cache=True)
-def _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, R, u, lr):
+def _zcmp(HB, HO, HW, B, c, nb, pidx, pval, n, lz, i0, R, u, lr):
     """Sign of |z| − R[u] for a patched z of lz limbs (lengths first, then limbs from the top,
     each read as it is needed). i0 < 0: z > 0; else z < 0 and |z| = 2^(30e) − (z's limbs),
     i0 the lowest non-zero limb of z."""
@@ -789,11 +818,11 @@ def _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, R, u, lr):
         return 1 if lz > lr else -1
     for i in range(lz - 1, -1, -1):
         if i0 < 0:
-            m = _zlimb(H, B, c, nb, pidx, pval, n, i)
+            m = _zlimb(HB, HO, HW, B, c, nb, pidx, pval, n, i)
         elif i > i0:
-            m = MASK - _zlimb(H, B, c, nb, pidx, pval, n, i)
+            m = MASK - _zlimb(HB, HO, HW, B, c, nb, pidx, pval, n, i)
         elif i == i0:
-            m = (1 << LIMB) - _zlimb(H, B, c, nb, pidx, pval, n, i)
+            m = (1 << LIMB) - _zlimb(HB, HO, HW, B, c, nb, pidx, pval, n, i)
         else:
             m = 0
         if m != R[u, i]:
@@ -802,35 +831,38 @@ def _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, R, u, lr):
 
 
 @njit(cache=True)
-def _z_may_record(H, B, c, nb, pidx, pval, n, lz, i0, u, lo_abs, hi_abs, lo_pos, lens, flags):
+def _z_may_record(
+    HB, HO, HW, B, c, nb, pidx, pval, n, lz, i0, u, lo_abs, hi_abs, lo_pos, lens, flags
+):
     """:func:`_may_record` for a patched value, comparing as many limbs as it takes."""
     f = flags[u]
     if not (f & 1):
         return True
-    if _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, lo_abs, u, lens[u, 0]) < 0:
+    if _zcmp(HB, HO, HW, B, c, nb, pidx, pval, n, lz, i0, lo_abs, u, lens[u, 0]) < 0:
         return True
-    if _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, hi_abs, u, lens[u, 1]) > 0:
+    if _zcmp(HB, HO, HW, B, c, nb, pidx, pval, n, lz, i0, hi_abs, u, lens[u, 1]) > 0:
         return True
     if i0 < 0:
         if not (f & 2):
             return True
-        if _zcmp(H, B, c, nb, pidx, pval, n, lz, i0, lo_pos, u, lens[u, 2]) < 0:
+        if _zcmp(HB, HO, HW, B, c, nb, pidx, pval, n, lz, i0, lo_pos, u, lens[u, 2]) < 0:
             return True
     return False
 
 
 @njit(cache=True)
-def _add_in_place(H, CL, bs, c, acc, lw, hw, tmp):
+def _add_in_place(HB, HO, HW, CL, bs, c, acc, lw, hw, tmp):
     """H[bs, c] (non-negative, CL[bs, c] limbs) + acc[lw:hw] (normalized, top limb signed),
     touching only the limbs the sum changes: carries stop where they die. Returns the new
     length, or −1 (H untouched) when the sum is negative."""
     nb = CL[bs, c]
+    b = _hi(HO, HW, bs, c)
     carry = 0
     i = lw
     while i < hw or (carry != 0 and i < nb):
         v = carry
         if i < nb:
-            v += H[bs, c, i]
+            v += HB[np.uintp(b + i)]
         if i < hw:
             v += acc[i]
         carry = v >> LIMB
@@ -839,7 +871,7 @@ def _add_in_place(H, CL, bs, c, acc, lw, hw, tmp):
     e = i
     if e < nb:  # limbs from e up are H's own, its top among them: same length
         for j in range(lw, e):
-            H[bs, c, j] = tmp[j]
+            HB[np.uintp(b + j)] = tmp[j]
         return nb
     if carry < 0:
         return -1
@@ -849,18 +881,20 @@ def _add_in_place(H, CL, bs, c, acc, lw, hw, tmp):
     n = e
     while n > lw and tmp[n - 1] == 0:
         n -= 1
-    if n > H.shape[2]:  # more limbs than the proved bound allowed: the caller reports it
+    if n > HW[bs]:  # more limbs than the proved bound allowed: the caller reports it
         return n
     for j in range(lw, max(n, nb)):  # tmp is 0 from n up; H is 0 from nb up
-        H[bs, c, j] = tmp[j]
+        HB[np.uintp(b + j)] = tmp[j]
     if n == lw:
-        n = _length(H[bs, c], lw)
+        n = _length(HB[b : b + HW[bs]], lw)
     return n
 
 
 @njit(cache=True)
 def _shared_classes(
-    H,
+    HB,
+    HO,
+    HW,
     CL,
     out_slot,
     base,
@@ -915,10 +949,12 @@ def _shared_classes(
     without reading either. ``CL[s, c]`` is the exact number of limbs in use of class c in slot
     s (every limb above is 0); it is kept exact by every write. With ``base[u] ≥ 0`` the unit is
     H[base] + (those terms), in place: only the limbs the terms reach, plus carries, change.
-    Statistics count each class ``counts[c]`` times; ``lens`` holds the limbs in use of the
+    (HB, HO, HW) is the limb store (buffer, offset and limbs per class per slot; :func:`_hi`): each
+    slot has as many limbs as its own values need, and a result longer than its slot's is
+    refused. Statistics count each class ``counts[c]`` times; ``lens`` holds the limbs in use of the
     three extremes; ``flags[u]`` bit 0: a non-zero value was seen, bit 1: a positive one.
-    Returns False if a result needs more limbs than H has."""
-    NL = H.shape[2]
+    Returns False if a result needs more limbs than its slot has."""
+    NL = _widest(HW)
     full = lo_abs.shape[1]
     acc = np.zeros(full + NL + 2, np.int64)
     mag = np.zeros(full + NL + 2, np.int64)
@@ -949,11 +985,14 @@ def _shared_classes(
             if copy:
                 s0 = src[t0]
                 if VB[s0] >= 0 and V[s0, c]:
-                    nx = _view_value(H, CL, VB[s0], c, voff, vval, vptr[s0], vptr[s0 + 1], acc)
+                    nx = _view_value(
+                        HB, HO, HW, CL, VB[s0], c, voff, vval, vptr[s0], vptr[s0 + 1], acc
+                    )
                 else:
                     nx = CL[s0, c]
+                    b0 = _hi(HO, HW, s0, c)
                     for i in range(nx):
-                        acc[i] = H[s0, c, i]
+                        acc[i] = HB[np.uintp(b0 + i)]
                 acc[nx] = 0
                 hw = nx + 1
                 for j in range(bptr[u], bptr[u + 1]):
@@ -971,7 +1010,7 @@ def _shared_classes(
                         nx = CL[s, c]
                         if VB[s] >= 0 and V[s, c]:
                             nx = _view_value(
-                                H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], diff
+                                HB, HO, HW, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], diff
                             )
                             direct = False
                     elif tagd[t] != 0 and CL[s, c] > 0 and CL[s2, c] > 0:
@@ -985,7 +1024,9 @@ def _shared_classes(
                             d >>= LIMB
                             nx += 1
                     else:
-                        nx, sg = _pair_diff(H, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb)
+                        nx, sg = _pair_diff(
+                            HB, HO, HW, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb
+                        )
                     if nx == 0:
                         continue
                     for j in range(cptr[t], cptr[t + 1]):
@@ -994,8 +1035,9 @@ def _shared_classes(
                         if off + nx + 1 > hw:
                             hw = _grow(acc, hw, off + nx + 1)
                         if direct:
+                            bsc = _hi(HO, HW, s, c)
                             for i in range(nx):
-                                acc[off + i] += w * H[s, c, i]
+                                acc[off + i] += w * HB[np.uintp(bsc + i)]
                         else:
                             for i in range(nx):
                                 acc[off + i] += w * diff[i]
@@ -1040,7 +1082,7 @@ def _shared_classes(
                         nx = CL[s, c]
                         if VB[s] >= 0 and V[s, c]:
                             nx = _view_value(
-                                H, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], diff
+                                HB, HO, HW, CL, VB[s], c, voff, vval, vptr[s], vptr[s + 1], diff
                             )
                             direct = False
                     elif tagd[t] != 0 and CL[s, c] > 0 and CL[s2, c] > 0:
@@ -1054,7 +1096,9 @@ def _shared_classes(
                             d >>= LIMB
                             nx += 1
                     else:  # H[s] − H[s2], normalized, as a magnitude with a sign
-                        nx, sg = _pair_diff(H, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb)
+                        nx, sg = _pair_diff(
+                            HB, HO, HW, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb
+                        )
                     if nx == 0:
                         continue
                     for j in range(cptr[t], cptr[t + 1]):
@@ -1062,8 +1106,9 @@ def _shared_classes(
                         w = cval[j] * sg
                         lw, hw = _extend(acc, lw, hw, off, off + nx)
                         if direct:
+                            bsc = _hi(HO, HW, s, c)
                             for i in range(nx):
-                                acc[off + i] += w * H[s, c, i]
+                                acc[off + i] += w * HB[np.uintp(bsc + i)]
                         else:
                             for i in range(nx):
                                 acc[off + i] += w * diff[i]
@@ -1108,8 +1153,8 @@ def _shared_classes(
                         break
                 n_new = CL[bs, c]
                 if delta:
-                    n_new = _add_in_place(H, CL, bs, c, acc, lw, hw, tmp)
-                    if n_new > NL:
+                    n_new = _add_in_place(HB, HO, HW, CL, bs, c, acc, lw, hw, tmp)
+                    if n_new > HW[bs]:
                         return False
                 if n_new >= 0:  # z = H[bs, c] ≥ 0, now current
                     CL[bs, c] = n_new
@@ -1117,9 +1162,19 @@ def _shared_classes(
                         zeros[u] += k
                     else:
                         if _may_record(
-                            u, n_new, H[bs, c, n_new - 1], True, lo_abs, hi_abs, lo_pos, lens, flags
+                            u,
+                            n_new,
+                            HB[np.uintp(_hi(HO, HW, bs, c) + n_new - 1)],
+                            True,
+                            lo_abs,
+                            hi_abs,
+                            lo_pos,
+                            lens,
+                            flags,
                         ):
-                            _record_h(u, H, bs, c, n_new, lo_abs, hi_abs, lo_pos, lens, flags)
+                            _record_h(
+                                u, HB, HO, HW, bs, c, n_new, lo_abs, hi_abs, lo_pos, lens, flags
+                            )
                         if n_new > hi_used:
                             hi_used = n_new
                     zmode = 1 if n_new > 0 else 0
@@ -1127,8 +1182,9 @@ def _shared_classes(
                     # negative: form H[bs] + delta in full (H[bs] is untouched)
                     nb = CL[bs, c]
                     lw, hw = _extend(acc, lw, hw, 0, max(nb, 1))
+                    bb = _hi(HO, HW, bs, c)
                     for i in range(nb):
-                        acc[i] += H[bs, c, i]
+                        acc[i] += HB[np.uintp(bb + i)]
                     while hw < width:
                         _normalize(acc, hw - 1)
                         top = acc[hw - 1]
@@ -1151,6 +1207,7 @@ def _shared_classes(
                         # patched limb (pidx, pval) or H's own; npch −1 if pidx overflows
                         # (inlined: a call per class costs more than the patch)
                         nb = CL[bs, c]
+                        bb = _hi(HO, HW, bs, c)
                         npch = 0
                         cout = 0
                         carry = 0
@@ -1159,7 +1216,7 @@ def _shared_classes(
                         while True:
                             v = carry
                             if i < nb:
-                                v += H[bs, c, i]
+                                v += HB[np.uintp(bb + i)]
                             if jd < d1 and noff[jd] == i:
                                 v += nval[jd]
                                 jd += 1
@@ -1188,13 +1245,14 @@ def _shared_classes(
                             else:
                                 lv = e
                                 while (
-                                    lv > 0 and _zlimb(H, bs, c, nb, pidx, pval, npch, lv - 1) == 0
+                                    lv > 0
+                                    and _zlimb(HB, HO, HW, bs, c, nb, pidx, pval, npch, lv - 1) == 0
                                 ):
                                     lv -= 1
                                 top = 0
                                 if lv > 0:
-                                    top = _zlimb(H, bs, c, nb, pidx, pval, npch, lv - 1)
-                            if lv > NL:
+                                    top = _zlimb(HB, HO, HW, bs, c, nb, pidx, pval, npch, lv - 1)
+                            if lv > HW[ov]:
                                 return False
                             if lv == 0:
                                 zeros[vk] += k
@@ -1203,7 +1261,9 @@ def _shared_classes(
                                 if _may_record(
                                     vk, lv, top, True, lo_abs, hi_abs, lo_pos, lens, flags
                                 ) and _z_may_record(
-                                    H,
+                                    HB,
+                                    HO,
+                                    HW,
                                     bs,
                                     c,
                                     nb,
@@ -1219,7 +1279,9 @@ def _shared_classes(
                                     lens,
                                     flags,
                                 ):
-                                    lr = _view_value(H, CL, bs, c, noff, nval, d0, d1, acc2)
+                                    lr = _view_value(
+                                        HB, HO, HW, CL, bs, c, noff, nval, d0, d1, acc2
+                                    )
                                     _record(vk, acc2, lr, True, lo_abs, hi_abs, lo_pos, lens, flags)
                                 V[ov, c] = 1
                                 if lv > out_used[vk]:
@@ -1231,7 +1293,7 @@ def _shared_classes(
                             # top and bottom limbs only
                             i0 = -1
                             for i in range(e):
-                                if _zlimb(H, bs, c, nb, pidx, pval, npch, i) != 0:
+                                if _zlimb(HB, HO, HW, bs, c, nb, pidx, pval, npch, i) != 0:
                                     i0 = i
                                     break
                             if i0 < 0:
@@ -1239,14 +1301,19 @@ def _shared_classes(
                                 top = 1
                             else:
                                 i = e - 1
-                                while i > i0 and _zlimb(H, bs, c, nb, pidx, pval, npch, i) == MASK:
+                                while (
+                                    i > i0
+                                    and _zlimb(HB, HO, HW, bs, c, nb, pidx, pval, npch, i) == MASK
+                                ):
                                     i -= 1
                                 if i > i0:
                                     lm = i + 1
-                                    top = MASK - _zlimb(H, bs, c, nb, pidx, pval, npch, i)
+                                    top = MASK - _zlimb(HB, HO, HW, bs, c, nb, pidx, pval, npch, i)
                                 else:
                                     lm = i0 + 1
-                                    top = (1 << LIMB) - _zlimb(H, bs, c, nb, pidx, pval, npch, i0)
+                                    top = (1 << LIMB) - _zlimb(
+                                        HB, HO, HW, bs, c, nb, pidx, pval, npch, i0
+                                    )
                             neg[vk] += k
                             # (|z| = 2^(30e) when no limb below e is set: rare, compared in full)
                             if _may_record(
@@ -1254,7 +1321,9 @@ def _shared_classes(
                             ) and (
                                 i0 < 0
                                 or _z_may_record(
-                                    H,
+                                    HB,
+                                    HO,
+                                    HW,
                                     bs,
                                     c,
                                     nb,
@@ -1272,7 +1341,21 @@ def _shared_classes(
                                 )
                             ):
                                 h2 = _view_signed(
-                                    H, CL, bs, c, 1, acc, 0, noff, nval, d0, d1, acc2, width
+                                    HB,
+                                    HO,
+                                    HW,
+                                    CL,
+                                    bs,
+                                    c,
+                                    1,
+                                    acc,
+                                    0,
+                                    noff,
+                                    nval,
+                                    d0,
+                                    d1,
+                                    acc2,
+                                    width,
                                 )
                                 for i in range(h2):
                                     mag[i] = -acc2[i]
@@ -1285,7 +1368,7 @@ def _shared_classes(
                             done = True
                     if not done:  # in full: z_k = z + d_k, stored explicitly
                         h2 = _view_signed(
-                            H, CL, bs, c, zmode, acc, hw, noff, nval, d0, d1, acc2, width
+                            HB, HO, HW, CL, bs, c, zmode, acc, hw, noff, nval, d0, d1, acc2, width
                         )
                         neg2 = acc2[h2 - 1] < 0
                         if neg2:
@@ -1312,10 +1395,11 @@ def _shared_classes(
                             _record(vk, acc2, n2, True, lo_abs, hi_abs, lo_pos, lens, flags)
                         if relu and neg2:
                             n2 = 0
-                        if n2 > NL:
+                        if n2 > HW[ov]:
                             return False
+                        bo = _hi(HO, HW, ov, c)
                         for i in range(n2):
-                            H[ov, c, i] = acc2[i]
+                            HB[np.uintp(bo + i)] = acc2[i]
                         CL[ov, c] = n2
                         V[ov, c] = 0
                         if n2 > out_used[vk]:
@@ -1347,11 +1431,12 @@ def _shared_classes(
                         _record(u, acc, n_acc, True, lo_abs, hi_abs, lo_pos, lens, flags)
             if relu and negative:
                 n_acc = 0
-            if n_acc > NL:
+            if n_acc > HW[o]:
                 return False
             if not (relu and negative):
+                bo = _hi(HO, HW, o, c)
                 for i in range(n_acc):
-                    H[o, c, i] = acc[i]
+                    HB[np.uintp(bo + i)] = acc[i]
             CL[o, c] = n_acc  # limbs from CL up are never read
             V[o, c] = 0
             if n_acc > hi_used:
@@ -1361,12 +1446,13 @@ def _shared_classes(
 
 
 @njit(cache=True)
-def limbs_to_int64(H, CL, slot, nclass, out):
+def limbs_to_int64(HB, HO, HW, CL, slot, nclass, out):
     """Values of an explicit shared lane known to be below 2^62 in magnitude, as int64."""
     for c in range(nclass):
         v = np.int64(0)
+        b = _hi(HO, HW, slot, c)
         for i in range(CL[slot, c] - 1, -1, -1):
-            v = v * (1 << LIMB) + H[slot, c, i]
+            v = v * (1 << LIMB) + HB[np.uintp(b + i)]
         out[c] = v
 
 
@@ -1394,13 +1480,13 @@ def warm() -> None:
     refine(cls.copy(), np.array([[0, 1, 0, 1]], i64), 1)
     refine(cls.copy(), np.array([[0, 1, 0, 1]], np.int8), 1)  # a probed step lane
     gcd_rows(R, one[:1], i64(0))
-    H = np.zeros((2, 2, 3), i64)
+    H = (np.zeros(12, i64), np.array([0, 6], i64), np.array([3, 3], i64))  # 2 slots × 2 × 3
     out = np.zeros(2, i64)
-    limbs_to_int64(H, np.zeros((2, 2), i64), 0, 2, out)
+    limbs_to_int64(*H, np.zeros((2, 2), i64), 0, 2, out)
     e = np.zeros(0, i64)
     z = np.zeros(1, i64)
     common = (
-        H,
+        *H,
         np.zeros((2, 2), i64),
         one[1:],
         np.array([-1], i64),
@@ -1446,6 +1532,8 @@ def warm() -> None:
     shared_units(*common, 2, True, np.array([5], i64), *stats, 2)
     i16, i32, u8 = np.zeros(4, np.int16), np.zeros(4, np.int32), np.ones(4, np.uint8)
     step_fold(np.zeros(4, np.int8), 1, 1, i16, u8, i32, i32.copy())
+    for values in (np.zeros(4, np.int8), np.zeros(4, i64)):  # match lanes, as probes come
+        match_fold(values, 1, 0, i16.copy(), np.full(4, -1, np.int32), np.full(4, -1, np.int32))
 
 
 @njit(cache=True)
@@ -1459,3 +1547,22 @@ def step_fold(values, den, j, ones, flags, ramp, rise):
     fold = np.array([0, j, den, 0], np.int64)
     _fold_block(values, values.shape[0], 0, fold, ones, flags, ramp, rise)
     return fold[3]
+
+
+@njit(cache=True)
+def match_fold(values, den, k, hits, slot, off):
+    """One match lane (slot k) folded into per-row state (exactmem.verify.MatchFold): ``hits``
+    counts indicators equal to 1 (value = den), ``slot`` is the least k whose indicator is 1
+    (−1: none yet), ``off`` the least k whose indicator is neither 0 nor 1 (−1: none). Returns
+    how many rows have ``off`` = k now."""
+    changed = 0
+    for r in range(values.shape[0]):
+        v = values[r]
+        if v == den:
+            hits[r] += 1
+            if slot[r] < 0 or slot[r] > k:
+                slot[r] = k
+        elif v != 0 and (off[r] < 0 or off[r] > k):
+            changed += 1
+            off[r] = k
+    return changed

@@ -132,7 +132,7 @@ class Trace:
     attention: list[AttentionStat] = field(default_factory=list)
     streams: list[Stream] = field(default_factory=list)
     embedded: Stream | None = None
-    folds: dict = field(default_factory=dict)  # prefix → consumer of a family of probes
+    folds: dict = field(default_factory=dict)  # key → consumer of a family of probes
     _lanes: dict[str, tuple[np.ndarray, int, np.ndarray]] = field(default_factory=dict)
 
     def lane(self, name: str) -> np.ndarray:
@@ -401,7 +401,8 @@ def run(
     token-wise sub-layers (the fast evaluator passes its own; same signature as ``_mlp`` plus
     ``jobs``); ``mix_step`` may evaluate a token-mixing sub-layer whose scores are all equal
     (returns None to leave it to this module). ``folds`` consume the probes they claim as they
-    are computed instead of storing them (:class:`exactmem.verify.StepFold`).
+    are computed instead of storing them (:class:`exactmem.verify.StepFold`,
+    :class:`exactmem.verify.MatchFold`).
     """
     if positions not in ("all", "last"):
         raise ValueError("positions must be 'all' or 'last'")
@@ -430,7 +431,7 @@ def run(
         (i for i, s in enumerate(model.sublayers) if not isinstance(s, MLP)), default=-1
     )
 
-    trace.folds = {fold.prefix: fold for fold in folds}
+    trace.folds = {fold.key: fold for fold in folds}
 
     def on_probe(name: str, values: np.ndarray, vden: int) -> None:
         for fold in folds:  # a fold reads its lanes as they come and keeps O(rows) state
@@ -440,9 +441,9 @@ def run(
         trace._lanes[name] = (values, vden, index)
 
     def fold_of(name: str):
-        """The fold that claims probe ``name``, if any (an mlp_step may fold it itself, in the
-        pass that computes it, through the fold's ``begin``/``finish``)."""
-        return next((fold for fold in folds if fold.claims(name)), None)
+        """The fold that claims probe ``name`` if it can be folded in the pass computing it
+        (an mlp_step may then fold it itself, through the fold's ``begin``/``finish``)."""
+        return next((f for f in folds if f.claims(name) and hasattr(f, "begin")), None)
 
     on_probe.fold_of = fold_of
 

@@ -1,0 +1,153 @@
+"""The fast evaluator's class-shared multi-limb values: one block of limbs per slot.
+
+Kajitsuka & Sato 2025, Lemma C.1, Stage III extracts segments from packed integers of
+thousands of bits; the fast evaluator keeps such a lane once per class of inputs, as 30-bit
+limbs. Lanes differ wildly in length (a packed integer of 700 limbs beside a 0/1 indicator), so
+each slot is its own (classes × limbs) block, sized for the values it holds, inside one flat
+buffer the kernels index as ``buffer[offset[s] + c · limbs[s] + i]``
+(:func:`exactmem.evaluate.kernels._hi`). One rectangular array of slots × classes × the longest
+lane's limbs took 5.4 GB at N = 10⁷ where the values take about 1 (issue 5).
+
+Blocks are placed first-fit in the holes freed blocks leave; the buffer is repacked (live blocks
+copied, in slot order) only when it must grow, when the classes outgrow their room, or when it
+is mostly holes. Limbs above a class's length are never read (the engine keeps the lengths), so
+a block is not zeroed when placed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["LimbStore"]
+
+
+class LimbStore:
+    """Per slot a (``cap`` classes × ``width[s]`` limbs) int64 block of one buffer."""
+
+    def __init__(self) -> None:
+        self.buf = np.zeros(0, np.int64)
+        self.off = np.zeros(0, np.int64)  # where each slot's block starts in buf
+        self.width = np.zeros(0, np.int64)  # limbs per class of each slot's block (0: none)
+        self.cap = 1  # classes every block has room for
+        self._holes: list[list[int]] = []  # [start, size], by start, never adjacent
+        self._top = 0  # buf[_top:] is free
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def slots(self) -> int:
+        return len(self.off)
+
+    def args(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the kernels take as H."""
+        return self.buf, self.off, self.width
+
+    def block(self, s: int) -> np.ndarray:
+        """Slot s as a (cap × width) view: writes go to the store."""
+        w = int(self.width[s])
+        start = int(self.off[s])
+        return self.buf[start : start + self.cap * w].reshape(self.cap, w)
+
+    @property
+    def live(self) -> int:
+        """Elements in blocks (the rest of buf is holes and room at the top)."""
+        return int(self.width.sum()) * self.cap
+
+    # ------------------------------------------------------------------ shaping
+
+    def add_slots(self, k: int) -> None:
+        self.off = np.concatenate([self.off, np.zeros(k, np.int64)])
+        self.width = np.concatenate([self.width, np.zeros(k, np.int64)])
+
+    def ensure(self, s: int, limbs: int, *, keep: bool = True) -> None:
+        """Room for ``limbs`` limbs per class in slot s; ``keep`` its values, with zero limbs
+        above them (else the block is about to be written afresh: its limbs are undefined)."""
+        if self.width[s] < limbs:
+            self._resize(s, limbs, keep)
+
+    def shrink(self, s: int, limbs: int) -> None:
+        """Slot s down to ``limbs`` limbs per class (its values must fit in them)."""
+        if self.width[s] > limbs:
+            self._resize(s, limbs, True)
+
+    def release(self, s: int) -> None:
+        """Slot s holds nothing any more: its block becomes a hole."""
+        w = int(self.width[s])
+        if w:
+            self._free(int(self.off[s]), self.cap * w)
+            self.width[s] = 0
+            self.off[s] = 0
+
+    def reserve(self, classes: int) -> None:
+        """Room for ``classes`` classes in every block (grown by half at least: amortized)."""
+        if classes > self.cap:
+            self._repack(max(classes, self.cap + self.cap // 2), 0)
+
+    def trim(self) -> None:
+        """Give memory back when the buffer is mostly holes (after blocks shrank)."""
+        if len(self.buf) > 2 * self.live + (1 << 20):
+            self._repack(self.cap, 0)
+
+    # ------------------------------------------------------------------ placement
+
+    def _resize(self, s: int, limbs: int, keep: bool) -> None:
+        size = self.cap * limbs
+        start = self._alloc(size)  # may repack: read the old block's place after it
+        w = int(self.width[s])
+        if keep:
+            m = min(w, limbs)
+            new = self.buf[start : start + size].reshape(self.cap, limbs)
+            new[:, :m] = self.block(s)[:, :m]
+            new[:, m:] = 0
+        self.release(s)
+        self.off[s] = start
+        self.width[s] = limbs
+
+    def _alloc(self, size: int) -> int:
+        for h in self._holes:  # first fit
+            if h[1] >= size:
+                start = h[0]
+                h[0] += size
+                h[1] -= size
+                if h[1] == 0:
+                    self._holes.remove(h)
+                return start
+        if self._top + size > len(self.buf):
+            self._repack(self.cap, size)
+        start = self._top
+        self._top += size
+        return start
+
+    def _free(self, start: int, size: int) -> None:
+        if start + size == self._top:
+            self._top = start
+            if self._holes and sum(self._holes[-1]) == self._top:
+                self._top = self._holes.pop()[0]
+            return
+        holes = self._holes
+        i = 0
+        while i < len(holes) and holes[i][0] < start:
+            i += 1
+        holes.insert(i, [start, size])
+        if i + 1 < len(holes) and start + size == holes[i + 1][0]:  # merge with the next
+            holes[i][1] += holes.pop(i + 1)[1]
+        if i > 0 and sum(holes[i - 1]) == start:  # and with the one before
+            holes[i - 1][1] += holes.pop(i)[1]
+
+    def _repack(self, cap: int, extra: int) -> None:
+        """Copy every block, in slot order, into a new buffer with room for ``cap`` classes and
+        ``extra`` more elements (plus half: growth is amortized)."""
+        need = int(self.width.sum()) * cap + extra
+        buf = np.empty(need + need // 2 + 64, np.int64)
+        top = 0
+        old_cap = self.cap
+        for s in np.flatnonzero(self.width).tolist():
+            w = int(self.width[s])
+            new = buf[top : top + cap * w].reshape(cap, w)
+            new[: min(cap, old_cap)] = self.block(s)[: min(cap, old_cap)]
+            self.off[s] = top
+            top += cap * w
+        self.buf = buf
+        self.cap = cap
+        self._holes = []
+        self._top = top
