@@ -50,7 +50,7 @@ class SequenceView:
 
     canonical: tuple[int, ...]  # vocab index → canonical index
     tokens: tuple[int, ...]  # canonical tokens used, in increasing order
-    sorted_tokens: np.ndarray  # (N, n): each sequence's canonical tokens, sorted
+    sorted_tokens: np.ndarray  # (N, n): each sequence's canonical tokens, sorted (narrow ints)
     last: np.ndarray  # (N,): canonical last token per sequence
     multiset_ids: np.ndarray  # (N,): equal ids ↔ equal multisets, first-seen order
     first_of_multiset: np.ndarray  # per multiset id, its first sequence
@@ -84,7 +84,12 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     ordered = np.sort(canon, axis=1)
     ids, firsts = first_seen_ids(ordered)
     last = canon[:, -1] if canon.shape[1] else np.zeros(len(canon), np.int64)
-    return SequenceView(canonical, tuple(np.unique(canon).tolist()), ordered, last, ids, firsts)
+    # kept for the whole verification: in the narrowest type that holds every token index
+    # (int16 for a vocabulary below 2¹⁵: 10⁷ sequences of 16 tokens take 0.3 GB, not 1.3)
+    narrow = np.min_scalar_type(-max(len(canonical), 1))
+    return SequenceView(
+        canonical, tuple(np.unique(canon).tolist()), ordered.astype(narrow), last, ids, firsts
+    )
 
 
 def canonical_tokens(ds: Dataset, canonical: tuple[int, ...]) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 from gmpy2 import mpq
 from hypothesis import given
@@ -11,7 +12,13 @@ from hypothesis import strategies as st
 
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.sequences import check_consistency, view
+from exactmem.sequences import (
+    canonical_tokens,
+    check_consistency,
+    multiset_of,
+    random_sequences,
+    view,
+)
 
 VOCAB = tuple((mpq(v),) for v in (0, 1, 2, 1, 3))  # vocab[3] equals vocab[1]
 
@@ -72,3 +79,23 @@ def test_consistency_against_dictionaries(mode, data):
             check_consistency(ds, mode)
     else:
         assert check_consistency(ds, mode).multiset_ids.shape == (ds.size,)
+
+
+@pytest.mark.parametrize("vocab_size", [3, 300, 40000])
+def test_sorted_tokens_are_kept_in_the_narrowest_type(vocab_size):
+    """A vocabulary of V tokens keeps the sorted rows in the narrowest signed type holding
+    V − 1 (int8, int16, int32): the same rows, multisets and ids as int64."""
+    ds = random_sequences(200, 5, 2, vocab_size, 3, seed=1, coord_bound=10**5)
+    sv = view(ds)
+    wide = np.sort(canonical_tokens(ds, sv.canonical), axis=1)
+    assert sv.sorted_tokens.dtype == np.min_scalar_type(-vocab_size)
+    assert sv.sorted_tokens.tolist() == wide.tolist()
+    assert sv.multisets == tuple(multiset_of(row) for row in wide.tolist())
+
+
+def test_release_free_memory_runs_where_glibc_does():
+    import platform
+
+    from exactmem.memory import release_free_memory
+
+    assert release_free_memory() is (platform.libc_ver()[0] == "glibc")

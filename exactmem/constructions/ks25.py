@@ -408,7 +408,8 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
         dataset, CONSISTENCY_MODE.get(variant, "next-token"), view(dataset, by_index=token_ids)
     )
     n = len(dataset.sequences[0])
-    rows = sv.sorted_tokens[sv.first_of_multiset]  # distinct multisets, first-seen order
+    # distinct multisets, first-seen order (int64: the kernels and sums take them so)
+    rows = sv.sorted_tokens[sv.first_of_multiset].astype(np.int64)
     A = witness_set_of_rows(rows)
     in_A = set(A)
     f, direction = _weights(rows, A, options, rng)
