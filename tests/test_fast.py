@@ -572,6 +572,27 @@ def test_multi_limb_units_against_python_integers():
         assert got == want
 
 
+def test_in_place_update_above_a_short_value_ignores_stale_limbs():
+    """Blocks are reused without clearing: an in-place x + 2^30 on x = 0 (no limbs in use)
+    whose block still holds an old value's limbs must not pick them up (hypothesis found
+    2^30 + 6)."""
+    nclass = 3
+    eng = fast._Engine([np.zeros(nclass, dtype=object)], 1, nclass)
+    eng.cls = np.arange(nclass, dtype=np.int64)
+    eng.nclass = nclass
+    eng.counts = np.ones(nclass, np.int64)
+    s = eng._halloc(3)
+    eng._store(s, np.zeros(nclass, dtype=object))
+    eng.store.block(s)[:, :2] = 6  # an old value's limbs, above the 0 limbs in use
+    assert eng.CL[s, :nclass].tolist() == [0] * nclass
+    eng.lanes.append(fast._Lane(True, s, 0, True, nclass, None))
+    a = Affine(2, (((1, 1),),), (2**30,), 1)
+    out = [None]
+    eng._shared_layer(a, True, [("shared", None)], [2**30], [0], None, out)
+    assert out[0].slot == s  # written in place
+    assert list(eng.shared_values(s)) == [2**30] * nclass
+
+
 @pytest.mark.parametrize("p", [0, 1, 29, 30, 61, 62, 63, 90, 241])
 def test_peel_shortcuts_against_the_reference(p, monkeypatch):
     """The multi-limb shortcuts on a bit-peel around 2^p: difference tags (σ(L + b₁) − σ(L + b₂)

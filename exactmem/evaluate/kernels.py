@@ -857,6 +857,10 @@ def _add_in_place(HB, HO, HW, CL, bs, c, acc, lw, hw, tmp):
     length, or −1 (H untouched) when the sum is negative."""
     nb = CL[bs, c]
     b = _hi(HO, HW, bs, c)
+    # limbs from nb up are undefined (a block is not cleared when it is reused), and those
+    # below lw are not written below: the value's zeros there are made explicit
+    for i in range(nb, lw):
+        HB[np.uintp(b + i)] = 0
     carry = 0
     i = lw
     while i < hw or (carry != 0 and i < nb):
@@ -883,7 +887,7 @@ def _add_in_place(HB, HO, HW, CL, bs, c, acc, lw, hw, tmp):
         n -= 1
     if n > HW[bs]:  # more limbs than the proved bound allowed: the caller reports it
         return n
-    for j in range(lw, max(n, nb)):  # tmp is 0 from n up; H is 0 from nb up
+    for j in range(lw, max(n, nb)):  # tmp is 0 from n up
         HB[np.uintp(b + j)] = tmp[j]
     if n == lw:
         n = _length(HB[b : b + HW[bs]], lw)

@@ -418,8 +418,11 @@ def run(
         release_free_memory()
     flat = np.fromiter(chain.from_iterable(sequences), np.int64, N * n)
     tokens, inverse = _used_tokens(flat)  # rows: the used tokens, ascending
+    del flat
     used = tokens.tolist()
-    index = inverse.reshape(N, n)
+    # each (sequence, position)'s row, kept through the evaluation: in the narrowest type
+    index = inverse.reshape(N, n).astype(np.min_scalar_type(-max(len(used), 1)))
+    del inverse
     size = len(used)
     if model.token_inputs:
         if used and used[-1] >= model.input_dim:
