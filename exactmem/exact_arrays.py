@@ -19,6 +19,7 @@ __all__ = [
     "Gathered",
     "exact",
     "first_seen_ids",
+    "index_type",
     "plus",
     "ratio_equal",
     "rational_table",
@@ -110,6 +111,12 @@ def plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def ratio_equal(a: np.ndarray, da: int, b: np.ndarray, db: int) -> np.ndarray:
     """a/da == b/db elementwise, exactly (da, db > 0)."""
     return times(a, db) == times(b, da)
+
+
+def index_type(size: int) -> np.dtype:
+    """The narrowest signed integer type holding every index below ``size`` (arrays of
+    indices kept for a whole verification: int16 for 1000 tokens, a quarter of int64)."""
+    return np.min_scalar_type(-max(size, 1))
 
 
 def first_seen_ids(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

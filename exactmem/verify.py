@@ -195,6 +195,13 @@ def _fmt(v) -> str:
     return format_rational(v if not isinstance(v, np.integer) else int(v))
 
 
+def _first_rows(by_row: dict) -> dict:
+    """The entries of the first rows only, as many as a message shows (and one more)."""
+    if len(by_row) <= MAX_EXAMPLES + 1:
+        return by_row
+    return {r: by_row[r] for r in sorted(by_row)[: MAX_EXAMPLES + 1]}
+
+
 class StepFold:
     """Stage II of one memorizer (Lemma G.3) read as its step lanes arrive: per row the number
     of steps equal to 1, the first step off {0, 1} and the first rise. Memory O(rows) where the
@@ -264,13 +271,8 @@ class StepFold:
         if fresh:
             for r in np.flatnonzero(self.ramp == j)[: MAX_EXAMPLES + 1]:
                 self.ramp_values[int(r)] = mpq(int(values[r]), den)
-            self._keep_first()
+            self.ramp_values = _first_rows(self.ramp_values)
         self.seen = j
-
-    def _keep_first(self) -> None:
-        if len(self.ramp_values) > MAX_EXAMPLES + 1:
-            keep = sorted(self.ramp_values)[: MAX_EXAMPLES + 1]
-            self.ramp_values = {r: self.ramp_values[r] for r in keep}
 
     @classmethod
     def of_lanes(cls, trace: Trace, prefix: str, steps: int) -> StepFold:
@@ -330,9 +332,7 @@ class MatchFold:
         if changed:
             for r in np.flatnonzero(self.off == k)[: MAX_EXAMPLES + 1].tolist():
                 self.off_values[r] = (k, mpq(int(values[r]), den))
-            if len(self.off_values) > MAX_EXAMPLES + 1:
-                keep = sorted(self.off_values)[: MAX_EXAMPLES + 1]
-                self.off_values = {r: self.off_values[r] for r in keep}
+            self.off_values = _first_rows(self.off_values)
         self.seen.add(k)
 
     @classmethod
@@ -526,7 +526,7 @@ def check_memorizer(
         binary = matched.off[rows] < 0
         hits = matched.hits[rows].astype(np.int64)
         slot = np.maximum(matched.slot[rows], 0)  # no slot matches: slot 0, never read
-    missing = K - len(matched.seen)
+    computed = len(matched.seen)
     held_key = held_label = None
     for k in range(K):
         ks, ls = segment(k)
@@ -558,7 +558,7 @@ def check_memorizer(
         | (labelled & (hits == 1) & ((held_key != keys) | (held_label != want)))
         | (~labelled & (hits != 0))
     )
-    bad = [f"{K - missing} of {K} match lanes were computed"] if missing else []
+    bad = [f"{computed} of {K} match lanes were computed"] if computed < K else []
     for i in np.flatnonzero(wrong)[: MAX_EXAMPLES + 1]:
         r = int(rows[i])
         if not binary[i]:
@@ -578,7 +578,7 @@ def check_memorizer(
         Check(
             prefix + "stage3.match",
             not bad,
-            _examples(bad, int(np.count_nonzero(wrong)) + (missing > 0))
+            _examples(bad, int(np.count_nonzero(wrong)) + (computed < K))
             if bad
             else "exactly one slot matches each labelled input, none an extra one",
         )

@@ -20,6 +20,7 @@ import numpy as np
 from gmpy2 import mpq
 
 from exactmem.errors import InconclusiveError, InputError
+from exactmem.exact_arrays import index_type
 from exactmem.memory import release_free_memory
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 
@@ -420,8 +421,7 @@ def run(
     tokens, inverse = _used_tokens(flat)  # rows: the used tokens, ascending
     del flat
     used = tokens.tolist()
-    # each (sequence, position)'s row, kept through the evaluation: in the narrowest type
-    index = inverse.reshape(N, n).astype(np.min_scalar_type(-max(len(used), 1)))
+    index = inverse.reshape(N, n).astype(index_type(len(used)))  # kept through the evaluation
     del inverse
     size = len(used)
     if model.token_inputs:
