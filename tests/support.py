@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 from gmpy2 import mpq
 
 from exactmem.constructions.vys import Projection, build_memorizer
 from exactmem.data import Dataset
+from exactmem.errors import InconclusiveError
+from exactmem.evaluate import fast, reference
 from exactmem.evaluate.reference import run_points
 from exactmem.model import Transformer
 
@@ -30,3 +33,32 @@ def memorize_keys(keys, labels, *, C=None, extra=(), **kw):
     model = Transformer(1, (mlp,))
     trace = run_points(model, pts + extra_pts)
     return model, witness, [o[0][0] for o in trace.outputs], trace
+
+
+def same_trace(a, b):
+    assert a.outputs == b.outputs
+    assert a.stats == b.stats
+    assert a.attention == b.attention
+    assert set(a._lanes) == set(b._lanes)
+    for name in a._lanes:
+        assert list(a.lane(name).ravel()) == list(b.lane(name).ravel()), name
+        assert all(type(v) is not np.int64 for v in b.lane(name).ravel())
+    assert len(a.streams) == len(b.streams)
+    for x, y in zip(a.streams, b.streams, strict=True):
+        assert x.names == y.names and x.rows == y.rows
+        assert (x.index == y.index).all()
+
+
+def both(model, vocab, sequences, **kw):
+    """Run both evaluators; they must agree, also on raising InconclusiveError."""
+    results = []
+    for module in (reference, fast):
+        try:
+            results.append(module.run(model, vocab, sequences, **kw))
+        except InconclusiveError:
+            results.append(None)
+    a, b = results
+    assert (a is None) == (b is None)
+    if a is not None:
+        same_trace(a, b)
+    return b

@@ -13,45 +13,16 @@ import pytest
 from gmpy2 import mpq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import both, same_trace
 
 from exactmem.certify import certify
 from exactmem.constructions import ks25, vys
 from exactmem.data import random_points
-from exactmem.errors import InconclusiveError
-from exactmem.evaluate import fast, kernels, reference
+from exactmem.evaluate import fast, kernels, reference, shared_runs
 from exactmem.model import MLP, Affine, Probe, Transformer
 from exactmem.proofs import GENERATORS, _build, find_proofs_dir, load_claims
 from exactmem.sequences import random_sequences, with_positions
 from exactmem.verify import StepFold
-
-
-def same_trace(a, b):
-    assert a.outputs == b.outputs
-    assert a.stats == b.stats
-    assert a.attention == b.attention
-    assert set(a._lanes) == set(b._lanes)
-    for name in a._lanes:
-        assert list(a.lane(name).ravel()) == list(b.lane(name).ravel()), name
-        assert all(type(v) is not np.int64 for v in b.lane(name).ravel())
-    assert len(a.streams) == len(b.streams)
-    for x, y in zip(a.streams, b.streams, strict=True):
-        assert x.names == y.names and x.rows == y.rows
-        assert (x.index == y.index).all()
-
-
-def both(model, vocab, sequences, **kw):
-    """Run both evaluators; they must agree, also on raising InconclusiveError."""
-    results = []
-    for module in (reference, fast):
-        try:
-            results.append(module.run(model, vocab, sequences, **kw))
-        except InconclusiveError:
-            results.append(None)
-    a, b = results
-    assert (a is None) == (b is None)
-    if a is not None:
-        same_trace(a, b)
-    return b
 
 
 def instances(tier: str) -> list:
@@ -96,6 +67,24 @@ def test_fast_equals_reference_in_key_order(claim, inst, monkeypatch):
     test_fast_equals_reference_on_quick_claims(claim, inst)
 
 
+@pytest.mark.parametrize(
+    ("claim", "inst"), MEMORIZERS, ids=[f"{c.name}[{i.label}]" for c, i in MEMORIZERS]
+)
+def test_fast_equals_reference_layer_by_layer(claim, inst, monkeypatch):
+    """The memorizers of the quick tier again, with no runs of shared layers: Stage III's peel
+    in the per-layer kernel (in-place updates, views, difference tags), as at N ≥ 10⁶ where the
+    packed integers are too long for runs (exactmem.evaluate.shared_runs.RUN_LIMBS)."""
+    monkeypatch.setattr(shared_runs, "RUN_LIMBS", -1)
+    test_fast_equals_reference_on_quick_claims(claim, inst)
+
+
+@pytest.fixture(params=["runs", "layer by layer"])
+def runs(request, monkeypatch):
+    """Both ways through runs of shared layers: in runs where they apply, and layer by layer."""
+    if request.param != "runs":
+        monkeypatch.setattr(shared_runs, "RUN_LIMBS", -1)
+
+
 FULL = instances("full")
 
 
@@ -114,7 +103,7 @@ def test_fast_equals_reference_on_full_claims(claim, inst):
 
 
 @pytest.mark.parametrize("gadget", ["keyed", "peel", "tent"])
-def test_theorem_4_1_all_gadgets(gadget):
+def test_theorem_4_1_all_gadgets(gadget, runs):
     ds = random_sequences(400, 6, 3, 60, 7, seed=3)
     model, _ = ks25.build(ds, {"gadget": gadget})
     both(model, ds.vocab, ds.sequences, positions="last")
@@ -130,7 +119,7 @@ def test_keyed_memorizer_shares_the_packed_integers():
     both(model, ds.points, [[i] for i in range(ds.size)])
 
 
-def test_peel_falls_back_and_agrees():
+def test_peel_falls_back_and_agrees(runs):
     """peel multiplies the key by 2^P next to the packed integer: the classes split to one
     per row, the engine hands the sub-layer to the reference, the values are the same."""
     ds = random_points(600, 4, 9, seed=5)
@@ -594,7 +583,7 @@ def test_in_place_update_above_a_short_value_ignores_stale_limbs():
 
 
 @pytest.mark.parametrize("p", [0, 1, 29, 30, 61, 62, 63, 90, 241])
-def test_peel_shortcuts_against_the_reference(p, monkeypatch):
+def test_peel_shortcuts_against_the_reference(p, monkeypatch, runs):
     """The multi-limb shortcuts on a bit-peel around 2^p: difference tags (σ(L + b₁) − σ(L + b₂)
     read without its operands where both are non-zero, and read in full where one was
     clipped), an in-place update whose lane other units read first, balanced digits of
@@ -637,7 +626,7 @@ def test_peel_shortcuts_against_the_reference(p, monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_random_peels_against_the_reference(seed):
+def test_random_peels_against_the_reference(seed, runs):
     """Random layers of units that share a linear part over huge group-shared values, with
     biases near 0 and near ±2^q — anchors positive, zero and negative, views positive and
     clipped, views read directly, as pairs and by probes — against the reference."""
@@ -666,44 +655,6 @@ def test_random_peels_against_the_reference(seed):
     model = Transformer(1, (MLP(tuple(layers), residual=False, probes=tuple(probes)),))
     pts = [(mpq(x),) for x in [rng.randint(0, 7) for _ in range(rng.randint(3, 25))]]
     both(model, pts, [[i] for i in range(len(pts))])
-
-
-def test_balanced_digits():
-    for w in (0, 1, -1, 2**838 - 1, -(2**838) + 1, 2**29, -(2**29), 3**400, -(7**300)):
-        offs, digits = fast._sparse(w)
-        assert sum(d << (30 * i) for i, d in zip(offs, digits, strict=True)) == w
-        assert all(-(2**29) <= d < 2**29 for d in digits)
-    assert len(fast._sparse(2**838 - 1)[0]) == 2
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.one_of(
-        st.integers(-(2**20000), 2**20000),
-        st.builds(
-            # a limb of 2^29 carries 1 up through a run of limbs 2^29 − 1
-            lambda runs, sign: (
-                sign * (sum((2**29 - 1) << (30 * i) for i in range(1, runs)) + 2**29)
-            ),
-            st.integers(65, 120),  # past 64 limbs: the linear-time path
-            st.sampled_from([1, -1]),
-        ),
-        st.builds(lambda e, sign: sign * (2**29 << (30 * e)), st.integers(64, 300), st.just(-1)),
-    )
-)
-def test_balanced_digits_of_long_integers(w):
-    """Long integers take a linear-time path (bytes, then a carry-lookahead scan): the same
-    digits as the digit loop — balanced digits in [−2^29, 2^29) are unique."""
-    fast._SPARSE.clear()
-    digits, m, i = [], w, 0
-    while m:
-        d = m & fast.MASK
-        d -= (1 << 30) if d >= 1 << 29 else 0
-        if d:
-            digits.append((i, d))
-        m = (m - d) >> 30
-        i += 1
-    assert list(zip(*fast._sparse(w), strict=True)) == digits
 
 
 def test_used_tokens_as_numpy_unique():

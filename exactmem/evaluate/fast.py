@@ -38,7 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.evaluate import reference
+from exactmem.evaluate import reference, shared_runs
+from exactmem.evaluate.digits import LIMB, MASK, _int_of, _limbs, _paired, _sparse
 from exactmem.evaluate.limb_store import LimbStore
 from exactmem.evaluate.reference import Batch, LayerStat
 from exactmem.evaluate.sorted_steps import class_ranges, step_boundary, unit_stats
@@ -114,110 +115,18 @@ def _kernels():
     return kernels
 
 
+def run_kernel():
+    from exactmem.evaluate import run_kernel  # numba, as _kernels
+
+    return run_kernel
+
+
 def _obj(a: np.ndarray) -> np.ndarray:
     """int64 → object array of Python ints."""
     return a.astype(object)
 
 
-LIMB = 30
-MASK = (1 << LIMB) - 1
 SHORT = 8  # limbs per class of a short block (a long one has _Engine.long)
-
-
-def _limbs(bound: int) -> int:
-    """Limbs that hold any integer of magnitude ≤ bound (and its sign), at least 3."""
-    return max(3, -(-(bound.bit_length() + 1) // LIMB) + 1)
-
-
-_SPARSE: dict[int, tuple[list[int], list[int]]] = {}
-
-
-def _sparse(w: int) -> tuple[list[int], list[int]]:
-    """w as signed 30-bit digits in [−2^29, 2^29), the non-zero ones: (offsets, digits).
-
-    Balanced digits keep runs of ones short: 2^p − 1 is two digits, not p/30."""
-    got = _SPARSE.get(w)
-    if got is None and w.bit_length() > 64 * LIMB:  # numpy's fixed cost pays from here
-        return _sparse_long(w)
-    if got is None:
-        offs, vals, i, m = [], [], 0, w
-        while m:
-            d = m & MASK
-            if d >= 1 << (LIMB - 1):
-                d -= 1 << LIMB
-            if d:
-                offs.append(i)
-                vals.append(d)
-            m = (m - d) >> LIMB
-            i += 1
-        got = (offs, vals)
-        if len(offs) <= 4 and len(_SPARSE) < 1 << 16:  # powers of two, small weights
-            _SPARSE[w] = got
-    return got
-
-
-HALF = 1 << (LIMB - 1)
-
-
-def _sparse_long(w: int) -> tuple[list[int], list[int]]:
-    """:func:`_sparse` of a long integer in linear time (the digit loop is quadratic: each step
-    shifts the whole integer; a packed integer has thousands of limbs). Limbs of |w| from its
-    bytes, 15 bytes (four limbs) at a time; then a limb ≥ 2^29 becomes limb − 2^30 and carries
-    1 up, a limb of 2^29 − 1 passes an incoming carry on (a carry-lookahead scan)."""
-    mag = abs(w)
-    size = -(-(mag.bit_length() + LIMB) // 120) * 15  # one spare limb on top, whole groups
-    groups = np.frombuffer(mag.to_bytes(size, "little"), np.uint8).reshape(-1, 15)
-    lo = np.ascontiguousarray(groups[:, :8]).view("<u8")[:, 0]  # bits 0..63 of each group
-    hi = np.zeros((len(groups), 8), np.uint8)
-    hi[:, :7] = groups[:, 8:]
-    hi = hi.view("<u8")[:, 0]  # bits 64..119
-    m30, m26 = np.uint64(MASK), np.uint64((1 << 26) - 1)
-    x = np.empty((len(groups), 4), np.int64)
-    x[:, 0] = lo & m30
-    x[:, 1] = (lo >> np.uint64(30)) & m30
-    x[:, 2] = (lo >> np.uint64(60)) | ((hi & m26) << np.uint64(4))
-    x[:, 3] = hi >> np.uint64(26)
-    x = x.reshape(-1)
-    generate = x >= HALF
-    last = np.maximum.accumulate(np.where(x != HALF - 1, np.arange(len(x)), -1))
-    carry_out = np.where(last >= 0, generate[np.maximum(last, 0)], False)
-    carry_in = np.concatenate([[False], carry_out[:-1]])
-    d = x + carry_in - (carry_out.astype(np.int64) << LIMB)
-    if w < 0:  # −d is balanced but for digits 2^29: those lose 2^30 and carry 1 up (which
-        d = -d  # may lift the next digit to 2^29 or above in turn; the top digit is negative)
-        for i in np.flatnonzero(d == HALF):
-            while d[i] >= HALF:
-                d[i] -= 1 << LIMB
-                i += 1
-                d[i] += 1
-    offs = np.flatnonzero(d)
-    return offs.tolist(), d[offs].tolist()
-
-
-def _int_of(limbs: np.ndarray) -> int:
-    v = 0
-    for x in limbs[::-1]:
-        v = (v << LIMB) + int(x)
-    return v
-
-
-def _paired(terms: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-    """Terms as (lane, partner, coefficient): w·x − w·y (w > 0, in either order) becomes
-    w·(x − y) with partner y (the difference of a step's two units is 0 or 1, so the product
-    stays short); partner −1 for a single term."""
-    out: list[tuple[int, int, int]] = []
-    left = dict(terms)
-    for c, w in terms:
-        if c not in left:
-            continue
-        del left[c]
-        partner = next((d for d, v in left.items() if v == -w), -1)
-        if partner >= 0:
-            del left[partner]
-            if w < 0:  # the positive coefficient leads
-                c, partner, w = partner, c, -w
-        out.append((c, partner, w))
-    return out
 
 
 def _short(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -564,9 +473,16 @@ class _Engine:
                 if src_lane.min_pos is not None:
                     best = src_lane.min_pos if best is None else min(best, src_lane.min_pos)
                 out[u] = src_lane
+        self._let_go(lanes, out, recipes)
+        self.den *= a.denominator
+        return zeros, best
+
+    def _let_go(self, lanes: list[_Lane], out: list[_Lane], recipes: dict) -> None:
+        """``out`` replaces ``lanes``: slots no lane holds any more are free (a view keeps its
+        base); the rows this layer's ``recipes`` read stay one more layer, the last layer's go."""
         keep_r = {lane.slot for lane in out if not lane.shared}
         keep_h = {lane.slot for lane in out if lane.shared}
-        keep_h |= {self.views[s][0] for s in keep_h if s in self.views}  # a view keeps its base
+        keep_h |= {self.views[s][0] for s in keep_h if s in self.views}
         gone = {lane.slot for lane in lanes if lane.shared} | {
             self.views[lane.slot][0] for lane in lanes if lane.shared and lane.slot in self.views
         }
@@ -574,16 +490,13 @@ class _Engine:
             if s not in self.hfree:
                 self.hfree.append(s)
                 self.views.pop(s, None)
-        # the rows this layer's recipes read stay one more layer; the last layer's are let go
         held, self._held = self._held, {s for slots_, *_ in recipes.values() for s in slots_}
         self._recipes = recipes
         for s in [lane.slot for lane in lanes if not lane.shared] + sorted(held):
             if s >= 0 and s not in keep_r and s not in self._held and s not in self.free:
                 self.free.append(s)
         self.lanes = out
-        self.den *= a.denominator
         self._probed = {}
-        return zeros, best
 
     def _fusable(self, a, relu, probes, plans, bounds, row_units):
         """The probes computed inside the row kernel, and the kernel's probe arrays: those that
@@ -693,6 +606,100 @@ class _Engine:
         else:
             self.k.relu_units(*args, chunks)
         lane.slot = slot
+
+    # ---------------------------------------------------------------- runs of shared layers
+
+    def shared_run(self, layers, start: int, stop_at: int, blocked) -> list[tuple] | None:
+        """Layers start.. of a run of class-shared layers (:mod:`exactmem.evaluate.shared_runs`)
+        in one compiled pass; returns (zeros, least non-zero |z|) per layer as :meth:`layer`,
+        or None (nothing done) where no run starts, its values are long, or one outgrew the
+        limbs given to it."""
+        if self.den != 1 or self.nclass == 0:
+            return None
+        lanes = self.lanes
+        p = shared_runs.plan(
+            layers, start, stop_at, blocked, [x.shared for x in lanes], [x.nonneg for x in lanes]
+        )
+        if p is None:
+            return None
+        inputs = [_limbs(lanes[i].bound) for i, _ in p.loads]
+        if max(inputs, default=0) > shared_runs.RUN_LIMBS:
+            return None
+        width = shared_runs.register_limbs(p, inputs)
+        self._leave_sorted()
+        views = [self.views[lanes[i].slot] for i, _ in p.loads if lanes[i].slot in self.views]
+        scratch = max(
+            [width + p.reach, *(int(self.used[b]) + max(o, default=0) for b, o, _ in views)]
+        )
+        new = sorted({k for kind, k in p.final if kind == "unit"})
+        self._reserve(self.nclass)
+        slots = [self._halloc(width) for _ in new]
+        self._forget(*slots)
+        for s in slots:
+            self.views.pop(s, None)
+            self.V[s, : self.nclass] = 0
+        for kind, i in p.final:
+            if kind == "in":
+                self._rows_of(i)  # a row unit not stored (a recipe) is carried along: make it
+        K = p.arrays[0].shape[0]
+        S = scratch + 4
+        zpre, zneg = np.zeros(K, np.int64), np.zeros(K, np.int64)
+        extremes = [(np.zeros((K, S), np.int64), np.full(K, -1, np.int64)) for _ in range(3)]
+        arr = lambda xs: np.array(xs, np.int64)  # noqa: E731
+        args = (
+            *self.store.args(),
+            self.CL,
+            self.V,
+            *self._view_arrays(),
+            arr([lanes[i].slot for i, _ in p.loads]),
+            arr([r for _, r in p.loads]),
+            p.registers,
+            width,
+            S,
+            *p.arrays,
+            arr([p.arrays[0][k] for k in new]),
+            arr(slots),
+            self.counts,
+            zpre,
+            zneg,
+            *(x for pair in extremes for x in pair),
+        )
+        if not run_kernel().run(args, self.nclass, PARALLEL_CLASSES):
+            self.hfree.extend(slots)
+            return None
+        (lo, lo_n), (pos, pos_n), (hi, hi_n) = extremes
+
+        def least_positive(k: int) -> int | None:
+            return _int_of(pos[k, : pos_n[k]]) if pos_n[k] > 0 else None
+
+        stats = []
+        for l_ in range(p.layers):
+            units = range(p.layer_units[l_], p.layer_units[l_ + 1])
+            zeros = int(zpre[units.start : units.stop].sum())
+            found = [k for k in units if lo_n[k] > 0]
+            best = None
+            if found:
+                fewest = min(lo_n[k] for k in found)
+                best = min(_int_of(lo[k, :fewest]) for k in found if lo_n[k] == fewest)
+            for kind, i in p.origins[l_]:
+                if kind == "in":
+                    zeros += lanes[i].zeros
+                    least = lanes[i].min_pos
+                else:
+                    zeros += int(zpre[i] + zneg[i])
+                    least = least_positive(i)
+                if least is not None:
+                    best = least if best is None else min(best, least)
+            stats.append((zeros, best))
+        made = {}
+        for k, s in zip(new, slots, strict=True):
+            self.used[s] = max(int(hi_n[k]), 1)
+            top = _int_of(hi[k, : hi_n[k]]) if hi_n[k] > 0 else 0
+            made[k] = _Lane(True, s, top, True, int(zpre[k] + zneg[k]), least_positive(k))
+        out = [lanes[i] if kind == "in" else made[i] for kind, i in p.final]
+        self._let_go(lanes, out, {})
+        self._fused, self._folded = {}, {}
+        return stats
 
     def take_probe(self, i: int, terms) -> np.ndarray:
         """Probe ``i`` of the last layer (its ``terms``): computed in the layer's own pass when
@@ -1278,12 +1285,30 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
     eng = _Engine(X, den, size)
     my_stats: list = []
     last = len(mlp.layers) - 1
-    for li, layer in enumerate(mlp.layers):
-        if progress and li % 1000 == 0:
+    li, report = 0, 0
+    while li <= last:
+        layer = mlp.layers[li]
+        if progress and li >= report:
             progress(f"{mlp.label or 'mlp'}: layer {li}/{len(mlp.layers)} on {size} inputs")
+            report = (li // 1000 + 1) * 1000
         if li == last:
             eng.layer(layer, relu=False)
             break
+        run = eng.shared_run(mlp.layers, li, last, probes_at.__contains__)
+        if run is not None:
+            for zeros, best in run:
+                my_stats.append(
+                    LayerStat(
+                        sub,
+                        li,
+                        len(mlp.layers[li].rows),
+                        size,
+                        zeros,
+                        None if best is None else mpq(best, eng.den),
+                    )
+                )
+                li += 1
+            continue
         here = probes_at.get(li, ())
         names = [f"{mlp.label}.{p.name}" if mlp.label else p.name for p in here]
         folds = [(f, name) if (f := fold_of(name)) is not None else None for name in names]
@@ -1309,6 +1334,7 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
                 fold.finish(j, fresh, values, eng.den)
             else:
                 on_probe(names[i], values, eng.den)
+        li += 1
     H, hden = eng.batch(), eng.den
     stats.extend(my_stats)
     return reference._residual(mlp, X, den, H, hden)

@@ -1,0 +1,219 @@
+"""Runs of class-shared layers: planned once, evaluated class by class in one compiled pass.
+
+Kajitsuka & Sato 2025, Lemma C.1, Stage III peels the packed integer a group selected one bit
+per layer, in stretches of about thirty layers between two read-outs, and in those layers every
+unit reads class-shared lanes only (besides σ(x) = x of lanes carried along). Classes cannot
+split there (only a unit reading a row lane refines them), so each class may go through all the
+layers of the stretch at once: :mod:`exactmem.evaluate.run_kernel` does, with the class's values
+in a few registers of limbs. That spares the per-layer work of :class:`~exactmem.evaluate.fast.
+_Engine` (≈ 150 µs of Python a layer, and the kernel's setup) and keeps a class's values in
+cache. The arithmetic is in full length — O(limbs) per unit, where the per-layer path touches
+only the limbs a term reaches — so a run is taken while its values are short (``RUN_LIMBS``).
+
+:func:`plan` decides from the structure alone which layers form the run and lays out its
+program (which register every value lives in); the engine (:meth:`~exactmem.evaluate.fast.
+_Engine.shared_run`) supplies the values and turns the kernel's per-unit statistics into the
+per-layer statistics the reference evaluator reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from exactmem.evaluate.digits import _paired, _sparse
+from exactmem.model import Affine
+
+__all__ = ["MIN_LAYERS", "RUN_LIMBS", "Plan", "plan", "register_limbs"]
+
+MIN_LAYERS = 2  # a shorter run saves less than its planning costs
+RUN_LIMBS = 64  # longer inputs: the per-layer path, whose cost does not grow with the length
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The program of a run of layers [start, stop).
+
+    Values are numbered: the run's input lanes 0..n_in − 1 (by position), then unit k's output
+    n_in + k, units numbered in layer order. ``origins[l]``: for each σ(x) = x unit of layer l,
+    the value it carries ("in", position) or ("unit", k); ``final``: the value at each output
+    position. ``loads``: (input position, register) of the inputs the units read."""
+
+    start: int
+    stop: int
+    n_in: int
+    layer_units: list[int]  # units of layer l: layer_units[l] .. layer_units[l + 1] − 1
+    origins: list[list[tuple[str, int]]]
+    final: list[tuple[str, int]]
+    loads: list[tuple[int, int]]
+    registers: int
+    reach: int  # the highest limb a coefficient or bias digit starts at
+    bias_limbs: int  # limbs of the largest bias
+    arrays: tuple[np.ndarray, ...]  # out_reg, same, tptr, treg, treg2, dptr, doff, dval, bptr,
+    # boff, bval: the kernel's program
+
+    @property
+    def layers(self) -> int:
+        return self.stop - self.start
+
+
+def register_limbs(p: Plan, inputs: list[int]) -> int:
+    """Limbs per register: the longest input's or bias's, plus the highest digit of a
+    coefficient (a product w·(a − b) of a step pair is that long), two for a sign and a carry,
+    and one per thirty layers (a value may double in each, as an accumulator of bits 2x + b
+    does). The kernel's work follows the limbs in use, not these; a value that outgrows them is
+    refused by the kernel, and the run goes layer by layer."""
+    return max([p.bias_limbs, *inputs]) + p.reach + 2 + p.layers // 30 + 1
+
+
+def _unit_kind(row, b, carried: Sequence[int], shared: list[bool], nonneg: list[bool]) -> str:
+    """ "alias" for σ(x) = x of a non-negative lane (as the engine's layer plans decide it),
+    "unit" for a unit reading non-negative shared lanes only, else "" (the run stops)."""
+    if len(row) == 1 and row[0][1] == 1 and b == 0 and nonneg[carried[row[0][0]]]:
+        return "alias"
+    if all(shared[carried[c]] and nonneg[carried[c]] for c, _ in row):
+        return "unit"
+    return ""
+
+
+def plan(
+    layers: Sequence[Affine],
+    start: int,
+    stop_at: int,
+    blocked: Callable[[int], bool],
+    shared: Sequence[bool],
+    nonneg: Sequence[bool],
+) -> Plan | None:
+    """The run starting at layer ``start`` of an MLP's ReLU layers: every layer before
+    ``stop_at`` that is not ``blocked`` (read by a probe), has integer weights, and whose units
+    are all aliases or shared units; None if fewer than MIN_LAYERS qualify. ``shared`` and
+    ``nonneg``: the current lanes' kinds."""
+    n_in = len(shared)
+    is_shared, is_nonneg = list(shared), list(nonneg)
+    carried = list(range(n_in))  # value per position
+    kinds: list[list[tuple]] = []
+    stop = start
+    while stop < stop_at and not blocked(stop):
+        a = layers[stop]
+        if a.denominator != 1:
+            break
+        units = []
+        for row, b in zip(a.rows, a.bias, strict=True):
+            kind = _unit_kind(row, b, carried, is_shared, is_nonneg)
+            if not kind:
+                break
+            units.append((kind, row, b))
+        if len(units) < len(a.rows):
+            break
+        nxt = []
+        for kind, row, _ in units:
+            if kind == "alias":
+                nxt.append(carried[row[0][0]])
+            else:
+                nxt.append(len(is_shared))
+                is_shared.append(True)
+                is_nonneg.append(True)
+        kinds.append(units)
+        carried = nxt
+        stop += 1
+    if stop - start < MIN_LAYERS:
+        return None
+    return _layout(start, stop, n_in, kinds)
+
+
+def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
+    """Registers for the values (a value's register is free once no position carries it) and
+    the kernel's arrays; units with equal terms are put side by side to share their linear part."""
+    steps = []  # per layer: (values carried in, [(position, row, bias)] of units, values out)
+    carried = list(range(n_in))
+    read_inputs: set[int] = set()
+    k = 0
+    for units in kinds:
+        computed = sorted(
+            ((j, row, b) for j, (kind, row, b) in enumerate(units) if kind == "unit"),
+            key=lambda unit: tuple(unit[1]),
+        )
+        value_of = {}
+        for j, row, _ in computed:
+            value_of[j] = n_in + k
+            k += 1
+            read_inputs.update(carried[c] for c, _ in row if carried[c] < n_in)
+        out = [
+            carried[row[0][0]] if kind == "alias" else value_of[j]
+            for j, (kind, row, _) in enumerate(units)
+        ]
+        aliased = [carried[row[0][0]] for kind, row, _ in units if kind == "alias"]
+        steps.append((carried, computed, out, aliased))
+        carried = out
+
+    def named(v: int) -> tuple[str, int]:
+        return ("in", v) if v < n_in else ("unit", v - n_in)
+
+    reg: dict[int, int] = {}
+    free: list[int] = []
+    registers = 0
+
+    def take() -> int:
+        nonlocal registers
+        if free:
+            return free.pop()
+        registers += 1
+        return registers - 1
+
+    loads = []
+    for v in sorted(read_inputs):
+        reg[v] = take()
+        loads.append((v, reg[v]))
+    out_reg, same, tptr, treg, treg2, dptr, doff, dval = [], [], [0], [], [], [0], [], []
+    bptr, boff, bval = [0], [], []
+    layer_units, origins = [0], []
+    reach = bias_limbs = 0
+    for before, computed, after, aliased in steps:
+        previous = None
+        for j, row, b in computed:  # new registers: none is read in this layer
+            r = take()
+            out_reg.append(r)
+            same.append(tuple(row) == previous)
+            previous = tuple(row)
+            for c, c2, w in _paired(list(row)):
+                treg.append(reg[before[c]])
+                treg2.append(reg[before[c2]] if c2 >= 0 else -1)
+                offs, digits = _sparse(w)
+                doff += offs
+                dval += digits
+                dptr.append(len(doff))
+                reach = max(reach, *offs, 0)
+            tptr.append(len(treg))
+            offs, digits = _sparse(b)
+            boff += offs
+            bval += digits
+            bptr.append(len(boff))
+            reach = max(reach, *offs, 0)
+            bias_limbs = max(bias_limbs, offs[-1] + 1 if offs else 0)
+            reg[after[j]] = r
+        layer_units.append(len(out_reg))
+        origins.append([named(v) for v in aliased])
+        for v in set(before) - set(after):
+            if v in reg:
+                free.append(reg.pop(v))
+    arr = lambda xs: np.array(xs, np.int64)  # noqa: E731
+    arrays = (
+        arr(out_reg),
+        np.array(same, np.bool_),
+        *(arr(x) for x in (tptr, treg, treg2, dptr, doff, dval, bptr, boff, bval)),
+    )
+    return Plan(
+        start=start,
+        stop=stop,
+        n_in=n_in,
+        layer_units=layer_units,
+        origins=origins,
+        final=[named(v) for v in carried],
+        loads=loads,
+        registers=registers,
+        reach=reach,
+        bias_limbs=bias_limbs,
+        arrays=arrays,
+    )

@@ -1,0 +1,44 @@
+"""Balanced 30-bit digits (exactmem.evaluate.digits): the weights' form in the limb kernels."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exactmem.evaluate import digits as dg
+
+
+def test_balanced_digits():
+    for w in (0, 1, -1, 2**838 - 1, -(2**838) + 1, 2**29, -(2**29), 3**400, -(7**300)):
+        offs, digits = dg._sparse(w)
+        assert sum(d << (30 * i) for i, d in zip(offs, digits, strict=True)) == w
+        assert all(-(2**29) <= d < 2**29 for d in digits)
+    assert len(dg._sparse(2**838 - 1)[0]) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(
+        st.integers(-(2**20000), 2**20000),
+        st.builds(
+            # a limb of 2^29 carries 1 up through a run of limbs 2^29 − 1
+            lambda runs, sign: (
+                sign * (sum((2**29 - 1) << (30 * i) for i in range(1, runs)) + 2**29)
+            ),
+            st.integers(65, 120),  # past 64 limbs: the linear-time path
+            st.sampled_from([1, -1]),
+        ),
+        st.builds(lambda e, sign: sign * (2**29 << (30 * e)), st.integers(64, 300), st.just(-1)),
+    )
+)
+def test_balanced_digits_of_long_integers(w):
+    """Long integers take a linear-time path (bytes, then a carry-lookahead scan): the same
+    digits as the digit loop — balanced digits in [−2^29, 2^29) are unique."""
+    dg._SPARSE.clear()
+    digits, m, i = [], w, 0
+    while m:
+        d = m & dg.MASK
+        d -= (1 << 30) if d >= 1 << 29 else 0
+        if d:
+            digits.append((i, d))
+        m = (m - d) >> 30
+        i += 1
+    assert list(zip(*dg._sparse(w), strict=True)) == digits

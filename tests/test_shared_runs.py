@@ -1,0 +1,211 @@
+"""Runs of class-shared layers (exactmem.evaluate.shared_runs, run_kernel) against the
+reference: values, lanes and per-layer statistics; the plan's layout; refusal and fallback."""
+
+import random
+
+import pytest
+from gmpy2 import mpq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import both
+
+from exactmem.constructions import ks25
+from exactmem.evaluate import fast, shared_runs
+from exactmem.model import MLP, Affine, Probe, Transformer
+from exactmem.sequences import random_sequences
+
+
+def _spy_runs(monkeypatch) -> list:
+    """Record what every shared_run call returned (None: no run)."""
+    seen = []
+    real = fast._Engine.shared_run
+
+    def spy(self, *args):
+        got = real(self, *args)
+        seen.append(got)
+        return got
+
+    monkeypatch.setattr(fast._Engine, "shared_run", spy)
+    return seen
+
+
+def _refusals(monkeypatch) -> list:
+    """Record the kernel's answers (False: a value outgrew its registers)."""
+    answers = []
+    kernel = fast.run_kernel()
+    real = kernel.run
+
+    def spy(*args):
+        ok = real(*args)
+        answers.append(ok)
+        return ok
+
+    monkeypatch.setattr(kernel, "run", spy)
+    return answers
+
+
+def test_stage_three_goes_in_runs(monkeypatch):
+    """Theorem 4.1's Stage III peels in runs of shared layers: same trace as the reference."""
+    seen = _spy_runs(monkeypatch)
+    ds = random_sequences(300, 6, 4, 40, 4, seed=5)
+    model, _ = ks25.build(ds, {})
+    both(model, ds.vocab, ds.sequences, positions="last")
+    runs = [r for r in seen if r is not None]
+    assert runs and sum(len(r) for r in runs) >= 20
+    assert all(len(r) >= shared_runs.MIN_LAYERS for r in runs)
+
+
+def test_a_refused_run_goes_layer_by_layer(monkeypatch):
+    """Registers too short for the values: the kernel refuses, nothing is changed, and the same
+    layers go through the per-layer path — the trace is still the reference's."""
+    answers = _refusals(monkeypatch)
+    monkeypatch.setattr(shared_runs, "register_limbs", lambda p, inputs: 1)
+    ds = random_sequences(120, 5, 4, 30, 3, seed=2)
+    model, _ = ks25.build(ds, {})
+    both(model, ds.vocab, ds.sequences, positions="last")
+    assert False in answers  # (runs whose values all fit one limb still go through)
+
+
+def _peel(P: int, rng: random.Random, depth: int, probe_at: int | None = None):
+    """Shared lanes from a mixed first layer (σ(P + w·x), σ(P), σ(P//3 + x): one class per x),
+    then ``depth`` layers of aliases and units over the shared lanes with huge and small
+    coefficients, step pairs (w·a − w·b), equal linear parts with other biases, negative and
+    zero pre-activations; the row lane x carried along by aliases."""
+    w0 = rng.choice([1, 3, 2**70])
+    layers = [Affine(1, (((0, w0),), (), ((0, 1),), ((0, 1),)), (P, P, P // 3, 0), 1)]
+    width, shared = 4, [True, True, True, False]
+    for _ in range(depth):
+        rows, bias, kinds = [], [], []
+        part = None
+        for _ in range(rng.randint(2, 6)):
+            lanes = [c for c in range(width) if shared[c]]
+            pick = rng.random()
+            if pick < 0.25 or not lanes:
+                c = rng.randrange(width)
+                rows.append(((c, 1),))
+                bias.append(0)
+                kinds.append(shared[c])
+                continue
+            if pick < 0.45 and part is not None:  # the last unit's linear part, another bias
+                rows.append(part)
+                bias.append(rng.choice([0, 1, -1, -P, P // 2, rng.randint(-9, 9)]))
+                kinds.append(True)
+                continue
+            a = rng.choice(lanes)
+            w = rng.choice([1, 2, 3, 2**30, 2**61, 2**64 - 1, -(2**29), P, 3**300, -(7**90)])
+            terms = [(a, 1)]
+            others = [c for c in lanes if c != a]
+            if len(others) >= 2 and rng.random() < 0.6:
+                b, c = rng.sample(others, 2)
+                terms += [(b, -w), (c, w)]
+            elif others:
+                terms.append((rng.choice(others), rng.choice([-1, 2, -w])))
+            part = tuple(sorted(terms))
+            rows.append(part)
+            bias.append(rng.choice([0, 1, -1, -3, -P, -(P // 2), P // 3, rng.randint(-9, 9)]))
+            kinds.append(True)
+        layers.append(Affine(width, tuple(rows), tuple(bias), 1))
+        width, shared = len(rows), kinds
+    layers.append(Affine(width, (tuple((c, c + 1) for c in range(width)),), (5,), 1))
+    probes = ()
+    if probe_at is not None:
+        probes = (Probe("seen", probe_at, ((0, 1),)),)
+    return Transformer(1, (MLP(tuple(layers), residual=False, probes=probes),))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    p=st.sampled_from([62, 64, 90, 150, 300]),
+    depth=st.integers(2, 6),
+    xs=st.lists(st.integers(0, 7), min_size=1, max_size=20),
+)
+def test_random_runs_against_the_reference(seed, p, depth, xs):
+    model = _peel(2**p, random.Random(seed), depth)
+    pts = [(mpq(x),) for x in xs]
+    both(model, pts, [[i] for i in range(len(pts))])
+
+
+def test_random_runs_are_taken(monkeypatch):
+    """The generated models do go through runs (not only through the per-layer path)."""
+    seen = _spy_runs(monkeypatch)
+    for seed in range(10):
+        model = _peel(2**90, random.Random(seed), 5)
+        pts = [(mpq(x),) for x in (0, 1, 2, 3, 3, 7)]
+        both(model, pts, [[i] for i in range(len(pts))])
+    assert sum(r is not None for r in seen) >= 5
+
+
+def test_plan_of_a_run():
+    """Aliases carry values without registers, equal linear parts sit side by side, registers
+    are reused once no position carries their value, and a probe's layer ends the run."""
+    big = 2**80
+    layers = (
+        # lanes: 0 shared, 1 shared, 2 row
+        Affine(3, (((0, 1), (1, big)), ((2, 1),), ((0, 1), (1, big)), ((1, 1),)), (0, 0, -1, 0), 1),
+        Affine(4, (((0, 1), (2, -1)), ((3, 2),), ((1, 1),)), (0, 1, 0), 1),
+        Affine(3, (((0, 1),), ((2, 1),)), (0, 0), 1),
+        Affine(2, (((0, 1), (1, 1)),), (0,), 1),
+    )
+    p = shared_runs.plan(layers, 0, 3, lambda li: False, [True, True, False], [True, True, True])
+    assert (p.start, p.stop, p.layers) == (0, 3, 3)
+    out_reg, same, tptr, treg, treg2, *_ = p.arrays
+    assert p.layer_units == [0, 2, 4, 4]
+    assert list(same) == [False, True, False, False]  # layer 0's units share x0 + big·x1
+    assert p.origins == [[("in", 2), ("in", 1)], [("in", 2)], [("unit", 2), ("in", 2)]]
+    assert [v for v, _ in p.loads] == [0, 1]  # the row lane is never loaded
+    assert p.final == [("unit", 2), ("in", 2)]
+    # the pair of layer 1 (unit 2) is one difference term: its registers, units 0 and 1
+    assert (list(treg[tptr[2] : tptr[3]]), list(treg2[tptr[2] : tptr[3]])) == (
+        [out_reg[0]],
+        [out_reg[1]],
+    )
+    # input 0's register is free after layer 0 and taken by unit 2; none is read while taken
+    assert out_reg[2] == dict(p.loads)[0] and p.registers == 5
+    stopped = shared_runs.plan(layers, 0, 3, lambda li: li == 1, [True, True, False], [True] * 3)
+    assert stopped is None  # one layer before the probe: too short
+    row_read = (layers[0], Affine(4, (((1, 1), (0, 1)),), (0,), 1), layers[2])
+    kinds = [True, True, False]
+    assert shared_runs.plan(row_read, 0, 2, lambda li: False, kinds, [True] * 3) is None
+
+
+@pytest.mark.parametrize("probe_at", [1, 2, 3])
+def test_runs_end_at_probes(probe_at):
+    model = _peel(2**90, random.Random(probe_at), 5, probe_at=probe_at)
+    pts = [(mpq(x),) for x in (0, 1, 5, 5, 2)]
+    both(model, pts, [[i] for i in range(len(pts))])
+
+
+def test_many_digits_carry_in_time(monkeypatch):
+    """A coefficient of twenty digits 2^29 − 1 times twenty limbs 2^30 − 1: twenty products
+    of nearly 2^59 land on one limb, so the kernel must carry between them (int64 would wrap)."""
+    seen = _spy_runs(monkeypatch)
+    w = sum((2**29 - 1) << (30 * i) for i in range(20))
+    ones = 2**600 - 1
+    layers = (
+        Affine(1, ((), ((0, 1),)), (ones, 0), 1),  # a shared constant, the row lane
+        Affine(2, (((0, w),), ((0, -w),), ((1, 1),)), (0, 7, 0), 1),
+        Affine(3, (((0, 1), (1, 1)), ((0, 1),), ((2, 1),)), (-1, -w, 0), 1),
+        Affine(3, (((0, 1), (1, 1), (2, 1)),), (0,), 1),
+    )
+    model = Transformer(1, (MLP(layers, residual=False),))
+    pts = [(mpq(x),) for x in (0, 1, 2)]
+    both(model, pts, [[i] for i in range(len(pts))])
+    assert any(r is not None for r in seen)
+
+
+def test_run_lanes_bound_their_largest_value(monkeypatch):
+    """A run's lanes carry the largest value over all classes as their bound: here 2^100 + 5
+    beside 5, so the last layer, which reads the lane beside a row lane, keeps it out of int64
+    (a bound from the smallest value would send it through the int64 row kernel)."""
+    seen = _spy_runs(monkeypatch)
+    layers = (
+        Affine(1, (((0, 2**100),), ((0, 1),)), (5, 0), 1),  # one class per x
+        Affine(2, (((0, 1),), ((1, 1),)), (1, 0), 1),
+        Affine(2, (((0, 1),), ((1, 1),)), (-1, 0), 1),
+        Affine(2, (((0, 3), (1, 1)),), (0,), 1),
+    )
+    model = Transformer(1, (MLP(layers, residual=False),))
+    pts = [(mpq(x),) for x in (0, 1, 1, 0)]
+    both(model, pts, [[i] for i in range(len(pts))])
+    assert any(r is not None for r in seen)
