@@ -83,6 +83,7 @@ def runs(request, monkeypatch):
     """Both ways through runs of shared layers: in runs where they apply, and layer by layer."""
     if request.param != "runs":
         monkeypatch.setattr(shared_runs, "RUN_LIMBS", -1)
+    return request.param
 
 
 FULL = instances("full")
@@ -621,8 +622,8 @@ def test_peel_shortcuts_against_the_reference(p, monkeypatch, runs):
     model = Transformer(1, (MLP(layers, residual=False, probes=probes),))
     pts = [(mpq(x),) for x in (0, 1, 2, 3, 4, 5, 6, 7, 3, 5, 4)]
     both(model, pts, [[i] for i in range(len(pts))])
-    if p >= 63:  # beyond int64 the pair is a shared lane pair, and it is tagged
-        assert any(made)
+    if p >= 63 and runs != "runs":  # beyond int64 the pair is a shared lane pair, tagged
+        assert any(made)  # (by the per-layer kernel: the run kernel needs no tags)
 
 
 @pytest.mark.parametrize("seed", range(40))

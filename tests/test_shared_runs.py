@@ -209,3 +209,21 @@ def test_run_lanes_bound_their_largest_value(monkeypatch):
     pts = [(mpq(x),) for x in (0, 1, 1, 0)]
     both(model, pts, [[i] for i in range(len(pts))])
     assert any(r is not None for r in seen)
+
+
+def test_shared_units_of_a_mixed_layer_in_the_run_kernel(monkeypatch):
+    """A layer with row units as well (Stage III's read-outs of the slot's key and label) has
+    its shared units computed by the run kernel as a one-layer program: same trace."""
+    taken = []
+    real = fast._Engine._shared_units
+
+    def spy(self, *args):
+        got = real(self, *args)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(fast._Engine, "_shared_units", spy)
+    ds = random_sequences(300, 6, 4, 40, 4, seed=6)
+    model, _ = ks25.build(ds, {})
+    both(model, ds.vocab, ds.sequences, positions="last")
+    assert sum(taken) >= 5

@@ -169,6 +169,7 @@ class _Engine:
         self._held: set[int] = set()
         self._placeholders = 0
         self._sorted: _SortedKeys | None = None  # Stage II in key order, while it applies
+        self._no_run_before = 0  # a run refused by the kernel: its layers go one by one
         self._order: _SortedKeys | None = None  # the last key lane sorted (kept for re-entry)
         # (class count, sorted keys) at which the classes were found not to be runs
         self._not_runs: tuple = (-1, None)
@@ -462,7 +463,16 @@ class _Engine:
                 )
         big_units = [u for u, p in enumerate(plans) if p[0] in ("shared", "mixed")]
         if big_units:
-            z, b = self._shared_layer(a, relu, plans, bounds, big_units, sig, out)
+            got = None
+            if (
+                relu
+                and steps is None
+                and self.den == 1
+                and all(plans[u][0] == "shared" for u in big_units)
+                and all(lanes[c].nonneg for u in big_units for c, _ in a.rows[u])
+            ):
+                got = self._shared_units(a, big_units, out)
+            z, b = got or self._shared_layer(a, relu, plans, bounds, big_units, sig, out)
             zeros += z
             if b is not None:
                 best = b if best is None else min(best, b)
@@ -614,14 +624,68 @@ class _Engine:
         in one compiled pass; returns (zeros, least non-zero |z|) per layer as :meth:`layer`,
         or None (nothing done) where no run starts, its values are long, or one outgrew the
         limbs given to it."""
-        if self.den != 1 or self.nclass == 0:
-            return None
         lanes = self.lanes
+        if self.den != 1 or self.nclass == 0 or start < self._no_run_before:
+            return None
+        if not self._short_lanes(x for x in lanes if x.shared):  # before planning: it is cheap
+            return None
         p = shared_runs.plan(
             layers, start, stop_at, blocked, [x.shared for x in lanes], [x.nonneg for x in lanes]
         )
-        if p is None:
+        got = None if p is None else self._run_program(p)
+        if got is None:
+            if p is not None:  # refused: its layers go one by one, none starts a run again
+                self._no_run_before = p.stop
             return None
+        made, (zpre, zneg, lo, lo_n, pos, pos_n) = got
+        stats = []
+        for l_ in range(p.layers):
+            units = range(p.layer_units[l_], p.layer_units[l_ + 1])
+            zeros = int(zpre[units.start : units.stop].sum())
+            best = _least(lo, lo_n, units)
+            for kind, i in p.origins[l_]:  # σ(x) = x: x's zeros and least positive value
+                if kind == "in":
+                    zeros += lanes[i].zeros
+                    least = lanes[i].min_pos
+                else:
+                    zeros += int(zpre[i] + zneg[i])
+                    least = _least(pos, pos_n, range(i, i + 1))
+                if least is not None:
+                    best = least if best is None else min(best, least)
+            stats.append((zeros, best))
+        out = [lanes[i] if kind == "in" else made[i] for kind, i in p.final]
+        self._let_go(lanes, out, {})
+        self._fused, self._folded = {}, {}
+        return stats
+
+    def _shared_units(self, a: Affine, units: list[int], out: list) -> tuple | None:
+        """A ReLU layer's shared units (no mixed ones) as a one-layer program of the run kernel
+        (their inputs short): fills ``out`` and returns (zeros, least non-zero |z|) over them, or
+        None where the per-layer kernel is to do it."""
+        lanes = self.lanes
+        if not self._short_lanes(lanes[c] for u in units for c, _ in a.rows[u]):
+            return None
+        p = shared_runs.units_program(
+            [a.rows[u] for u in units], [a.bias[u] for u in units], len(lanes)
+        )
+        got = self._run_program(p)
+        if got is None:
+            return None
+        made, (zpre, _, lo, lo_n, _, _) = got
+        for u, (_, k) in zip(units, p.final, strict=True):
+            out[u] = made[k]
+        return int(zpre.sum()), _least(lo, lo_n, range(len(units)))
+
+    @staticmethod
+    def _short_lanes(lanes) -> bool:
+        """Whether every one of ``lanes`` is short enough for the run kernel (RUN_LIMBS)."""
+        return all(_limbs(lane.bound) <= shared_runs.RUN_LIMBS for lane in lanes)
+
+    def _run_program(self, p: shared_runs.Plan):
+        """Run a shared-run program over every class; the new lanes (by unit) and per-unit
+        statistics (pre-activations 0, negative; least non-zero |z|, least positive z, each with
+        its limbs in use), or None."""
+        lanes = self.lanes
         inputs = [_limbs(lanes[i].bound) for i, _ in p.loads]
         if max(inputs, default=0) > shared_runs.RUN_LIMBS:
             return None
@@ -668,38 +732,13 @@ class _Engine:
             self.hfree.extend(slots)
             return None
         (lo, lo_n), (pos, pos_n), (hi, hi_n) = extremes
-
-        def least_positive(k: int) -> int | None:
-            return _int_of(pos[k, : pos_n[k]]) if pos_n[k] > 0 else None
-
-        stats = []
-        for l_ in range(p.layers):
-            units = range(p.layer_units[l_], p.layer_units[l_ + 1])
-            zeros = int(zpre[units.start : units.stop].sum())
-            found = [k for k in units if lo_n[k] > 0]
-            best = None
-            if found:
-                fewest = min(lo_n[k] for k in found)
-                best = min(_int_of(lo[k, :fewest]) for k in found if lo_n[k] == fewest)
-            for kind, i in p.origins[l_]:
-                if kind == "in":
-                    zeros += lanes[i].zeros
-                    least = lanes[i].min_pos
-                else:
-                    zeros += int(zpre[i] + zneg[i])
-                    least = least_positive(i)
-                if least is not None:
-                    best = least if best is None else min(best, least)
-            stats.append((zeros, best))
         made = {}
         for k, s in zip(new, slots, strict=True):
             self.used[s] = max(int(hi_n[k]), 1)
             top = _int_of(hi[k, : hi_n[k]]) if hi_n[k] > 0 else 0
-            made[k] = _Lane(True, s, top, True, int(zpre[k] + zneg[k]), least_positive(k))
-        out = [lanes[i] if kind == "in" else made[i] for kind, i in p.final]
-        self._let_go(lanes, out, {})
-        self._fused, self._folded = {}, {}
-        return stats
+            least = _int_of(pos[k, : pos_n[k]]) if pos_n[k] > 0 else None
+            made[k] = _Lane(True, s, top, True, int(zpre[k] + zneg[k]), least)
+        return made, (zpre, zneg, lo, lo_n, pos, pos_n)
 
     def take_probe(self, i: int, terms) -> np.ndarray:
         """Probe ``i`` of the last layer (its ``terms``): computed in the layer's own pass when
@@ -1188,6 +1227,16 @@ def _no_probes(n: int) -> tuple:
     """The row kernel's probe arguments when it computes no probe."""
     e = np.zeros(0, np.int64)
     return np.zeros(1, np.int64), e, e, np.empty((0, n), np.int8), e
+
+
+def _least(lo: np.ndarray, lo_n: np.ndarray, units: range) -> int | None:
+    """The least of the kept extremes lo[k] (lo_n[k] limbs in use; none kept: −1) for k in
+    ``units``: fewest limbs first, exact among those."""
+    found = [k for k in units if lo_n[k] > 0]
+    if not found:
+        return None
+    fewest = min(lo_n[k] for k in found)
+    return min(_int_of(lo[k, :fewest]) for k in found if lo_n[k] == fewest)
 
 
 def _normal(terms) -> tuple:

@@ -26,7 +26,7 @@ import numpy as np
 from exactmem.evaluate.digits import _paired, _sparse
 from exactmem.model import Affine
 
-__all__ = ["MIN_LAYERS", "RUN_LIMBS", "Plan", "plan", "register_limbs"]
+__all__ = ["MIN_LAYERS", "RUN_LIMBS", "Plan", "plan", "register_limbs", "units_program"]
 
 MIN_LAYERS = 2  # a shorter run saves less than its planning costs
 RUN_LIMBS = 64  # longer inputs: the per-layer path, whose cost does not grow with the length
@@ -121,6 +121,12 @@ def plan(
     if stop - start < MIN_LAYERS:
         return None
     return _layout(start, stop, n_in, kinds)
+
+
+def units_program(rows: Sequence, biases: Sequence[int], n_in: int) -> Plan:
+    """The program of one layer's shared units alone (the layer's other units go the per-layer
+    way): unit j of ``rows`` is output position j; every input is a shared non-negative lane."""
+    return _layout(0, 1, n_in, [[("unit", row, b) for row, b in zip(rows, biases, strict=True)]])
 
 
 def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
