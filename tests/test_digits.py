@@ -33,6 +33,10 @@ def test_balanced_digits_of_long_integers(w):
     """Long integers take a linear-time path (bytes, then a carry-lookahead scan): the same
     digits as the digit loop — balanced digits in [−2^29, 2^29) are unique."""
     dg._SPARSE.clear()
+    assert list(zip(*dg._sparse(w), strict=True)) == _digit_loop(w)
+
+
+def _digit_loop(w: int) -> list[tuple[int, int]]:
     digits, m, i = [], w, 0
     while m:
         d = m & dg.MASK
@@ -41,4 +45,12 @@ def test_balanced_digits_of_long_integers(w):
             digits.append((i, d))
         m = (m - d) >> 30
         i += 1
-    assert list(zip(*dg._sparse(w), strict=True)) == digits
+    return digits
+
+
+def test_short_paths_give_the_digit_loops_digits():
+    """Single digits and powers of two take shortcuts: the digits are the loop's."""
+    values = [s * v for s in (1, -1) for k in range(300) for v in (2**k, 2**k - 1, 2**k + 1)]
+    values += list(range(-(2**12), 2**12)) + [2**29 - 1, -(2**29), 2**29, -(2**29) - 1]
+    for w in values:
+        assert list(zip(*dg._sparse(w), strict=True)) == _digit_loop(w), w

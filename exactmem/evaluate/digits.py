@@ -26,6 +26,14 @@ def _sparse(w: int) -> tuple[list[int], list[int]]:
     """w as signed 30-bit digits in [−2^29, 2^29), the non-zero ones: (offsets, digits).
 
     Balanced digits keep runs of ones short: 2^p − 1 is two digits, not p/30."""
+    if -HALF <= w < HALF:  # one digit (the common weights, and every bias near 0)
+        return ([0], [w]) if w else ([], [])
+    m = abs(w)
+    if m & (m - 1) == 0:  # ±2^b (Stage III's shifts): no loop over the limbs below
+        i, r = divmod(m.bit_length() - 1, LIMB)
+        if r < LIMB - 1 or w < 0:
+            return [i], [-(1 << r) if w < 0 else 1 << r]
+        return [i, i + 1], [-HALF, 1]  # 2^29 is not a digit: 2^30 − 2^29
     got = _SPARSE.get(w)
     if got is None and w.bit_length() > 64 * LIMB:  # numpy's fixed cost pays from here
         return _sparse_long(w)

@@ -129,13 +129,6 @@ def _obj(a: np.ndarray) -> np.ndarray:
 SHORT = 8  # limbs per class of a short block (a long one has _Engine.long)
 
 
-def _short(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of non-negative limb vectors: limbs in use, and the value where that is ≤ 2."""
-    nonzero = M != 0
-    used = np.where(nonzero.any(axis=1), M.shape[1] - np.argmax(nonzero[:, ::-1], axis=1), 0)
-    return used, M[:, 0] + (M[:, 1] << LIMB)
-
-
 class _Engine:
     """State of one MLP evaluation: row slots, classes, shared slots, current lanes."""
 
@@ -1018,9 +1011,9 @@ class _Engine:
         for j, (offs, digits) in made.items():
             self.views[int(slots[j])] = (int(slots[anchor[j]]), offs, digits)
         self._tag(a, units, plans, slots)
-        hi_n, hi_v = _short(hi_abs)
-        lo_n, lo_v = _short(lo_abs)
-        pos_n, pos_v = _short(lo_pos)
+        # the kernel keeps each extreme's limbs in use; the value itself where that is ≤ 2
+        lo_n, hi_n, pos_n = lens[:, 0], lens[:, 1], lens[:, 2]
+        lo_v, hi_v, pos_v = (M[:, 0] + (M[:, 1] << LIMB) for M in (lo_abs, hi_abs, lo_pos))
         seen = (flags & 1).astype(bool)
         best = None
         if seen.any():  # the least non-zero |z|: fewest limbs first, exact among those

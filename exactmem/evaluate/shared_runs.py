@@ -104,7 +104,7 @@ def plan(
             kind = _unit_kind(row, b, carried, is_shared, is_nonneg)
             if not kind:
                 break
-            units.append((kind, row, b))
+            units.append((kind, tuple(row), b))  # (rows are tuples by type, not check)
         if len(units) < len(a.rows):
             break
         nxt = []
@@ -126,7 +126,8 @@ def plan(
 def units_program(rows: Sequence, biases: Sequence[int], n_in: int) -> Plan:
     """The program of one layer's shared units alone (the layer's other units go the per-layer
     way): unit j of ``rows`` is output position j; every input is a shared non-negative lane."""
-    return _layout(0, 1, n_in, [[("unit", row, b) for row, b in zip(rows, biases, strict=True)]])
+    units = [("unit", tuple(row), b) for row, b in zip(rows, biases, strict=True)]
+    return _layout(0, 1, n_in, [units])
 
 
 def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
@@ -139,7 +140,7 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
     for units in kinds:
         computed = sorted(
             ((j, row, b) for j, (kind, row, b) in enumerate(units) if kind == "unit"),
-            key=lambda unit: tuple(unit[1]),
+            key=lambda unit: unit[1],
         )
         value_of = {}
         for j, row, _ in computed:
@@ -176,28 +177,33 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
     bptr, boff, bval = [0], [], []
     layer_units, origins = [0], []
     reach = bias_limbs = 0
+    terms_of: dict[tuple, list] = {}  # a row's terms as (lane, partner, digits): units share rows
     for before, computed, after, aliased in steps:
         previous = None
         for j, row, b in computed:  # new registers: none is read in this layer
             r = take()
             out_reg.append(r)
-            same.append(tuple(row) == previous)
-            previous = tuple(row)
-            for c, c2, w in _paired(list(row)):
+            same.append(row == previous)
+            previous = row
+            terms = terms_of.get(row)
+            if terms is None:
+                terms = terms_of[row] = [(c, c2, *_sparse(w)) for c, c2, w in _paired(list(row))]
+            for c, c2, offs, digits in terms:
                 treg.append(reg[before[c]])
                 treg2.append(reg[before[c2]] if c2 >= 0 else -1)
-                offs, digits = _sparse(w)
                 doff += offs
                 dval += digits
                 dptr.append(len(doff))
-                reach = max(reach, *offs, 0)
+                if offs and offs[-1] > reach:
+                    reach = offs[-1]
             tptr.append(len(treg))
             offs, digits = _sparse(b)
             boff += offs
             bval += digits
             bptr.append(len(boff))
-            reach = max(reach, *offs, 0)
-            bias_limbs = max(bias_limbs, offs[-1] + 1 if offs else 0)
+            if offs:
+                reach = max(reach, offs[-1])
+                bias_limbs = max(bias_limbs, offs[-1] + 1)
             reg[after[j]] = r
         layer_units.append(len(out_reg))
         origins.append([named(v) for v in aliased])
