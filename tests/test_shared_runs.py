@@ -227,3 +227,26 @@ def test_shared_units_of_a_mixed_layer_in_the_run_kernel(monkeypatch):
     model, _ = ks25.build(ds, {})
     both(model, ds.vocab, ds.sequences, positions="last")
     assert sum(taken) >= 5
+
+
+def test_runs_in_parallel_parts(monkeypatch):
+    """Classes in parts on two threads (threshold lowered): the parts' statistics merged give
+    the reference's trace."""
+    monkeypatch.setattr(fast, "PARALLEL_CLASSES", 4)
+    kernel = fast.run_kernel()
+    parts = []
+    real = kernel.shared_run
+
+    def spy(*args):
+        parts.append(args[29])  # chunks
+        return real(*args)
+
+    monkeypatch.setattr(kernel, "shared_run", spy)
+    ds = random_sequences(300, 6, 4, 40, 4, seed=5)
+    model, _ = ks25.build(ds, {})
+    for jobs in (1, 2):
+        both(model, ds.vocab, ds.sequences, positions="last", jobs=jobs)
+    pts = [(mpq(x),) for x in range(8)] * 2  # eight classes: two parts
+    for seed in range(12):
+        both(_peel(2**90, random.Random(seed), 5), pts, [[i] for i in range(len(pts))], jobs=2)
+    assert parts and max(parts) > 1
