@@ -62,3 +62,27 @@ def both(model, vocab, sequences, **kw):
     if a is not None:
         same_trace(a, b)
     return b
+
+
+def run_folded(module, model, ds, **kw):
+    from exactmem.verify import step_folds
+
+    folds = step_folds(model)
+    trace = module.run(model, ds.vocab, ds.sequences, positions="last", folds=folds, **kw)
+    return trace, folds
+
+
+def same_folds(a, b):
+    """Step folds (Stage II) and match folds (Stage III) in the same states."""
+    from exactmem.verify import MatchFold
+
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        assert x.seen == y.seen and x.seen
+        if isinstance(x, MatchFold):
+            names, kept = ("hits", "slot", "off"), "off_values"
+        else:
+            names, kept = ("ones", "flags", "ramp", "rise"), "ramp_values"
+        for name in names:
+            assert getattr(x, name).tolist() == getattr(y, name).tolist(), name
+        assert getattr(x, kept) == getattr(y, kept)

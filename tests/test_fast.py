@@ -13,7 +13,7 @@ import pytest
 from gmpy2 import mpq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import both, same_trace
+from support import both, run_folded, same_folds, same_trace
 
 from exactmem.certify import certify
 from exactmem.constructions import ks25, vys
@@ -230,30 +230,6 @@ def test_probes_made_in_the_layers_pass(monkeypatch):
         made.clear()
 
 
-def _folded(module, model, ds, **kw):
-    from exactmem.verify import step_folds
-
-    folds = step_folds(model)
-    trace = module.run(model, ds.vocab, ds.sequences, positions="last", folds=folds, **kw)
-    return trace, folds
-
-
-def _same_folds(a, b):
-    """Step folds (Stage II) and match folds (Stage III) in the same states."""
-    from exactmem.verify import MatchFold
-
-    assert len(a) == len(b) > 0
-    for x, y in zip(a, b, strict=True):
-        assert x.seen == y.seen and x.seen
-        if isinstance(x, MatchFold):
-            names, kept = ("hits", "slot", "off"), "off_values"
-        else:
-            names, kept = ("ones", "flags", "ramp", "rise"), "ramp_values"
-        for name in names:
-            assert getattr(x, name).tolist() == getattr(y, name).tolist(), name
-        assert getattr(x, kept) == getattr(y, kept)
-
-
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_step_lanes_folded_in_their_layers_pass(monkeypatch, jobs):
     """Stage II: a step pair that the next layer reads only through the step (it refines its
@@ -273,10 +249,10 @@ def test_step_lanes_folded_in_their_layers_pass(monkeypatch, jobs):
     monkeypatch.setattr(
         fast._Engine, "_elidable", _spy(fast._Engine._elidable, lambda r: elided.append(len(r)))
     )
-    ref, ref_folds = _folded(reference, model, ds)
-    got, got_folds = _folded(fast, model, ds, jobs=jobs)
+    ref, ref_folds = run_folded(reference, model, ds)
+    got, got_folds = run_folded(fast, model, ds, jobs=jobs)
     same_trace(ref, got)
-    _same_folds(ref_folds, got_folds)
+    same_folds(ref_folds, got_folds)
     steps = sum(f.seen for f in got_folds if isinstance(f, StepFold))
     # every step lane folded in its pass but f2's step[1] (its layer reads the attention
     # output, over a denominator 6: folded apart); the step pairs of the layers whose next
@@ -296,10 +272,10 @@ def test_step_lanes_folded_in_their_layers_pass(monkeypatch, jobs):
     sublayers = list(model.sublayers)
     sublayers[at] = dataclasses.replace(mlp, layers=tuple(layers))
     broken = dataclasses.replace(model, sublayers=tuple(sublayers))
-    ref, ref_folds = _folded(reference, broken, ds)
-    got, got_folds = _folded(fast, broken, ds, jobs=jobs)
+    ref, ref_folds = run_folded(reference, broken, ds)
+    got, got_folds = run_folded(fast, broken, ds, jobs=jobs)
     same_trace(ref, got)
-    _same_folds(ref_folds, got_folds)
+    same_folds(ref_folds, got_folds)
     assert got_folds[0].ramp_values  # the ramp was seen, with its exact values
 
 
@@ -327,10 +303,19 @@ def test_stage_two_in_key_order(monkeypatch):
         "_sorted_rows",
         _spy2(fast._Engine._sorted_rows, lambda steps: layers.append(steps[4][0].prefix)),
     )
-    ref, ref_folds = _folded(reference, model, ds)
-    got, got_folds = _folded(fast, model, ds)
+    real_run = fast._Engine.step_run
+
+    def step_run(self, *args):  # a run of step layers: each of its layers in key order too
+        got = real_run(self, *args)
+        if got is not None:
+            layers.extend([self._sorted.fold.prefix] * len(got))
+        return got
+
+    monkeypatch.setattr(fast._Engine, "step_run", step_run)
+    ref, ref_folds = run_folded(reference, model, ds)
+    got, got_folds = run_folded(fast, model, ds)
     same_trace(ref, got)
-    _same_folds(ref_folds, got_folds)
+    same_folds(ref_folds, got_folds)
     # phi's steps all in key order but its first (Stage I's layer); f2's accumulator of
     # labels is still small at N = 800, its units read the steps' rows: row by row there
     phi = next(f for f in got_folds if f.key == "phi.")
@@ -352,10 +337,10 @@ def test_stage_two_in_key_order(monkeypatch):
     for change, wrong in ((ramp, "ramp"), (back, "rise")):
         broken = _with_layer(model, at, "step[9]", change)
         layers.clear()
-        ref, ref_folds = _folded(reference, broken, ds)
-        got, got_folds = _folded(fast, broken, ds)
+        ref, ref_folds = run_folded(reference, broken, ds)
+        got, got_folds = run_folded(fast, broken, ds)
         same_trace(ref, got)
-        _same_folds(ref_folds, got_folds)
+        same_folds(ref_folds, got_folds)
         assert (getattr(got_folds[0], wrong) == 9).any()
         assert layers  # the layers before and after still in key order
 

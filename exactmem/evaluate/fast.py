@@ -105,6 +105,20 @@ class _SortedKeys:
     last: int = -1
 
 
+@dataclass
+class _StepLayout:
+    """One layer of a step run (:meth:`_Engine.step_run`): its row units and mixed units (run
+    indices), the lanes its σ(x) = x units carry (a lane, or a mixed unit's index), what each
+    output position holds, its probe's terms and fold claim."""
+
+    rows: list
+    mixed: list
+    aliases: list
+    out: list
+    probe: tuple
+    claim: tuple
+
+
 class _Fallback(Exception):
     """The fast path cannot prove int64 safety for a row functional: use the reference."""
 
@@ -113,6 +127,12 @@ def _kernels():
     from exactmem.evaluate import kernels  # numba: imported only when evaluating
 
     return kernels
+
+
+def step_kernel():
+    from exactmem.evaluate import step_kernel  # numba, as _kernels
+
+    return step_kernel
 
 
 def run_kernel():
@@ -163,6 +183,7 @@ class _Engine:
         self._placeholders = 0
         self._sorted: _SortedKeys | None = None  # Stage II in key order, while it applies
         self._no_run_before = 0  # a run refused by the kernel: its layers go one by one
+        self._no_step_before = 0  # likewise for a run of step layers
         self._order: _SortedKeys | None = None  # the last key lane sorted (kept for re-entry)
         # (class count, sorted keys) at which the classes were found not to be runs
         self._not_runs: tuple = (-1, None)
@@ -609,6 +630,274 @@ class _Engine:
         else:
             self.k.relu_units(*args, chunks)
         lane.slot = slot
+
+    # ---------------------------------------------------------------- runs of step layers
+
+    def step_run(self, layers, start: int, stop_at: int, probes_at, fold_of) -> list | None:
+        """Layers start.. of Stage II in key order in one compiled pass
+        (:mod:`exactmem.evaluate.step_kernel`), while each has the shape :meth:`_step_plan`
+        checks; (zeros, least non-zero |z|) per layer done, or None (nothing done)."""
+        srt = self._sorted
+        if srt is None or srt.lo is None or srt.fold is None or self.den != 1:
+            return None
+        plan = self._step_plan(layers, start, stop_at, probes_at, fold_of)
+        if plan is None:
+            return None
+        rows, mixed, layouts = plan
+        L = len(layouts)
+        limit = max(64, self.n // 4)  # as _split: beyond it sharing no longer pays
+        cap = min(limit, self.nclass + L)
+        self._reserve(cap)
+        lanes = self.lanes
+        live = {lane.slot for lane in lanes if lane.shared}
+        live |= {self.views[x][0] for x in live if x in self.views}
+        grow: dict[int, int] = {}  # slot → a bound on every value it takes in the run
+        for slot, lam, bound in mixed:
+            grow[slot] = max(grow.get(slot, 0), bound + max(lam, 0))
+        for slot, most in grow.items():  # room for all of them, in place
+            need = max(_limbs(most), int(self.used[slot])) + 2
+            self.store.ensure(slot, self._width(need))
+        lo, hi, counts = (np.zeros(cap, np.int64) for _ in range(3))
+        lo[: self.nclass], hi[: self.nclass] = srt.lo, srt.hi
+        counts[: self.nclass] = self.counts
+        state = np.array([self.nclass, srt.last, limit, srt.last], np.int64)
+        lam_limbs, lam_mags, lptr, lw = [], [], [0], []
+        for _, lam, _ in mixed:  # λ normalized (top limb signed) and |λ|, as many limbs each
+            k = -(-lam.bit_length() // LIMB) + 1
+            v, digits = lam, []
+            for _ in range(k - 1):
+                digits.append(v & MASK)
+                v >>= LIMB
+            digits.append(v)
+            lw.append(next(i for i, d in enumerate(digits) if d))
+            lam_limbs += digits
+            lam_mags += [(abs(lam) >> (LIMB * i)) & MASK for i in range(k)]
+            lptr.append(len(lam_limbs))
+        S = int(self.store.width.max()) + 2
+        M = len(mixed)
+        ustats = np.zeros((len(rows), 5), np.int64)
+        P = np.zeros(L, np.int64)
+        S = max(S, max(np.diff(lptr), default=0) + 2)  # a magnitude |y + λ| < |λ| when negative
+        mzeros, mneg = np.zeros(M, np.int64), np.zeros(M, np.int64)
+        mlo, mpos, mhi = (np.zeros((M, S), np.int64) for _ in range(3))
+        mlo_n, mpos_n, mhi_n = (np.full(M, -1, np.int64) for _ in range(3))
+        arr = lambda xs: np.array(xs, np.int64)  # noqa: E731
+        done = step_kernel().step_run(
+            srt.xs,
+            lo,
+            hi,
+            counts,
+            state,
+            *self.store.args(),
+            self.CL,
+            self.V,
+            arr(sorted(live)),
+            arr(np.cumsum([0] + [len(lay.rows) for lay in layouts])),
+            arr([w for w, _, _ in rows]),
+            arr([b for _, b, _ in rows]),
+            arr([c for _, _, c in rows]),
+            arr(np.cumsum([0] + [len(lay.mixed) for lay in layouts])),
+            arr([slot for slot, _, _ in mixed]),
+            arr(lptr),
+            arr(lam_limbs),
+            arr(lw),
+            arr(lam_mags),
+            ustats,
+            P,
+            mzeros,
+            mneg,
+            mlo,
+            mlo_n,
+            mpos,
+            mpos_n,
+            mhi,
+            mhi_n,
+        )
+        if done == 0:
+            self._no_step_before = start + 1
+            return None
+        if int(state[0]) != self.nclass:
+            self._classes = None
+        self.nclass = int(state[0])
+        self.counts = counts[: self.nclass].copy()
+        srt.lo, srt.hi = lo[: self.nclass].copy(), hi[: self.nclass].copy()
+
+        def least(ext, n, m) -> int | None:
+            return _int_of(ext[m, : n[m]]) if n[m] > 0 else None
+
+        def of(origin) -> tuple[int, int | None]:  # a carried lane's zeros, least positive
+            if isinstance(origin, _Lane):
+                return origin.zeros, origin.min_pos
+            return int(mzeros[origin] + mneg[origin]), least(mpos, mpos_n, origin)
+
+        stats = []
+        for l_ in range(done):
+            lay = layouts[l_]
+            zeros, best = 0, None
+            found = [int(ustats[u, 2]) for u in lay.rows if ustats[u, 2] >= 0]
+            found += [v for m in lay.mixed if (v := least(mlo, mlo_n, m)) is not None]
+            zeros = int(ustats[lay.rows, 0].sum()) + int(mzeros[lay.mixed].sum())
+            for origin in lay.aliases:
+                z, v = of(origin)
+                zeros += z
+                if v is not None:
+                    found.append(v)
+            stats.append((zeros, min(found) if found else best))
+            fold, name = lay.claim
+            j = fold.begin(name, self.n)
+            srt.diff[P[l_]] += 1
+            fold.finish(j, 0, None, 1)
+        srt.last = int(P[done - 1])
+        # the lanes after the last layer done: carried, updated in place, or row units kept as
+        # recipes (their step is the probe the next layer refines on)
+        lay = layouts[done - 1]
+        out, recipes = [], {}
+        made: dict[int, _Lane] = {}
+        for what in lay.out:
+            if isinstance(what, _Lane):
+                out.append(what)
+            elif what[0] == "mixed":
+                m = what[1]
+                if m not in made:
+                    slot = mixed[m][0]
+                    self.used[slot] = max(int(mhi_n[m]), 1)
+                    top = least(mhi, mhi_n, m) or 0
+                    zeros_m = int(mzeros[m] + mneg[m])
+                    made[m] = _Lane(True, slot, top, True, zeros_m, least(mpos, mpos_n, m))
+                out.append(made[m])
+            else:
+                u = what[1]
+                w, b, _ = rows[u]
+                z, neg, _, min_pos, top_abs = (int(x) for x in ustats[u])
+                self._placeholders += 1
+                slot = -self._placeholders
+                recipes[slot] = ([srt.key.slot], [w], b, True)
+                out.append(
+                    _Lane(False, slot, top_abs, True, z + neg, None if min_pos < 0 else min_pos)
+                )
+        self._forget(*grow)
+        self._let_go(lanes, out, recipes)
+        self._fused, self._folded = {}, {}
+        self._probed = {_key(lay.probe, out): _Step(srt.perm, srt.last)}
+        return stats
+
+    def _step_plan(self, layers, start: int, stop_at: int, probes_at, fold_of):
+        """The layers from ``start`` that a step run decides, by their structure: every unit
+        σ(x) = x of the key or of a shared lane, σ(w·x + b) of the key (w > 0, values below
+        2^62: row units), or σ(y + λ·g) of a shared lane y in place (read by no other unit,
+        not a view, λ > 0) and g the step of the layer before (mixed); one probe, reading the
+        row units, folded by the run's fold; the step in int64. Returns (row units (w, b,
+        probe coefficient), mixed units (slot, λ, bound of y), per-layer layouts) or None."""
+        srt = self._sorted
+        key = srt.key
+        lanes = self.lanes
+        if start < self._no_step_before or key.slot < 0:
+            return None
+        # what each position holds: a lane (unchanged), ("mixed", m) or ("row", u)
+        held: list = list(lanes)
+        before = next((t for t, v in self._probed.items() if isinstance(v, _Step)), None)
+        if before is None or self._probed[before].p != srt.last:
+            return None
+        prev_probe = None  # the step before, as terms over positions (None: the engine's)
+        rows, mixed, layouts = [], [], []
+        views = {base for base, _, _ in self.views.values()} | set(self.views)
+
+        def is_row(what) -> bool:  # a row unit of the layer before (read through its step)
+            if isinstance(what, tuple):
+                return what[0] == "row"
+            return not what.shared and what is not key
+
+        def slot_of(what) -> int | None:  # a shared value that may be updated in place
+            if isinstance(what, tuple):
+                return mixed[what[1]][0] if what[0] == "mixed" else None
+            if not what.shared or not what.nonneg or what.slot in views:
+                return None
+            return what.slot
+
+        bounds: dict[int, int] = {}  # slot → bound of its value now
+        li = start
+        while li < stop_at:
+            a = layers[li]
+            here = probes_at.get(li, ())
+            if a.denominator != 1 or len(here) != 1:
+                break
+            probe = here[0]
+            claim = fold_of(probe)
+            if claim is None or claim[0] is not srt.fold:
+                break
+            lay = _StepLayout([], [], [], [], probe.terms, claim)
+            out: list = []
+            reads: dict[int, int] = {}
+            for row in a.rows:
+                for c, _ in row:
+                    reads[c] = reads.get(c, 0) + 1
+            ok = True
+            row_units = {}
+            for u, (row, b) in enumerate(zip(a.rows, a.bias, strict=True)):
+                kinds = [held[c] for c, _ in row]
+                if len(row) == 1 and row[0][1] == 1 and b == 0 and kinds[0] is not None:
+                    what = kinds[0]
+                    if isinstance(what, _Lane) and what is not key and not what.shared:
+                        ok = False
+                        break
+                    if isinstance(what, tuple) and what[0] == "row":
+                        ok = False
+                        break
+                    lay.aliases.append(what if isinstance(what, _Lane) else what[1])
+                    out.append(what)
+                elif len(row) == 1 and kinds[0] is key and row[0][1] > 0:
+                    w = row[0][1]
+                    if w * max(key.bound, 1) + abs(b) >= LIMIT:
+                        ok = False
+                        break
+                    row_units[u] = len(rows)
+                    lay.rows.append(len(rows))
+                    rows.append((w, b * self.den, 0))
+                    out.append(("row", lay.rows[-1]))
+                else:
+                    is_step = [is_row(held[c]) for c, _ in row]
+                    shared = [t for t, st in zip(row, is_step, strict=True) if not st]
+                    steps = [t for t, st in zip(row, is_step, strict=True) if st]
+                    if b != 0 or len(shared) != 1 or shared[0][1] != 1 or not steps:
+                        ok = False
+                        break
+                    y = shared[0][0]
+                    lam = math.gcd(*[w for _, w in steps]) * (1 if steps[0][1] > 0 else -1)
+                    g = sorted((c, w // lam) for c, w in steps)
+                    if prev_probe is None:
+                        same = _key(g, lanes) == before
+                    else:
+                        same = g == sorted(prev_probe)
+                    slot = slot_of(held[y])
+                    holders = sum(1 for h in held if slot_of(h) == slot)
+                    if not same or slot is None or reads[y] != 1 or holders != 1:
+                        ok = False
+                        break
+                    bound = bounds.get(slot, held[y].bound if isinstance(held[y], _Lane) else 0)
+                    bounds[slot] = bound + max(lam, 0)
+                    lay.mixed.append(len(mixed))
+                    mixed.append((slot, lam, bound))
+                    out.append(("mixed", lay.mixed[-1]))
+            if not ok or not lay.rows:
+                break
+            terms = dict(probe.terms)
+            if set(terms) != set(row_units) or len(terms) != len(row_units):
+                break
+            reach = 0
+            for u, k in row_units.items():
+                w, b, _ = rows[k]
+                rows[k] = (w, b, terms[u])
+                reach += abs(terms[u]) * (w * max(key.bound, 1) + abs(b))
+            if reach >= LIMIT:
+                break
+            lay.out = out
+            layouts.append(lay)
+            held = out
+            prev_probe = [(c, w) for c, w in probe.terms]
+            li += 1
+        if len(layouts) < 2:
+            return None
+        return rows, mixed, layouts
 
     # ---------------------------------------------------------------- runs of shared layers
 
@@ -1324,6 +1613,12 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
     for p in mlp.probes:
         probes_at.setdefault(p.layer, []).append(p)
     fold_of = getattr(on_probe, "fold_of", lambda name: None)
+
+    def claim_of(p):  # a probe's fold and its name, if a fold takes it in the layer's pass
+        name = f"{mlp.label}.{p.name}" if mlp.label else p.name
+        fold = fold_of(name)
+        return None if fold is None else (fold, name)
+
     eng = _Engine(X, den, size)
     my_stats: list = []
     last = len(mlp.layers) - 1
@@ -1336,6 +1631,21 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
         if li == last:
             eng.layer(layer, relu=False)
             break
+        steps = eng.step_run(mlp.layers, li, last, probes_at, claim_of)
+        if steps is not None:
+            for zeros, best in steps:
+                my_stats.append(
+                    LayerStat(
+                        sub,
+                        li,
+                        len(mlp.layers[li].rows),
+                        size,
+                        zeros,
+                        None if best is None else mpq(best, eng.den),
+                    )
+                )
+                li += 1
+            continue
         run = eng.shared_run(mlp.layers, li, last, probes_at.__contains__)
         if run is not None:
             for zeros, best in run:

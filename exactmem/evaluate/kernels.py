@@ -1539,9 +1539,10 @@ def warm() -> None:
     step_fold(np.zeros(4, np.int8), 1, 1, i16, u8, i32, i32.copy())
     for values in (np.zeros(4, np.int8), np.zeros(4, i64)):  # match lanes, as probes come
         match_fold(values, 1, 0, i16.copy(), np.full(4, -1, np.int32), np.full(4, -1, np.int32))
-    from exactmem.evaluate import run_kernel  # (it imports this module)
+    from exactmem.evaluate import run_kernel, step_kernel  # (they import this module)
 
     run_kernel.warm()
+    step_kernel.warm()
 
 
 @njit(cache=True)
