@@ -60,10 +60,10 @@ MEMORIZERS = [(c, i) for c, i in QUICK if c.construction.startswith(("ks25", "vy
 @pytest.mark.parametrize(
     ("claim", "inst"), MEMORIZERS, ids=[f"{c.name}[{i.label}]" for c, i in MEMORIZERS]
 )
-def test_fast_equals_reference_in_key_order(claim, inst, monkeypatch):
-    """The memorizers of the quick tier again, with Stage II in key order from the first row
-    (it starts at 2¹⁵ rows, beyond every quick instance)."""
-    monkeypatch.setattr(fast, "SORTED_FROM", 0)
+def test_fast_equals_reference_row_by_row(claim, inst, monkeypatch):
+    """The memorizers of the quick tier again, with Stage II row by row (the row kernel over
+    every input per layer) instead of in key order, where key order is refused."""
+    monkeypatch.setattr(fast, "SORTED_FROM", 1 << 62)
     test_fast_equals_reference_on_quick_claims(claim, inst)
 
 

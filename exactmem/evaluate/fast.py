@@ -51,9 +51,13 @@ __all__ = ["LIMIT", "run", "run_points"]
 LIMIT = 2**62  # every partial sum of an int64 unit is proved below this
 PARALLEL_ROWS = 1 << 16  # below this many rows (classes) a thread pool costs more than it saves
 PARALLEL_CLASSES = 1024  # a class costs ~0.3 µs: fewer are not worth waking threads for
-# Stage II in key order pays from here: its ~60 µs of Python per layer against ~4 ns per row
-# of the row kernel (even at 3·10⁴ rows in a benchmark, 4 % slower at 10⁴)
-SORTED_FROM = 1 << 15
+# Stage II in key order from this many rows: its runs of step layers (step_kernel) cost O(log N +
+# classes) a layer against the row kernel's O(N) (N = 10⁴: 0.147 s against 0.252 s in all; one
+# layer at a time, ~60 µs of Python each, it paid only from 3·10⁴ rows)
+SORTED_FROM = 0
+# layers per run of step layers: its statistics take (mixed units × limbs) per layer (N = 10⁷:
+# 2 × 1534 limbs), so a long Stage II goes in several runs, each a few µs to set up
+STEP_RUN_LAYERS = 256
 
 
 @dataclass
@@ -816,7 +820,7 @@ class _Engine:
 
         bounds: dict[int, int] = {}  # slot → bound of its value now
         li = start
-        while li < stop_at:
+        while li < stop_at and len(layouts) < STEP_RUN_LAYERS:
             a = layers[li]
             here = probes_at.get(li, ())
             if a.denominator != 1 or len(here) != 1:
