@@ -729,24 +729,33 @@ class _Engine:
         def least(ext, n, m) -> int | None:
             return _int_of(ext[m, : n[m]]) if n[m] > 0 else None
 
-        def of(origin) -> tuple[int, int | None]:  # a carried lane's zeros, least positive
-            if isinstance(origin, _Lane):
-                return origin.zeros, origin.min_pos
-            return int(mzeros[origin] + mneg[origin]), least(mpos, mpos_n, origin)
-
+        # per layer: the least non-zero |z| of its units and of the lanes its σ(x) = x carry,
+        # compared by limbs in use first (the packed integers' are long: rarely converted)
+        urow = ustats[:, 0].tolist()
+        uleast = ustats[:, 2].tolist()
+        mz, mn = mzeros.tolist(), mneg.tolist()
+        lo_n, pos_n = mlo_n.tolist(), mpos_n.tolist()
         stats = []
         for l_ in range(done):
             lay = layouts[l_]
-            zeros, best = 0, None
-            found = [int(ustats[u, 2]) for u in lay.rows if ustats[u, 2] >= 0]
-            found += [v for m in lay.mixed if (v := least(mlo, mlo_n, m)) is not None]
-            zeros = int(ustats[lay.rows, 0].sum()) + int(mzeros[lay.mixed].sum())
+            zeros = sum(urow[u] for u in lay.rows) + sum(mz[m] for m in lay.mixed)
+            small = [uleast[u] for u in lay.rows if uleast[u] >= 0]
+            long_ = [(lo_n[m], mlo, m) for m in lay.mixed if lo_n[m] > 0]
             for origin in lay.aliases:
-                z, v = of(origin)
-                zeros += z
-                if v is not None:
-                    found.append(v)
-            stats.append((zeros, min(found) if found else best))
+                if isinstance(origin, _Lane):
+                    zeros += origin.zeros
+                    if origin.min_pos is not None:
+                        small.append(origin.min_pos)
+                else:
+                    zeros += mz[origin] + mn[origin]
+                    if pos_n[origin] > 0:
+                        long_.append((pos_n[origin], mpos, origin))
+            best = min(small) if small else None
+            if long_:
+                fewest = min(k for k, _, _ in long_)
+                if best is None or fewest <= _limbs(best):
+                    best = min([*small, *(_int_of(e[m, :k]) for k, e, m in long_ if k == fewest)])
+            stats.append((zeros, best))
             fold, name = lay.claim
             j = fold.begin(name, self.n)
             srt.diff[P[l_]] += 1

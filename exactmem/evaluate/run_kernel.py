@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from exactmem.evaluate.kernels import _chunks, _hi, _view_value
+from exactmem.evaluate.kernels import _chunks, _hi, _settle, _view_value
 
 __all__ = ["shared_run", "warm"]
 
@@ -203,8 +203,9 @@ def _run_classes(
                 if top > h:  # the old top limb's sign is carried up by the pass below
                     h = top
                 acc[boff[j]] += bval[j]
-            if bptr[u + 1] > bptr[u]:
-                _carry(acc, 0, h)
+            if bptr[u + 1] > bptr[u]:  # lin is carried: only from the lowest digit up, while
+                # a carry is left (past the highest digit), as _settle does
+                _settle(acc, boff[bptr[u]], boff[bptr[u + 1] - 1] + 1, h - 1)
             o = out_reg[u]
             if acc[h - 1] < 0:  # negative: |z| = −z, carried; σ gives 0
                 for i in range(h):
