@@ -798,9 +798,10 @@ class _Engine:
         """The layers from ``start`` that a step run decides, by their structure: every unit
         σ(x) = x of the key or of a shared lane, σ(w·x + b) of the key (w > 0, values below
         2^62: row units), or σ(y + λ·g) of a shared lane y in place (read by no other unit,
-        not a view, λ > 0) and g the step of the layer before (mixed); one probe, reading the
-        row units, folded by the run's fold; the step in int64. Returns (row units (w, b,
-        probe coefficient), mixed units (slot, λ, bound of y), per-layer layouts) or None."""
+        not a view, held by no other lane) and g the step of the layer before (mixed); one
+        probe, reading the row units, folded by the run's fold; the step in int64. At most
+        STEP_RUN_LAYERS layers. Returns (row units (w, b, probe coefficient), mixed units
+        (slot, λ, bound of y before), per-layer layouts) or None."""
         srt = self._sorted
         key = srt.key
         lanes = self.lanes
@@ -910,6 +911,9 @@ class _Engine:
             li += 1
         if len(layouts) < 2:
             return None
+        # (a layer refused part way has left units behind: not the run's)
+        rows = rows[: sum(len(lay.rows) for lay in layouts)]
+        mixed = mixed[: sum(len(lay.mixed) for lay in layouts)]
         return rows, mixed, layouts
 
     # ---------------------------------------------------------------- runs of shared layers
