@@ -845,6 +845,7 @@ class _Engine:
             for row in a.rows:
                 for c, _ in row:
                     reads[c] = reads.get(c, 0) + 1
+            holders = Counter(slot_of(h) for h in held)  # positions holding each slot
             ok = True
             row_units = {}
             for u, (row, b) in enumerate(zip(a.rows, a.bias, strict=True)):
@@ -883,8 +884,7 @@ class _Engine:
                     else:
                         same = g == sorted(prev_probe)
                     slot = slot_of(held[y])
-                    holders = sum(1 for h in held if slot_of(h) == slot)
-                    if not same or slot is None or reads[y] != 1 or holders != 1:
+                    if not same or slot is None or reads[y] != 1 or holders[slot] != 1:
                         ok = False
                         break
                     bound = bounds.get(slot, held[y].bound if isinstance(held[y], _Lane) else 0)
