@@ -250,3 +250,20 @@ def test_runs_in_parallel_parts(monkeypatch):
     for seed in range(12):
         both(_peel(2**90, random.Random(seed), 5), pts, [[i] for i in range(len(pts))], jobs=2)
     assert parts and max(parts) > 1
+
+
+def test_a_bias_above_a_negative_linear_part():
+    """K − z with K's digit above the limbs of −z (found in review): the linear part's signed
+    top limb must be carried up to the bias, or the value keeps an unnormalized limb and looks a
+    limb longer than it is — the least non-zero |z| was K − 1 for K − 3, in runs and in the
+    one-layer programs alike."""
+    K = 2**150
+    layers = (
+        Affine(1, (((0, 1),),), (2**70,), 1),  # a shared lane, one class per x
+        Affine(1, (((0, 1),),), (-(2**70),), 1),  # z = x, shared
+        Affine(1, (((0, -1),), ((0, 1),)), (K, K - 2), 1),  # K − z: K's digit at limb 5
+        Affine(2, (((0, 1), (1, 1)),), (0,), 1),
+    )
+    model = Transformer(1, (MLP(layers, residual=False),))
+    pts = [(mpq(x),) for x in (1, 2, 3)]
+    both(model, pts, [[i] for i in range(len(pts))])

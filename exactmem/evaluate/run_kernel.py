@@ -204,8 +204,10 @@ def _run_classes(
                     h = top
                 acc[boff[j]] += bval[j]
             if bptr[u + 1] > bptr[u]:  # lin is carried: only from the lowest digit up, while
-                # a carry is left (past the highest digit), as _settle does
-                _settle(acc, boff[bptr[u]], boff[bptr[u + 1] - 1] + 1, h - 1)
+                # a carry is left (past the highest digit), as _settle does — and from lin's
+                # signed top limb when a digit lies above it (its sign must reach the new top)
+                low = min(lh - 1, boff[bptr[u]])
+                _settle(acc, low, boff[bptr[u + 1] - 1] + 1, h - 1)
             o = out_reg[u]
             if acc[h - 1] < 0:  # negative: |z| = −z, carried; σ gives 0
                 for i in range(h):
