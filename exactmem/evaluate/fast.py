@@ -683,11 +683,11 @@ class _Engine:
             lam_limbs += digits
             lam_mags += [(abs(lam) >> (LIMB * i)) & MASK for i in range(k)]
             lptr.append(len(lam_limbs))
-        S = int(self.store.width.max()) + 2
+        # limbs of a kept extreme: a stored value's, or |y + λ| < |λ| of a clipped one
+        S = max(int(self.store.width.max()), max(np.diff(lptr), default=0)) + 2
         M = len(mixed)
         ustats = np.zeros((len(rows), 5), np.int64)
         P = np.zeros(L, np.int64)
-        S = max(S, max(np.diff(lptr), default=0) + 2)  # a magnitude |y + λ| < |λ| when negative
         mzeros, mneg = np.zeros(M, np.int64), np.zeros(M, np.int64)
         mlo, mpos, mhi = (np.zeros((M, S), np.int64) for _ in range(3))
         mlo_n, mpos_n, mhi_n = (np.full(M, -1, np.int64) for _ in range(3))
@@ -1654,23 +1654,10 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
         if li == last:
             eng.layer(layer, relu=False)
             break
-        steps = eng.step_run(mlp.layers, li, last, probes_at, claim_of)
-        if steps is not None:
-            for zeros, best in steps:
-                my_stats.append(
-                    LayerStat(
-                        sub,
-                        li,
-                        len(mlp.layers[li].rows),
-                        size,
-                        zeros,
-                        None if best is None else mpq(best, eng.den),
-                    )
-                )
-                li += 1
-            continue
-        run = eng.shared_run(mlp.layers, li, last, probes_at.__contains__)
-        if run is not None:
+        run = eng.step_run(mlp.layers, li, last, probes_at, claim_of)
+        if run is None:
+            run = eng.shared_run(mlp.layers, li, last, probes_at.__contains__)
+        if run is not None:  # layers li.. in one pass: their statistics, as one by one
             for zeros, best in run:
                 my_stats.append(
                     LayerStat(
