@@ -238,7 +238,7 @@ def test_runs_in_parallel_parts(monkeypatch):
     real = kernel.shared_run
 
     def spy(*args):
-        parts.append(args[29])  # chunks
+        parts.append(args[33])  # chunks (after the program and nclass)
         return real(*args)
 
     monkeypatch.setattr(kernel, "shared_run", spy)
@@ -267,3 +267,41 @@ def test_a_bias_above_a_negative_linear_part():
     model = Transformer(1, (MLP(layers, residual=False),))
     pts = [(mpq(x),) for x in (1, 2, 3)]
     both(model, pts, [[i] for i in range(len(pts))])
+
+
+def test_a_step_pair_of_one_linear_part_is_its_bias_difference(monkeypatch):
+    """x − y of two units of one layer with the same linear part z is b_x − b_y while both are
+    positive (Stage III's hi − lo): the kernel takes it from the plan without reading limbs.
+    Where one is clipped to 0 it is not; and two units of different layers with equal rows read
+    different positions — their difference is not a constant."""
+    seen = _spy_runs(monkeypatch)
+    P = 2**100
+    layers = (
+        Affine(1, (((0, 1),), ((0, 3),), ((0, 1),)), (P, P, 0), 1),  # shared: x + P, 3x + P
+        # z = 5x + 3P: hi = z − 3P + 2^64 − 9, lo = σ(z − 3P − 10) (0 for x ≤ 2): hi − lo is
+        # 2^64 + 1 (three limbs) where lo > 0; u = x + P + 5; x carried
+        Affine(
+            3,
+            (((0, 1),), ((1, 1), (0, 2)), ((1, 1), (0, 2)), ((2, 1),)),
+            (5, -3 * P + 2**64 - 9, -3 * P - 10, 0),
+            1,
+        ),
+        # y = u + 2: row ((0, 1),) as u's, reading another value; u, hi, lo, x carried
+        Affine(4, (((0, 1),), ((0, 1),), ((1, 1),), ((2, 1),), ((3, 1),)), (2, 0, 0, 0, 0), 1),
+        Affine(
+            5,
+            (((0, 1), (1, -1)), ((2, 2**70), (3, -(2**70))), ((2, -5), (3, 5)), ((4, 1),)),
+            (0, 0, 3 * 2**70, 0),
+            1,
+        ),
+        Affine(4, (((0, 1), (1, 1), (2, 1), (3, 1)),), (0,), 1),
+    )
+    plan = shared_runs.plan(layers, 1, 4, lambda li: False, [True, True, False], [True] * 3)
+    treg2, ta = plan.arrays[4], plan.arrays[11]
+    paired = [t for t in range(len(treg2)) if treg2[t] >= 0]
+    # y − u is not a constant; hi − lo and lo − hi are
+    assert [ta[t] >= 0 for t in paired] == [False, True, True]
+    model = Transformer(1, (MLP(layers, residual=False),))
+    pts = [(mpq(x),) for x in (-5, 0, 1, 2, 3, 7, 2**40)]
+    both(model, pts, [[i] for i in range(len(pts))])
+    assert any(r is not None and len(r) == 3 for r in seen), seen

@@ -112,6 +112,10 @@ def _run_classes(
     bptr,
     boff,
     bval,
+    ta,
+    tb,
+    cptr,
+    cval,
     fin_reg,
     fin_slot,
     counts,
@@ -129,6 +133,8 @@ def _run_classes(
     """Classes c0..c1−1 through the run. Unit u (in layer order): σ(bias_u + Σ_t digits_t ·
     term_t), a term register treg[t] or the difference treg[t] − treg2[t] (treg2 ≥ 0), written
     to register out_reg[u]; ``same[u]``: its terms are unit u − 1's (the linear part is reused).
+    A difference of the values of units ta[t], tb[t] (≥ 0: one layer's, with equal linear parts)
+    is the constant cval[cptr[t]:cptr[t + 1]] (limbs, then the sign) when neither was clipped.
     Registers in_reg are loaded from the store's slots in_slot (views formed), fin_reg written to
     fin_slot at the end. Per unit: rows whose pre-activation is 0 (zpre) or negative (zneg),
     the least non-zero |pre-activation| (lo), the least and largest positive value (pos, hi),
@@ -138,6 +144,7 @@ def _run_classes(
     lin = np.zeros(A, np.int64)
     acc = np.zeros(A, np.int64)
     d = np.zeros(A, np.int64)
+    posv = np.zeros(out_reg.shape[0], np.bool_)  # unit u's value this class is z_u + b_u
     for c in range(c0, c1):
         k = counts[c]
         for j in range(in_slot.shape[0]):
@@ -168,7 +175,15 @@ def _run_classes(
                     r2 = treg2[t]
                     sg = 1
                     if r2 >= 0:
-                        n, sg = _difference(X, W, r, XL[r], r2, XL[r2], d)
+                        ua = ta[t]
+                        if ua >= 0 and posv[ua] and posv[tb[t]]:  # bias − bias: no limbs read
+                            p0 = cptr[t]
+                            n = cptr[t + 1] - 1 - p0
+                            sg = cval[p0 + n]
+                            for i in range(n):
+                                d[i] = cval[p0 + i]
+                        else:
+                            n, sg = _difference(X, W, r, XL[r], r2, XL[r2], d)
                     else:
                         n = XL[r]
                     if n == 0:
@@ -220,12 +235,14 @@ def _run_classes(
                 if _beats(lo, lo_n, u, acc, n, True):
                     _keep(lo, lo_n, u, acc, n)
                 XL[o] = 0
+                posv[u] = False
                 continue
             n = h
             while n > 0 and acc[n - 1] == 0:
                 n -= 1
             if n > W:
                 return False
+            posv[u] = True  # z_u + b_u ≥ 0: the value is z_u + b_u, also when it is 0
             if n == 0:
                 zpre[u] += k
             else:
@@ -279,6 +296,10 @@ def shared_run(
     bptr,
     boff,
     bval,
+    ta,
+    tb,
+    cptr,
+    cval,
     fin_reg,
     fin_slot,
     counts,
@@ -337,6 +358,10 @@ def shared_run(
                 bptr,
                 boff,
                 bval,
+                ta,
+                tb,
+                cptr,
+                cval,
                 fin_reg,
                 fin_slot,
                 counts,
@@ -371,8 +396,8 @@ def run(args: tuple, nclass: int, grain: int) -> bool:
     saves), else as many parts as threads."""
     chunks = _chunks(nclass, grain)
     if chunks == 1:
-        return bool(_run_classes(*args[:28], 0, nclass, *args[28:]))
-    return bool(shared_run(*args[:28], nclass, chunks, *args[28:]))
+        return bool(_run_classes(*args[:32], 0, nclass, *args[32:]))
+    return bool(shared_run(*args[:32], nclass, chunks, *args[32:]))
 
 
 def warm() -> None:
@@ -400,6 +425,10 @@ def warm() -> None:
         np.array([0, 1], i64),
         one,
         np.array([-1], i64),
+        np.array([-1], i64),
+        np.array([-1], i64),
+        np.zeros(2, i64),
+        np.zeros(0, i64),
         np.array([1], i64),
         one,
         np.ones(2, i64),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exactmem.evaluate.digits import _paired, _sparse
+from exactmem.evaluate.digits import LIMB, MASK, _paired, _sparse
 from exactmem.model import Affine
 
 __all__ = ["MIN_LAYERS", "RUN_LIMBS", "Plan", "plan", "register_limbs", "units_program"]
@@ -52,7 +52,7 @@ class Plan:
     reach: int  # the highest limb a coefficient or bias digit starts at
     bias_limbs: int  # limbs of the largest bias
     arrays: tuple[np.ndarray, ...]  # out_reg, same, tptr, treg, treg2, dptr, doff, dval, bptr,
-    # boff, bval: the kernel's program
+    # boff, bval, ta, tb, cptr, cval: the kernel's program
 
     @property
     def layers(self) -> int:
@@ -175,10 +175,12 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
         loads.append((v, reg[v]))
     out_reg, same, tptr, treg, treg2, dptr, doff, dval = [], [], [0], [], [], [0], [], []
     bptr, boff, bval = [0], [], []
+    ta, tb, cptr, cval = [], [], [0], []  # a step pair's difference when it is bias − bias
+    made: dict[int, tuple] = {}  # value → (layer, row, bias, number) of the unit making it
     layer_units, origins = [0], []
     reach = bias_limbs = 0
     terms_of: dict[tuple, list] = {}  # a row's terms as (lane, partner, digits): units share rows
-    for before, computed, after, aliased in steps:
+    for l_, (before, computed, after, aliased) in enumerate(steps):
         previous = None
         for j, row, b in computed:  # new registers: none is read in this layer
             r = take()
@@ -196,6 +198,13 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
                 dptr.append(len(doff))
                 if offs and offs[-1] > reach:
                     reach = offs[-1]
+                pair = made.get(before[c]), made.get(before[c2]) if c2 >= 0 else None
+                _constant_difference(*pair, ta, tb)
+                if ta[-1] >= 0:
+                    gap = made[before[c]][2] - made[before[c2]][2]
+                    cval += [*_limbs_of(abs(gap)), 1 if gap >= 0 else -1]
+                cptr.append(len(cval))
+            made[after[j]] = (l_, row, b, len(out_reg) - 1)
             tptr.append(len(treg))
             offs, digits = _sparse(b)
             boff += offs
@@ -215,6 +224,7 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
         arr(out_reg),
         np.array(same, np.bool_),
         *(arr(x) for x in (tptr, treg, treg2, dptr, doff, dval, bptr, boff, bval)),
+        *(arr(x) for x in (ta, tb, cptr, cval)),
     )
     return Plan(
         start=start,
@@ -229,3 +239,25 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
         bias_limbs=bias_limbs,
         arrays=arrays,
     )
+
+
+def _constant_difference(a, b, ta: list[int], tb: list[int]) -> None:
+    """Whether a step pair's difference x − y is a constant wherever neither is clipped: x and
+    y computed by units of one layer with the same linear part z (x = σ(z + b_x), y = σ(z +
+    b_y), so x − y = b_x − b_y when z + b_x ≥ 0 and z + b_y ≥ 0; Stage III's hi − lo, 1).
+    Appends the two units' numbers (−1, −1 if not)."""
+    if a is None or b is None or a[0] != b[0] or a[1] != b[1]:
+        ta.append(-1)
+        tb.append(-1)
+        return
+    ta.append(a[3])
+    tb.append(b[3])
+
+
+def _limbs_of(m: int) -> list[int]:
+    """The 30-bit limbs of m ≥ 0, little-endian (none for 0)."""
+    out = []
+    while m:
+        out.append(m & MASK)
+        m >>= LIMB
+    return out
