@@ -85,3 +85,55 @@ def test_hand_made_stage_two_in_step_runs(monkeypatch, xs, start):
     same_trace(traces[reference], traces[fast])
     same_folds(folds[reference], folds[fast])
     assert seen and sum(seen) >= len(thresholds) - 3
+
+
+def _summaries_checked(monkeypatch) -> list:
+    """After every step run, each packed integer it updated must be summarized exactly by its
+    lane: the greatest value (bound), the rows at 0, the least positive value — the kernel keeps
+    the classes below the boundary as a summary per slot instead of rescanning them."""
+    checked = []
+    real = fast._Engine.step_run
+
+    def spy(self, *args):
+        got = real(self, *args)
+        if got is None:
+            return got
+        updated = {slot for slot, _, _ in self._last_step_plan[1]}
+        for lane in self.lanes:
+            if lane.shared and lane.slot in updated:
+                values = [int(v) for v in self.shared_values(lane.slot)]
+                counts = [int(k) for k in self.counts]
+                positive = [v for v in values if v > 0]
+                assert lane.bound == max(values)
+                assert lane.zeros == sum(k for v, k in zip(values, counts, strict=True) if v == 0)
+                assert lane.min_pos == (min(positive) if positive else None)
+                checked.append(len(values))
+        return got
+
+    real_plan = fast._Engine._step_plan
+
+    def plan_spy(self, *args):
+        got = real_plan(self, *args)
+        self._last_step_plan = got
+        return got
+
+    monkeypatch.setattr(fast._Engine, "step_run", spy)
+    monkeypatch.setattr(fast._Engine, "_step_plan", plan_spy)
+    return checked
+
+
+@pytest.mark.parametrize("start", [7, -30 * 2**65])
+def test_step_runs_summarize_the_packed_integers(monkeypatch, start):
+    """The lanes a step run hands on (bound, zeros, least positive) equal their values', over
+    Theorem 4.1 and the hand-made Stage II (with start −30·W, acc2 is 0 on the keys from 42 up:
+    classes at 0 that fall below the boundary)."""
+    monkeypatch.setattr(fast, "SORTED_FROM", 0)
+    checked = _summaries_checked(monkeypatch)
+    ds = random_sequences(800, 16, 8, 1000, 16, seed=start % 3)
+    model, _ = ks25.build(ds, {})
+    run_folded(fast, model, ds)
+    thresholds = [2 * t + 21 for t in (-2, 1, 1, 3, 4, 6, 6, 8, 9, 13)]
+    pts = [(mpq(2 * x + 20),) for x in [9, 1, 5, 4, 4, 10, 2, 1, 3, 7, 12, 15]]
+    folds = [StepFold("m.", len(thresholds))]
+    fast.run(_hand_stage_two(thresholds, start), pts, [[i] for i in range(len(pts))], folds=folds)
+    assert len(checked) >= 4 and max(checked) >= 20

@@ -2,11 +2,13 @@
 
 Each layer: split the class that straddles the previous step's boundary (classes are runs of the
 sorted keys), add λ·step to each selected packed integer in place (only the classes above the
-boundary change), and find this layer's step boundary and its units' statistics by binary search
-on the sorted keys (:mod:`exactmem.evaluate.sorted_steps`, here in int64 — the caller proved
-every value of the units and of the step below 2^62). A layer whose step is not 0 then 1 along
-the keys, or that would step back below the boundary before it, or split the classes past their
-limit, ends the run before anything of it is written. Imported lazily.
+boundary change; those below it never change again in the run, so each slot keeps a summary of
+them and a layer costs O(classes above the boundary), not O(classes)), and find this layer's
+step boundary and its units' statistics by binary search on the sorted keys
+(:mod:`exactmem.evaluate.sorted_steps`, here in int64 — the caller proved every value of the
+units and of the step below 2^62). A layer whose step is not 0 then 1 along the keys, or that
+would step back below the boundary before it, or split the classes past their limit, ends the
+run before anything of it is written. Imported lazily.
 """
 
 from __future__ import annotations
@@ -182,6 +184,27 @@ def step_run(
     starts = np.zeros(umax + 1, np.int64)
     cuts = np.zeros(umax + 3, np.int64)
     tmp = np.zeros(max(HW.max(), limbs.shape[0]) + 2, np.int64)
+    # Classes are runs of the sorted keys. Active: reaching above the previous boundary (after
+    # the split, wholly above it: every step of the layer is 1 on them); frozen: below it —
+    # the boundaries only rise, so a frozen class is never updated again in the run, and each
+    # slot keeps a summary of its frozen classes (zeros, least and greatest positive value)
+    # instead of scanning every class in every layer.
+    act = np.empty(lo.shape[0], np.int64)
+    frozen = np.empty(lo.shape[0], np.int64)
+    na = 0
+    nf = 0
+    for c in range(state[0]):
+        if hi[c] > state[1]:
+            act[na] = c
+            na += 1
+        else:
+            frozen[nf] = c
+            nf += 1
+    slots = HO.shape[0]
+    fz_upto = np.zeros(slots, np.int64)  # frozen[:fz_upto[s]] are in slot s's summary
+    fz_zero = np.zeros(slots, np.int64)
+    fz_best = np.full(slots, -1, np.int64)
+    fz_top = np.full(slots, -1, np.int64)
     for l_ in range(L):
         nclass = state[0]
         p_prev = state[1]
@@ -189,7 +212,8 @@ def step_run(
         if p < 0 or p < state[3]:
             return l_
         split = -1
-        for c in range(nclass):
+        for j in range(na):  # (a frozen class lies below p_prev)
+            c = act[j]
             if lo[c] < p_prev < hi[c]:
                 split = c
         if split >= 0 and nclass + 1 > state[2]:
@@ -212,32 +236,55 @@ def step_run(
                 V[s, t] = V[s, c]
             nclass += 1
             state[0] = nclass
+            act[na] = t
+            na += 1
+        j = 0
+        while j < na:  # classes now below the previous boundary freeze
+            c = act[j]
+            if hi[c] <= p_prev:
+                frozen[nf] = c
+                nf += 1
+                na -= 1
+                act[j] = act[na]
+            else:
+                j += 1
         for m in range(mptr[l_], mptr[l_ + 1]):
             s = mslot[m]
             lam = limbs[lptr[m] : lptr[m + 1]]  # λ normalized: limbs in [0, 2^30), top signed
             mag = mags[lptr[m] : lptr[m + 1]]
             n_l = lam.shape[0]
             n_mag = n_l
-            best = -1
-            top = -1
-            for c in range(nclass):
-                if lo[c] >= p_prev:  # the step is 1 on this class: y + λ, in place
-                    n_new = _add_in_place(HB, HO, HW, CL, s, c, lam, lw[m], n_l, tmp)
-                    if n_new > HW[s]:
-                        raise AssertionError("a packed integer outgrew its proved bound")
-                    if n_new < 0:  # y + λ < 0: σ gives 0; |y + λ| = |λ| − y
-                        n = _magnitude_left(HB, HO, HW, CL, s, c, mag, n_mag, tmp)
-                        mneg[m] += counts[c]
-                        if mlo_n[m] < 0 or _less(tmp, n, mlo[m], mlo_n[m]):
-                            for i in range(n):
-                                mlo[m, i] = tmp[i]
-                            for i in range(n, max(mlo_n[m], 0)):
-                                mlo[m, i] = 0
-                            mlo_n[m] = n
-                        CL[s, c] = 0
-                        continue
-                    CL[s, c] = n_new
+            for j in range(fz_upto[s], nf):  # the step is 0 there: z = y, unchanged
+                c = frozen[j]
                 if CL[s, c] == 0:
+                    fz_zero[s] += counts[c]
+                    continue
+                if fz_best[s] < 0 or _compare(HB, HO, HW, CL, s, c, fz_best[s]) < 0:
+                    fz_best[s] = c
+                if fz_top[s] < 0 or _compare(HB, HO, HW, CL, s, c, fz_top[s]) > 0:
+                    fz_top[s] = c
+            fz_upto[s] = nf
+            mzeros[m] += fz_zero[s]
+            best = fz_best[s]
+            top = fz_top[s]
+            for j in range(na):  # the step is 1 here: y + λ, in place
+                c = act[j]
+                n_new = _add_in_place(HB, HO, HW, CL, s, c, lam, lw[m], n_l, tmp)
+                if n_new > HW[s]:
+                    raise AssertionError("a packed integer outgrew its proved bound")
+                if n_new < 0:  # y + λ < 0: σ gives 0; |y + λ| = |λ| − y
+                    n = _magnitude_left(HB, HO, HW, CL, s, c, mag, n_mag, tmp)
+                    mneg[m] += counts[c]
+                    if mlo_n[m] < 0 or _less(tmp, n, mlo[m], mlo_n[m]):
+                        for i in range(n):
+                            mlo[m, i] = tmp[i]
+                        for i in range(n, max(mlo_n[m], 0)):
+                            mlo[m, i] = 0
+                        mlo_n[m] = n
+                    CL[s, c] = 0
+                    continue
+                CL[s, c] = n_new
+                if n_new == 0:
                     mzeros[m] += counts[c]
                     continue
                 if best < 0 or _compare(HB, HO, HW, CL, s, c, best) < 0:
