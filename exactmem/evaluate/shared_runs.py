@@ -133,25 +133,29 @@ def units_program(rows: Sequence, biases: Sequence[int], n_in: int) -> Plan:
 def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
     """Registers for the values (a value's register is free once no position carries it) and
     the kernel's arrays; units with equal terms are put side by side to share their linear part."""
-    steps = []  # per layer: (values carried in, [(position, row, bias)] of units, values out)
+    steps = []  # per layer: (values carried in, [(row, position, bias)] of units, values out)
     carried = list(range(n_in))
     read_inputs: set[int] = set()
-    k = 0
+    k = n_in
     for units in kinds:
-        computed = sorted(
-            ((j, row, b) for j, (kind, row, b) in enumerate(units) if kind == "unit"),
-            key=lambda unit: unit[1],
-        )
-        value_of = {}
-        for j, row, _ in computed:
-            value_of[j] = n_in + k
+        out: list = []
+        aliased = []
+        computed = []
+        for j, (kind, row, b) in enumerate(units):
+            if kind == "alias":
+                v = carried[row[0][0]]
+                out.append(v)
+                aliased.append(v)
+            else:
+                out.append(None)
+                computed.append((row, j, b))
+        computed.sort(key=_row_of)  # stable: equal rows keep their order
+        for row, j, _ in computed:
+            out[j] = k
             k += 1
-            read_inputs.update(carried[c] for c, _ in row if carried[c] < n_in)
-        out = [
-            carried[row[0][0]] if kind == "alias" else value_of[j]
-            for j, (kind, row, _) in enumerate(units)
-        ]
-        aliased = [carried[row[0][0]] for kind, row, _ in units if kind == "alias"]
+            for c, _ in row:
+                if carried[c] < n_in:
+                    read_inputs.add(carried[c])
         steps.append((carried, computed, out, aliased))
         carried = out
 
@@ -161,18 +165,11 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
     reg: dict[int, int] = {}
     free: list[int] = []
     registers = 0
-
-    def take() -> int:
-        nonlocal registers
-        if free:
-            return free.pop()
-        registers += 1
-        return registers - 1
-
     loads = []
     for v in sorted(read_inputs):
-        reg[v] = take()
-        loads.append((v, reg[v]))
+        reg[v] = registers
+        loads.append((v, registers))
+        registers += 1
     out_reg, same, tptr, treg, treg2, dptr, doff, dval = [], [], [0], [], [], [0], [], []
     bptr, boff, bval = [0], [], []
     ta, tb, cptr, cval = [], [], [0], []  # a step pair's difference when it is bias − bias
@@ -182,37 +179,54 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
     terms_of: dict[tuple, list] = {}  # a row's terms as (lane, partner, digits): units share rows
     for l_, (before, computed, after, aliased) in enumerate(steps):
         previous = None
-        for j, row, b in computed:  # new registers: none is read in this layer
-            r = take()
+        for row, j, b in computed:  # new registers: none is read in this layer
+            if free:
+                r = free.pop()
+            else:
+                r = registers
+                registers += 1
+            u = len(out_reg)
             out_reg.append(r)
             same.append(row == previous)
             previous = row
             terms = terms_of.get(row)
             if terms is None:
-                terms = terms_of[row] = [(c, c2, *_sparse(w)) for c, c2, w in _paired(list(row))]
+                terms = terms_of[row] = _terms(row)
             for c, c2, offs, digits in terms:
-                treg.append(reg[before[c]])
-                treg2.append(reg[before[c2]] if c2 >= 0 else -1)
+                x = before[c]
+                treg.append(reg[x])
                 doff += offs
                 dval += digits
                 dptr.append(len(doff))
                 if offs and offs[-1] > reach:
                     reach = offs[-1]
-                pair = made.get(before[c]), made.get(before[c2]) if c2 >= 0 else None
-                _constant_difference(*pair, ta, tb)
-                if ta[-1] >= 0:
-                    gap = made[before[c]][2] - made[before[c2]][2]
-                    cval += [*_limbs_of(abs(gap)), 1 if gap >= 0 else -1]
+                if c2 < 0:
+                    treg2.append(-1)
+                    ta.append(-1)
+                    tb.append(-1)
+                else:
+                    y = before[c2]
+                    treg2.append(reg[y])
+                    mx, my = made.get(x), made.get(y)
+                    if _constant_difference(mx, my):
+                        ta.append(mx[3])
+                        tb.append(my[3])
+                        gap = mx[2] - my[2]
+                        cval += _limbs_of(abs(gap))
+                        cval.append(1 if gap >= 0 else -1)
+                    else:
+                        ta.append(-1)
+                        tb.append(-1)
                 cptr.append(len(cval))
-            made[after[j]] = (l_, row, b, len(out_reg) - 1)
+            made[after[j]] = (l_, row, b, u)
             tptr.append(len(treg))
             offs, digits = _sparse(b)
-            boff += offs
-            bval += digits
-            bptr.append(len(boff))
             if offs:
+                boff += offs
+                bval += digits
                 reach = max(reach, offs[-1])
                 bias_limbs = max(bias_limbs, offs[-1] + 1)
+            bptr.append(len(boff))
             reg[after[j]] = r
         layer_units.append(len(out_reg))
         origins.append([named(v) for v in aliased])
@@ -241,17 +255,21 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
     )
 
 
-def _constant_difference(a, b, ta: list[int], tb: list[int]) -> None:
+def _row_of(unit: tuple) -> tuple:
+    return unit[0]
+
+
+def _terms(row: tuple) -> list[tuple]:
+    """A row's terms for the kernel: (lane, partner or −1, offsets, digits)."""
+    return [(c, c2, *_sparse(w)) for c, c2, w in _paired(list(row))]
+
+
+def _constant_difference(a: tuple | None, b: tuple | None) -> bool:
     """Whether a step pair's difference x − y is a constant wherever neither is clipped: x and
     y computed by units of one layer with the same linear part z (x = σ(z + b_x), y = σ(z +
     b_y), so x − y = b_x − b_y when z + b_x ≥ 0 and z + b_y ≥ 0; Stage III's hi − lo, 1).
-    Appends the two units' numbers (−1, −1 if not)."""
-    if a is None or b is None or a[0] != b[0] or a[1] != b[1]:
-        ta.append(-1)
-        tb.append(-1)
-        return
-    ta.append(a[3])
-    tb.append(b[3])
+    ``a``, ``b``: (layer, row, bias, number) of the units, None for a run's input."""
+    return a is not None and b is not None and a[0] == b[0] and a[1] == b[1]
 
 
 def _limbs_of(m: int) -> list[int]:
