@@ -138,7 +138,7 @@ def test_random_runs_are_taken(monkeypatch):
 
 def test_plan_of_a_run():
     """Aliases carry values without registers, equal linear parts sit side by side, registers
-    are reused once no position carries their value, and a probe's layer ends the run."""
+    are reused once no position carries their value, and a probe's layer is the run's last."""
     big = 2**80
     layers = (
         # lanes: 0 shared, 1 shared, 2 row
@@ -162,8 +162,11 @@ def test_plan_of_a_run():
     )
     # input 0's register is free after layer 0 and taken by unit 2; none is read while taken
     assert out_reg[2] == dict(p.loads)[0] and p.registers == 5
+    # a probed layer ends the run, inside it (its probes read the run's output lanes)
     stopped = shared_runs.plan(layers, 0, 3, lambda li: li == 1, [True, True, False], [True] * 3)
-    assert stopped is None  # one layer before the probe: too short
+    assert (stopped.start, stopped.stop) == (0, 2)
+    first = shared_runs.plan(layers, 0, 3, lambda li: li == 0, [True, True, False], [True] * 3)
+    assert first is None  # the probed layer first: one layer, too short
     row_read = (layers[0], Affine(4, (((1, 1), (0, 1)),), (0,), 1), layers[2])
     kinds = [True, True, False]
     assert shared_runs.plan(row_read, 0, 2, lambda li: False, kinds, [True] * 3) is None

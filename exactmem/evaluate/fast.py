@@ -1637,10 +1637,29 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
         probes_at.setdefault(p.layer, []).append(p)
     fold_of = getattr(on_probe, "fold_of", lambda name: None)
 
+    def name_of(p) -> str:
+        return f"{mlp.label}.{p.name}" if mlp.label else p.name
+
     def claim_of(p):  # a probe's fold and its name, if a fold takes it in the layer's pass
-        name = f"{mlp.label}.{p.name}" if mlp.label else p.name
+        name = name_of(p)
         fold = fold_of(name)
         return None if fold is None else (fold, name)
+
+    def hand_on(li: int) -> None:
+        """The probes of layer li, the layer just done, to their folds or ``on_probe``."""
+        for i, p in enumerate(probes_at.get(li, ())):
+            values = eng.take_probe(i, p.terms)
+            if eng.den != 1 and values.dtype != object:
+                values = _obj(values)
+            # handed on at once (a fold reads step lanes as they come; a fallback re-runs
+            # the sub-layer and hands every probe on again); folded in the layer's pass: the
+            # fold only keeps the first offending values
+            folded = eng._folded.get(i)
+            if folded is not None:
+                fold, j, fresh = folded
+                fold.finish(j, fresh, values, eng.den)
+            else:
+                on_probe(name_of(p), values, eng.den)
 
     eng = _Engine(X, den, size)
     my_stats: list = []
@@ -1654,9 +1673,11 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
         if li == last:
             eng.layer(layer, relu=False)
             break
-        run = eng.step_run(mlp.layers, li, last, probes_at, claim_of)
+        run = eng.step_run(mlp.layers, li, last, probes_at, claim_of)  # (folds its probes)
+        probed = False
         if run is None:
             run = eng.shared_run(mlp.layers, li, last, probes_at.__contains__)
+            probed = True
         if run is not None:  # layers li.. in one pass: their statistics, as one by one
             for zeros, best in run:
                 my_stats.append(
@@ -1670,9 +1691,11 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
                     )
                 )
                 li += 1
+            if probed:  # a shared run may end at a probed layer: its lanes are the run's
+                hand_on(li - 1)
             continue
         here = probes_at.get(li, ())
-        names = [f"{mlp.label}.{p.name}" if mlp.label else p.name for p in here]
+        names = [name_of(p) for p in here]
         folds = [(f, name) if (f := fold_of(name)) is not None else None for name in names]
         zeros, best = eng.layer(
             layer, probes=[p.terms for p in here], nxt=mlp.layers[li + 1], folds=folds
@@ -1683,19 +1706,7 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
             )
         )
         eng.reduce()
-        for i, p in enumerate(here):
-            values = eng.take_probe(i, p.terms)
-            if eng.den != 1 and values.dtype != object:
-                values = _obj(values)
-            # handed on at once (a fold reads step lanes as they come; a fallback re-runs
-            # the sub-layer and hands every probe on again); folded in the layer's pass: the
-            # fold only keeps the first offending values
-            folded = eng._folded.get(i)
-            if folded is not None:
-                fold, j, fresh = folded
-                fold.finish(j, fresh, values, eng.den)
-            else:
-                on_probe(names[i], values, eng.den)
+        hand_on(li)
         li += 1
     H, hden = eng.batch(), eng.den
     stats.extend(my_stats)

@@ -87,15 +87,16 @@ def plan(
     nonneg: Sequence[bool],
 ) -> Plan | None:
     """The run starting at layer ``start`` of an MLP's ReLU layers: every layer before
-    ``stop_at`` that is not ``blocked`` (read by a probe), has integer weights, and whose units
-    are all aliases or shared units; None if fewer than MIN_LAYERS qualify. ``shared`` and
+    ``stop_at`` that has integer weights and whose units are all aliases or shared units, up to
+    and including the first one ``blocked`` (read by a probe: the probes read the run's output
+    lanes, as after that layer alone); None if fewer than MIN_LAYERS qualify. ``shared`` and
     ``nonneg``: the current lanes' kinds."""
     n_in = len(shared)
     is_shared, is_nonneg = list(shared), list(nonneg)
     carried = list(range(n_in))  # value per position
     kinds: list[list[tuple]] = []
     stop = start
-    while stop < stop_at and not blocked(stop):
+    while stop < stop_at and (stop == start or not blocked(stop - 1)):
         a = layers[stop]
         if a.denominator != 1:
             break
