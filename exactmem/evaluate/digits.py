@@ -94,8 +94,8 @@ def _sparse_long(w: int) -> tuple[list[int], list[int]]:
 
 def _int_of(limbs: np.ndarray) -> int:
     v = 0
-    for x in limbs[::-1]:
-        v = (v << LIMB) + int(x)
+    for x in reversed(limbs.tolist()):  # (Python ints: numpy scalars cost more than the sum)
+        v = (v << LIMB) + x
     return v
 
 

@@ -263,11 +263,12 @@ class _Engine:
             self.CL = np.concatenate([self.CL, np.zeros((grow, cap), np.int64)])
             self.V = np.concatenate([self.V, np.zeros((grow, cap), np.int8)])
             self.used = np.concatenate([self.used, np.zeros(grow, np.int64)])
-        width = self.store.width
-        fits = [s for s in self.hfree if width[s] >= limbs]
-        s = min(fits, key=lambda s: width[s]) if fits else max(self.hfree, key=lambda s: width[s])
+        widths = self.store.width[self.hfree].tolist()
+        fits = [(w, s) for w, s in zip(widths, self.hfree, strict=True) if w >= limbs]
+        w, s = min(fits) if fits else max(zip(widths, self.hfree, strict=True))
         self.hfree.remove(s)
-        self.store.ensure(s, limbs, keep=False)
+        if w < limbs:
+            self.store.ensure(s, limbs, keep=False)
         return s
 
     def _reserve(self, classes: int) -> None:
@@ -944,17 +945,21 @@ class _Engine:
             return None
         made, (zpre, zneg, lo, lo_n, pos, pos_n) = got
         stats = []
+        zp, zn, lo_k, pos_k = zpre.tolist(), zneg.tolist(), lo_n.tolist(), pos_n.tolist()
+        least_of: dict[int, int | None] = {}  # unit → its least positive value
         for l_ in range(p.layers):
             units = range(p.layer_units[l_], p.layer_units[l_ + 1])
-            zeros = int(zpre[units.start : units.stop].sum())
-            best = _least(lo, lo_n, units)
+            zeros = sum(zp[units.start : units.stop])
+            best = _least(lo, lo_k, units)
             for kind, i in p.origins[l_]:  # σ(x) = x: x's zeros and least positive value
                 if kind == "in":
                     zeros += lanes[i].zeros
                     least = lanes[i].min_pos
                 else:
-                    zeros += int(zpre[i] + zneg[i])
-                    least = _least(pos, pos_n, range(i, i + 1))
+                    zeros += zp[i] + zn[i]
+                    if i not in least_of:
+                        least_of[i] = _least(pos, pos_k, range(i, i + 1))
+                    least = least_of[i]
                 if least is not None:
                     best = least if best is None else min(best, least)
             stats.append((zeros, best))
@@ -1371,17 +1376,16 @@ class _Engine:
     def _view_arrays(self):
         """Base slot per slot (−1: explicit) and the digits of every view, for the kernel."""
         VB = np.full(self.store.slots, -1, np.int64)
-        vptr = np.zeros(self.store.slots + 1, np.int64)
+        sizes = np.zeros(self.store.slots + 1, np.int64)
         voff: list[int] = []
         vval: list[int] = []
-        for s in range(self.store.slots):
-            if s in self.views:
-                b, offs, digits = self.views[s]
-                VB[s] = b
-                voff += offs
-                vval += digits
-            vptr[s + 1] = len(voff)
-        return VB, vptr, np.array(voff, np.int64), np.array(vval, np.int64)
+        for s in sorted(self.views):  # in slot order, as vptr counts them
+            b, offs, digits = self.views[s]
+            VB[s] = b
+            sizes[s + 1] = len(offs)
+            voff += offs
+            vval += digits
+        return VB, np.cumsum(sizes), np.array(voff, np.int64), np.array(vval, np.int64)
 
     def _tag(self, a: Affine, units, plans, slots) -> None:
         """Record the differences of units σ(v + b) with one linear part v (same terms)."""
@@ -1534,7 +1538,7 @@ def _no_probes(n: int) -> tuple:
     return np.zeros(1, np.int64), e, e, np.empty((0, n), np.int8), e
 
 
-def _least(lo: np.ndarray, lo_n: np.ndarray, units: range) -> int | None:
+def _least(lo: np.ndarray, lo_n: np.ndarray | list[int], units: range) -> int | None:
     """The least of the kept extremes lo[k] (lo_n[k] limbs in use; none kept: −1) for k in
     ``units``: fewest limbs first, exact among those."""
     found = [k for k in units if lo_n[k] > 0]
