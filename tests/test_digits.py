@@ -54,3 +54,15 @@ def test_short_paths_give_the_digit_loops_digits():
     values += list(range(-(2**12), 2**12)) + [2**29 - 1, -(2**29), 2**29, -(2**29) - 1]
     for w in values:
         assert list(zip(*dg._sparse(w), strict=True)) == _digit_loop(w), w
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**400 - 1), min_size=1, max_size=6), st.integers(0, 3))
+def test_limb_rows_are_the_limbs(values, spare):
+    """All rows at once from their bytes = each value's limbs one by one (the top limbs 0)."""
+    k = max(-(-v.bit_length() // 30) for v in values) + spare + 1
+    rows = dg._limb_rows(values, k)
+    assert rows.shape == (len(values), k)
+    for v, row in zip(values, rows.tolist(), strict=True):
+        assert row == [(v >> (30 * i)) & (2**30 - 1) for i in range(k)]
+        assert dg._int_of(rows[values.index(v)]) == v

@@ -45,7 +45,7 @@ import numpy as np
 from gmpy2 import mpq
 
 from exactmem.evaluate import reference, shared_runs
-from exactmem.evaluate.digits import LIMB, MASK, _int_of, _limbs, _paired, _sparse
+from exactmem.evaluate.digits import LIMB, MASK, _int_of, _limb_rows, _limbs, _paired, _sparse
 from exactmem.evaluate.limb_store import LimbStore
 from exactmem.evaluate.reference import Batch, LayerStat
 from exactmem.evaluate.sorted_steps import class_ranges, step_boundary, unit_stats
@@ -672,18 +672,22 @@ class _Engine:
         lo[: self.nclass], hi[: self.nclass] = srt.lo, srt.hi
         counts[: self.nclass] = self.counts
         state = np.array([self.nclass, srt.last, limit, srt.last], np.int64)
-        lam_limbs, lam_mags, lptr, lw = [], [], [0], []
-        for _, lam, _ in mixed:  # λ normalized (top limb signed) and |λ|, as many limbs each
-            k = -(-lam.bit_length() // LIMB) + 1
-            v, digits = lam, []
-            for _ in range(k - 1):
-                digits.append(v & MASK)
+        # λ normalized (top limb signed) and |λ|, as many limbs each (one more than |λ| needs);
+        # the lowest non-zero limb is |λ|'s
+        lams = [lam for _, lam, _ in mixed]
+        ks = np.array([-(-lam.bit_length() // LIMB) + 1 for lam in lams], np.int64)
+        mags = _limb_rows([abs(lam) for lam in lams], int(ks.max(initial=1)))
+        within = np.arange(mags.shape[1]) < ks[:, None]
+        lam_mags = mags[within]  # rows cut to their k limbs, one after another
+        lam_limbs = lam_mags.copy()  # λ ≥ 0: its limbs are |λ|'s
+        lptr = np.concatenate([[0], np.cumsum(ks)])
+        lw = (mags != 0).argmax(axis=1)
+        for m in np.flatnonzero(np.array(lams, dtype=object) < 0).tolist():
+            v = lams[m]
+            for i in range(lptr[m], lptr[m + 1] - 1):
+                lam_limbs[i] = v & MASK
                 v >>= LIMB
-            digits.append(v)
-            lw.append(next(i for i, d in enumerate(digits) if d))
-            lam_limbs += digits
-            lam_mags += [(abs(lam) >> (LIMB * i)) & MASK for i in range(k)]
-            lptr.append(len(lam_limbs))
+            lam_limbs[lptr[m + 1] - 1] = v
         # limbs of a kept extreme: a stored value's, or |y + λ| < |λ| of a clipped one
         S = max(int(self.store.width.max()), max(np.diff(lptr), default=0)) + 2
         M = len(mixed)
