@@ -138,7 +138,8 @@ def test_random_runs_are_taken(monkeypatch):
 
 def test_plan_of_a_run():
     """Aliases carry values without registers, equal linear parts sit side by side, registers
-    are reused once no position carries their value, and a probe's layer is the run's last."""
+    are reused once no position carries their value; the shared values that probes and row
+    units read are stored as computed."""
     big = 2**80
     layers = (
         # lanes: 0 shared, 1 shared, 2 row
@@ -147,7 +148,7 @@ def test_plan_of_a_run():
         Affine(3, (((0, 1),), ((2, 1),)), (0, 0), 1),
         Affine(2, (((0, 1), (1, 1)),), (0,), 1),
     )
-    p = shared_runs.plan(layers, 0, 3, lambda li: False, [True, True, False], [True, True, True])
+    p = shared_runs.plan(layers, 0, 3, lambda li: (), [True, True, False], [True, True, True])
     assert (p.start, p.stop, p.layers) == (0, 3, 3)
     out_reg, same, tptr, treg, treg2, *_ = p.arrays
     assert p.layer_units == [0, 2, 4, 4]
@@ -162,14 +163,34 @@ def test_plan_of_a_run():
     )
     # input 0's register is free after layer 0 and taken by unit 2; none is read while taken
     assert out_reg[2] == dict(p.loads)[0] and p.registers == 5
-    # a probed layer ends the run, inside it (its probes read the run's output lanes)
-    stopped = shared_runs.plan(layers, 0, 3, lambda li: li == 1, [True, True, False], [True] * 3)
-    assert (stopped.start, stopped.stop) == (0, 2)
-    first = shared_runs.plan(layers, 0, 3, lambda li: li == 0, [True, True, False], [True] * 3)
-    assert first is None  # the probed layer first: one layer, too short
+    # a probe of layer 1 reading its output position 0 (unit 2): stored as computed (a tap)
+    probed = shared_runs.plan(
+        layers,
+        0,
+        3,
+        lambda li: [((0, 1),)] if li == 1 else (),
+        [True, True, False],
+        [True] * 3,
+    )
+    assert (probed.start, probed.stop, probed.taps) == (0, 3, [2])
+    assert probed.positions[2] == [("unit", 2), ("unit", 3), ("in", 2)]
+    # a unit reading the row lane beside a shared unit: a row unit of the run, after the
+    # kernel; the shared value it reads (unit 0) is stored as computed
+    with_row = (
+        layers[0],
+        Affine(4, (((1, 1), (0, 1)), ((3, 2),)), (0, 0), 1),  # σ(x2 + unit 0); σ(2·x1)
+        Affine(2, (((0, 1),), ((1, 3),)), (0, 1), 1),  # the row unit carried along
+        layers[3],
+    )
+    p = shared_runs.plan(with_row, 0, 3, lambda li: (), [True, True, False], [True] * 3)
+    assert p.rows == [[], [(0, ((1, 1), (0, 1)), 0, 0)], []]
+    assert p.positions[1] == [("unit", 0), ("in", 2), ("unit", 1), ("in", 1)]
+    assert p.taps == [0] and p.final == [("row", 0), ("unit", 3)]
+    assert p.origins[2] == [("row", 0)]
+    # row units alone: the per-layer path's
     row_read = (layers[0], Affine(4, (((1, 1), (0, 1)),), (0,), 1), layers[2])
     kinds = [True, True, False]
-    assert shared_runs.plan(row_read, 0, 2, lambda li: False, kinds, [True] * 3) is None
+    assert shared_runs.plan(row_read, 0, 2, lambda li: (), kinds, [True] * 3) is None
 
 
 @pytest.mark.parametrize("probe_at", [1, 2, 3])
@@ -215,8 +236,10 @@ def test_run_lanes_bound_their_largest_value(monkeypatch):
 
 
 def test_shared_units_of_a_mixed_layer_in_the_run_kernel(monkeypatch):
-    """A layer with row units as well (Stage III's read-outs of the slot's key and label) has
-    its shared units computed by the run kernel as a one-layer program: same trace."""
+    """A layer with row units as well (Stage III's read-outs of the slot's key and label), out
+    of a run, has its shared units computed by the run kernel as a one-layer program: same
+    trace."""
+    monkeypatch.setattr(shared_runs, "ROW_UNITS", False)
     taken = []
     real = fast._Engine._shared_units
 
@@ -241,7 +264,7 @@ def test_runs_in_parallel_parts(monkeypatch):
     real = kernel.shared_run
 
     def spy(*args):
-        parts.append(args[33])  # chunks (after the program and nclass)
+        parts.append(args[34])  # chunks (after the program and nclass)
         return real(*args)
 
     monkeypatch.setattr(kernel, "shared_run", spy)
@@ -299,7 +322,7 @@ def test_a_step_pair_of_one_linear_part_is_its_bias_difference(monkeypatch):
         ),
         Affine(4, (((0, 1), (1, 1), (2, 1), (3, 1)),), (0,), 1),
     )
-    plan = shared_runs.plan(layers, 1, 4, lambda li: False, [True, True, False], [True] * 3)
+    plan = shared_runs.plan(layers, 1, 4, lambda li: (), [True, True, False], [True] * 3)
     treg2, ta = plan.arrays[4], plan.arrays[11]
     paired = [t for t in range(len(treg2)) if treg2[t] >= 0]
     # y − u is not a constant; hi − lo and lo − hi are
@@ -308,3 +331,66 @@ def test_a_step_pair_of_one_linear_part_is_its_bias_difference(monkeypatch):
     pts = [(mpq(x),) for x in (-5, 0, 1, 2, 3, 7, 2**40)]
     both(model, pts, [[i] for i in range(len(pts))])
     assert any(r is not None and len(r) == 3 for r in seen), seen
+
+
+def _with_rows(rng: random.Random, big_row: bool = False, P: int = 2**90):
+    """Row units inside a run: layer 0 makes the shared lanes x + P and 3x + P (classes by x)
+    and the row lanes s = x + 3 and x; then row units read x, s, other row units and a shared
+    unit of the run (stored as computed), beside shared units, with probes of row and shared
+    values in the middle. ``big_row``: a row unit reads x + P (not int64 — the run is refused
+    after the kernel and its layers go one by one)."""
+    a, b, c = rng.choice([1, -2, 3]), rng.choice([1, 5, -1]), rng.randint(-9, 9)
+    layers = (
+        Affine(1, (((0, 1),), ((0, 1),), ((0, 3),), ((0, 1),)), (P, 3, P, 0), 1),
+        # x, s, r1 = σ(a·x + b·s + c), U = σ(x + P − (3x + P) + 2^70), t = σ(2x + 20)
+        Affine(
+            4,
+            (
+                ((3, 1),),
+                ((1, 1),),
+                ((3, a), (0, b)) if big_row else ((3, a), (1, b)),
+                ((0, 1), (2, -1)),
+                ((2, 1), (0, -1)),
+            ),
+            (0, 0, c, 2**70, 20),
+            1,
+        ),
+        # x, t, r2 = σ(r1 − x + 4), r3 = σ(x + 3t − 7), U' = σ(U + 2^80 − 1)
+        Affine(
+            5,
+            (((0, 1),), ((4, 1),), ((2, 1), (0, -1)), ((0, 1), (4, 3)), ((3, 1),)),
+            (0, 0, 4, -7, 2**80 - 1),
+            1,
+        ),
+        # r2, r3, t carried; σ(2U' − t)
+        Affine(5, (((2, 1),), ((3, 1),), ((1, 1),), ((4, 2), (1, -1))), (0, 0, 0, 0), 1),
+        Affine(4, (((0, 1), (1, 1), (2, 1), (3, 1)),), (0,), 1),
+    )
+    probes = (
+        Probe("r1", 1, ((2, 1),)),
+        Probe("t", 1, ((4, 1),)),
+        Probe("r2r3", 2, ((2, 1), (3, -1))),
+        Probe("last", 3, ((3, 1), (0, 2))),
+    )
+    return Transformer(1, (MLP(layers, residual=False, probes=probes),))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), xs=st.lists(st.integers(-9, 9), min_size=1, max_size=16))
+def test_row_units_inside_runs(seed, xs):
+    """Row units and probes inside a run: values, statistics and probes as the reference's."""
+    model = _with_rows(random.Random(seed))
+    pts = [(mpq(x),) for x in xs]
+    both(model, pts, [[i] for i in range(len(pts))])
+
+
+def test_row_units_are_taken_in_runs_or_refuse_them(monkeypatch):
+    """The run takes the row units (its statistics cover their layers); a row unit reading a
+    shared value beyond int64 refuses the run after the kernel: the same trace either way."""
+    seen = _spy_runs(monkeypatch)
+    pts = [(mpq(x),) for x in (-3, 0, 1, 1, 4, 9)]
+    both(_with_rows(random.Random(1)), pts, [[i] for i in range(len(pts))])
+    assert [len(r) for r in seen if r is not None] == [3]
+    seen.clear()
+    both(_with_rows(random.Random(1), big_row=True), pts, [[i] for i in range(len(pts))])
+    assert not any(r is not None for r in seen)

@@ -859,10 +859,10 @@ class _Engine:
             holders = Counter(slot_of(h) for h in held)  # positions holding each slot
             ok = True
             row_units = {}
+            before_g = sorted(prev_probe) if prev_probe is not None else None
             for u, (row, b) in enumerate(zip(a.rows, a.bias, strict=True)):
-                kinds = [held[c] for c, _ in row]
-                if len(row) == 1 and row[0][1] == 1 and b == 0 and kinds[0] is not None:
-                    what = kinds[0]
+                if len(row) == 1 and row[0][1] == 1 and b == 0 and held[row[0][0]] is not None:
+                    what = held[row[0][0]]
                     if isinstance(what, _Lane) and what is not key and not what.shared:
                         ok = False
                         break
@@ -871,7 +871,7 @@ class _Engine:
                         break
                     lay.aliases.append(what if isinstance(what, _Lane) else what[1])
                     out.append(what)
-                elif len(row) == 1 and kinds[0] is key and row[0][1] > 0:
+                elif len(row) == 1 and held[row[0][0]] is key and row[0][1] > 0:
                     w = row[0][1]
                     if w * max(key.bound, 1) + abs(b) >= LIMIT:
                         ok = False
@@ -881,9 +881,9 @@ class _Engine:
                     rows.append((w, b * self.den, 0))
                     out.append(("row", lay.rows[-1]))
                 else:
-                    is_step = [is_row(held[c]) for c, _ in row]
-                    shared = [t for t, st in zip(row, is_step, strict=True) if not st]
-                    steps = [t for t, st in zip(row, is_step, strict=True) if st]
+                    shared, steps = [], []
+                    for t in row:
+                        (steps if is_row(held[t[0]]) else shared).append(t)
                     if b != 0 or len(shared) != 1 or shared[0][1] != 1 or not steps:
                         ok = False
                         break
@@ -893,7 +893,7 @@ class _Engine:
                     if prev_probe is None:
                         same = _key(g, lanes) == before
                     else:
-                        same = g == sorted(prev_probe)
+                        same = g == before_g
                     slot = slot_of(held[y])
                     if not same or slot is None or reads[y] != 1 or holders[slot] != 1:
                         ok = False
@@ -929,18 +929,25 @@ class _Engine:
 
     # ---------------------------------------------------------------- runs of shared layers
 
-    def shared_run(self, layers, start: int, stop_at: int, blocked) -> list[tuple] | None:
+    def shared_run(self, layers, start: int, stop_at: int, probes_at, hand) -> list | None:
         """Layers start.. of a run of class-shared layers (:mod:`exactmem.evaluate.shared_runs`)
-        in one compiled pass; returns (zeros, least non-zero |z|) per layer as :meth:`layer`,
-        or None (nothing done) where no run starts, its values are long, or one outgrew the
-        limbs given to it."""
+        in one compiled pass, then its row units layer by layer (from the lanes they read, the
+        shared values among them stored by the kernel) and ``hand(layer, lanes)`` for each
+        layer with probes (``probes_at``), its output lanes; returns (zeros, least non-zero |z|)
+        per layer as :meth:`layer`, or None (nothing done) where no run starts, its values are
+        long, one outgrew the limbs given to it, or a row unit would not be int64."""
         lanes = self.lanes
         if self.den != 1 or self.nclass == 0 or start < self._no_run_before:
             return None
         if not self._short_lanes(x for x in lanes if x.shared):  # before planning: it is cheap
             return None
         p = shared_runs.plan(
-            layers, start, stop_at, blocked, [x.shared for x in lanes], [x.nonneg for x in lanes]
+            layers,
+            start,
+            stop_at,
+            lambda li: [q.terms for q in probes_at.get(li, ())],
+            [x.shared for x in lanes],
+            [x.nonneg for x in lanes],
         )
         got = None if p is None else self._run_program(p)
         if got is None:
@@ -948,6 +955,19 @@ class _Engine:
                 self._no_run_before = p.stop
             return None
         made, (zpre, zneg, lo, lo_n, pos, pos_n) = got
+        rows: dict[int, _Lane] = {}
+
+        def refuse() -> None:  # nothing of the run is kept: its layers go one by one
+            self.hfree.extend(lane.slot for lane in made.values())
+            self.free.extend(lane.slot for lane in rows.values())
+            self._no_run_before = p.stop
+
+        def lane_of(v: tuple[str, int]) -> _Lane | None:
+            kind, i = v
+            if kind == "in":
+                return lanes[i]
+            return made.get(i) if kind == "unit" else rows[i]
+
         stats = []
         zp, zn, lo_k, pos_k = zpre.tolist(), zneg.tolist(), lo_n.tolist(), pos_n.tolist()
         least_of: dict[int, int | None] = {}  # unit → its least positive value
@@ -955,22 +975,83 @@ class _Engine:
             units = range(p.layer_units[l_], p.layer_units[l_ + 1])
             zeros = sum(zp[units.start : units.stop])
             best = _least(lo, lo_k, units)
+            if p.rows[l_]:  # row units: per row, from the lanes before the layer
+                ins = [lane_of(v) for v in p.positions[l_]]
+                got = self._row_units(
+                    [row for _, row, _, _ in p.rows[l_]], [b for _, _, b, _ in p.rows[l_]], ins
+                )
+                if got is None:
+                    refuse()
+                    return None
+                made_rows, z, b = got
+                for (_, _, _, r), lane in zip(p.rows[l_], made_rows, strict=True):
+                    rows[r] = lane
+                zeros += z
+                if b is not None:
+                    best = b if best is None else min(best, b)
             for kind, i in p.origins[l_]:  # σ(x) = x: x's zeros and least positive value
-                if kind == "in":
-                    zeros += lanes[i].zeros
-                    least = lanes[i].min_pos
-                else:
+                if kind == "unit":
                     zeros += zp[i] + zn[i]
                     if i not in least_of:
                         least_of[i] = _least(pos, pos_k, range(i, i + 1))
                     least = least_of[i]
+                else:
+                    carried = lane_of((kind, i))
+                    zeros += carried.zeros
+                    least = carried.min_pos
                 if least is not None:
                     best = least if best is None else min(best, least)
             stats.append((zeros, best))
-        out = [lanes[i] if kind == "in" else made[i] for kind, i in p.final]
+        for l_ in range(p.layers):  # handed on once every layer of the run is done
+            if start + l_ in probes_at:
+                hand(start + l_, [lane_of(v) for v in p.positions[l_ + 1]])
+        out = [lane_of(v) for v in p.final]
+        kept = {lane.slot for lane in out}
+        for lane in rows.values():  # rows and stored shared values read only inside the run
+            if lane.slot not in kept:
+                self.free.append(lane.slot)
+        for lane in made.values():
+            if lane.slot not in kept:
+                self.hfree.append(lane.slot)
         self._let_go(lanes, out, {})
         self._fused, self._folded = {}, {}
         return stats
+
+    def _row_units(self, rows: list, biases: list[int], lanes: list) -> tuple:
+        """σ of row units over ``lanes`` (their inputs stored; shared ones read as int64 per
+        class), as the per-layer path's row units: their lanes, the pre-activations at 0, and
+        the least non-zero |pre-activation| (None: none); None (nothing done) unless every
+        weight and a bound on every unit's values are below 2^62, as the per-layer path's row
+        units are."""
+        for row, b in zip(rows, biases, strict=True):
+            bound = abs(b) + sum(abs(w) * lanes[c].bound for c, w in row)
+            if bound >= LIMIT or any(abs(w) >= LIMIT for _, w in row):
+                return None
+        table_of: dict[int, int] = {}
+        ptr, src, kind, coef = _encode(rows, lanes, table_of)
+        table = _EMPTY_TABLE
+        if table_of:
+            table = np.zeros((len(table_of), self.nclass), np.int64)
+            for c, j in table_of.items():
+                table[j] = self._table(lanes[c])
+        slots = np.array([self._alloc() for _ in rows], np.int64)
+        stats = np.zeros((len(rows), 5), np.int64)
+        bias = np.array(biases, np.int64)
+        args = (self.R, self.cls, table, slots, ptr, src, kind, coef, bias, True, stats)
+        args = (*args, *_no_probes(self.n), *_no_fold())
+        chunks = self.k._chunks(self.n, PARALLEL_ROWS // 2)
+        if chunks == 1:
+            self.k._relu_rows(*args, 0, self.n)
+        else:
+            self.k.relu_units(*args, chunks)
+        out, zeros, best = [], 0, None
+        for j, (z, neg, mabs, mpos, mx) in enumerate(stats.tolist()):
+            zeros += z
+            if mabs < LIMIT:
+                best = mabs if best is None else min(best, mabs)
+            least = mpos if mpos < LIMIT else None
+            out.append(_Lane(False, int(slots[j]), mx, True, z + neg, least))
+        return out, zeros, best
 
     def _shared_units(self, a: Affine, units: list[int], out: list) -> tuple | None:
         """A ReLU layer's shared units (no mixed ones) as a one-layer program of the run kernel
@@ -1009,16 +1090,24 @@ class _Engine:
         scratch = max(
             [width + p.reach, *(int(self.used[b]) + max(o, default=0) for b, o, _ in views)]
         )
-        new = sorted({k for kind, k in p.final if kind == "unit"})
+        finals = sorted({k for kind, k in p.final if kind == "unit"})
+        new = sorted({*finals, *p.taps})
         self._reserve(self.nclass)
         slots = [self._halloc(width) for _ in new]
         self._forget(*slots)
         for s in slots:
             self.views.pop(s, None)
             self.V[s, : self.nclass] = 0
-        for kind, i in p.final:
-            if kind == "in":
-                self._rows_of(i)  # a row unit not stored (a recipe) is carried along: make it
+        slot_of = dict(zip(new, slots, strict=True))
+        tap_slot = np.full(p.arrays[0].shape[0], -1, np.int64)
+        for k in p.taps:
+            tap_slot[k] = slot_of[k]
+        carried = set(p.final)
+        for l_, units in enumerate(p.rows):
+            carried.update(p.positions[l_][c] for _, row, _, _ in units for c, _ in row)
+        for kind, i in sorted(carried):
+            if kind == "in":  # a row unit not stored (a recipe) carried along or read: make it
+                self._rows_of(i)
         K = p.arrays[0].shape[0]
         S = scratch + 4
         zpre, zneg = np.zeros(K, np.int64), np.zeros(K, np.int64)
@@ -1035,8 +1124,9 @@ class _Engine:
             width,
             S,
             *p.arrays,
-            arr([p.arrays[0][k] for k in new]),
-            arr(slots),
+            arr([p.arrays[0][k] for k in finals]),
+            arr([slot_of[k] for k in finals]),
+            tap_slot,
             self.counts,
             zpre,
             zneg,
@@ -1653,6 +1743,15 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
         fold = fold_of(name)
         return None if fold is None else (fold, name)
 
+    def hand_at(li: int, lanes: list) -> None:
+        """The probes of layer li inside a shared run, over that layer's output ``lanes``."""
+        now, eng.lanes = eng.lanes, lanes
+        eng._fused, eng._folded = {}, {}
+        try:
+            hand_on(li)
+        finally:
+            eng.lanes = now
+
     def hand_on(li: int) -> None:
         """The probes of layer li, the layer just done, to their folds or ``on_probe``."""
         for i, p in enumerate(probes_at.get(li, ())):
@@ -1682,10 +1781,8 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
             eng.layer(layer, relu=False)
             break
         run = eng.step_run(mlp.layers, li, last, probes_at, claim_of)  # (folds its probes)
-        probed = False
         if run is None:
-            run = eng.shared_run(mlp.layers, li, last, probes_at.__contains__)
-            probed = True
+            run = eng.shared_run(mlp.layers, li, last, probes_at, hand_at)
         if run is not None:  # layers li.. in one pass: their statistics, as one by one
             for zeros, best in run:
                 my_stats.append(
@@ -1699,8 +1796,6 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
                     )
                 )
                 li += 1
-            if probed:  # a shared run may end at a probed layer: its lanes are the run's
-                hand_on(li - 1)
             continue
         here = probes_at.get(li, ())
         names = [name_of(p) for p in here]

@@ -86,6 +86,18 @@ def _difference(X, W, r, nr, r2, nr2, out):
 
 
 @njit(cache=True)
+def _tap(HB, HO, HW, CL, s, c, X, base, n):
+    """Store a value (n limbs at X[base:]) as class c's in slot s; False if it does not fit."""
+    if n > HW[s]:
+        return False
+    b = _hi(HO, HW, s, c)
+    for i in range(n):
+        HB[np.uintp(b + i)] = X[np.uintp(base + i)]
+    CL[s, c] = n
+    return True
+
+
+@njit(cache=True)
 def _run_classes(
     HB,
     HO,
@@ -118,6 +130,7 @@ def _run_classes(
     cval,
     fin_reg,
     fin_slot,
+    tap_slot,
     counts,
     c0,
     c1,
@@ -136,9 +149,10 @@ def _run_classes(
     A difference of the values of units ta[t], tb[t] (≥ 0: one layer's, with equal linear parts)
     is the constant cval[cptr[t]:cptr[t + 1]] (limbs, then the sign) when neither was clipped.
     Registers in_reg are loaded from the store's slots in_slot (views formed), fin_reg written to
-    fin_slot at the end. Per unit: rows whose pre-activation is 0 (zpre) or negative (zneg),
-    the least non-zero |pre-activation| (lo), the least and largest positive value (pos, hi),
-    each with its limbs in use (−1: none). Returns False when a value outgrows W limbs."""
+    fin_slot at the end, unit u's value to slot tap_slot[u] (≥ 0) as it is computed. Per unit:
+    rows whose pre-activation is 0 (zpre) or negative (zneg), the least non-zero
+    |pre-activation| (lo), the least and largest positive value (pos, hi), each with its limbs
+    in use (−1: none). Returns False when a value outgrows W limbs."""
     X = np.zeros(nreg * W, np.int64)  # register r's limbs at r·W (flat: no views per term)
     XL = np.zeros(nreg, np.int64)
     lin = np.zeros(A, np.int64)
@@ -236,6 +250,8 @@ def _run_classes(
                     _keep(lo, lo_n, u, acc, n)
                 XL[o] = 0
                 posv[u] = False
+                if tap_slot[u] >= 0:
+                    CL[tap_slot[u], c] = 0
                 continue
             n = h
             while n > 0 and acc[n - 1] == 0:
@@ -256,6 +272,8 @@ def _run_classes(
             for i in range(n):
                 X[np.uintp(base + i)] = acc[i]
             XL[o] = n
+            if tap_slot[u] >= 0 and not _tap(HB, HO, HW, CL, tap_slot[u], c, X, base, n):
+                return False
         for j in range(fin_reg.shape[0]):
             r = fin_reg[j]
             s = fin_slot[j]
@@ -302,6 +320,7 @@ def shared_run(
     cval,
     fin_reg,
     fin_slot,
+    tap_slot,
     counts,
     nclass,
     chunks,
@@ -364,6 +383,7 @@ def shared_run(
                 cval,
                 fin_reg,
                 fin_slot,
+                tap_slot,
                 counts,
                 a,
                 b,
@@ -396,8 +416,8 @@ def run(args: tuple, nclass: int, grain: int) -> bool:
     saves), else as many parts as threads."""
     chunks = _chunks(nclass, grain)
     if chunks == 1:
-        return bool(_run_classes(*args[:32], 0, nclass, *args[32:]))
-    return bool(shared_run(*args[:32], nclass, chunks, *args[32:]))
+        return bool(_run_classes(*args[:33], 0, nclass, *args[33:]))
+    return bool(shared_run(*args[:33], nclass, chunks, *args[33:]))
 
 
 def warm() -> None:
@@ -431,6 +451,7 @@ def warm() -> None:
         np.zeros(0, i64),
         np.array([1], i64),
         one,
+        np.array([-1], i64),
         np.ones(2, i64),
     )
     for chunks in (1, 2):

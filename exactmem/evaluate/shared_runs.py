@@ -19,27 +19,41 @@ per-layer statistics the reference evaluator reports.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from exactmem.evaluate.digits import LIMB, MASK, _paired, _sparse
 from exactmem.model import Affine
 
-__all__ = ["MIN_LAYERS", "RUN_LIMBS", "Plan", "plan", "register_limbs", "units_program"]
+__all__ = [
+    "MIN_LAYERS",
+    "ROW_UNITS",
+    "RUN_LIMBS",
+    "Plan",
+    "plan",
+    "register_limbs",
+    "units_program",
+]
 
 MIN_LAYERS = 2  # a shorter run saves less than its planning costs
 RUN_LIMBS = 64  # longer inputs: the per-layer path, whose cost does not grow with the length
+ROW_UNITS = True  # row units beside shared ones in runs (False: such layers end a run)
+MAX_LAYERS = 64  # the per-unit statistics of a longer run outgrow the cache
 
 
 @dataclass(frozen=True)
 class Plan:
     """The program of a run of layers [start, stop).
 
-    Values are numbered: the run's input lanes 0..n_in − 1 (by position), then unit k's output
-    n_in + k, units numbered in layer order. ``origins[l]``: for each σ(x) = x unit of layer l,
-    the value it carries ("in", position) or ("unit", k); ``final``: the value at each output
-    position. ``loads``: (input position, register) of the inputs the units read."""
+    Values are named ("in", position) for the run's input lanes, ("unit", k) for the output of
+    the kernel's unit k (units numbered in layer order) and ("row", r) for the output of the
+    run's row unit r (a unit reading a row lane: computed by the engine per row after the
+    kernel, from the lanes it reads — shared values among them stored on the way, ``taps``).
+    ``origins[l]``: for each σ(x) = x unit of layer l, the value it carries; ``final``: the
+    value at each output position; ``positions[l]``: the values at layer l's input positions
+    (``positions[layers]`` = ``final``); ``rows[l]``: layer l's row units as (position, row,
+    bias, r). ``loads``: (input position, register) of the inputs the units read."""
 
     start: int
     stop: int
@@ -53,6 +67,9 @@ class Plan:
     bias_limbs: int  # limbs of the largest bias
     arrays: tuple[np.ndarray, ...]  # out_reg, same, tptr, treg, treg2, dptr, doff, dval, bptr,
     # boff, bval, ta, tb, cptr, cval: the kernel's program
+    positions: list[list[tuple[str, int]]] = field(default_factory=list)
+    rows: list[list[tuple]] = field(default_factory=list)
+    taps: list[int] = field(default_factory=list)  # units whose values are stored as computed
 
     @property
     def layers(self) -> int:
@@ -70,11 +87,14 @@ def register_limbs(p: Plan, inputs: list[int]) -> int:
 
 def _unit_kind(row, b, carried: Sequence[int], shared: list[bool], nonneg: list[bool]) -> str:
     """ "alias" for σ(x) = x of a non-negative lane (as the engine's layer plans decide it),
-    "unit" for a unit reading non-negative shared lanes only, else "" (the run stops)."""
+    "unit" for a unit reading non-negative shared lanes only, "row" for one reading a row lane
+    (the engine's, per row, after the kernel), else "" (the run stops)."""
     if len(row) == 1 and row[0][1] == 1 and b == 0 and nonneg[carried[row[0][0]]]:
         return "alias"
     if all(shared[carried[c]] and nonneg[carried[c]] for c, _ in row):
         return "unit"
+    if any(not shared[carried[c]] for c, _ in row):
+        return "row"
     return ""
 
 
@@ -82,31 +102,35 @@ def plan(
     layers: Sequence[Affine],
     start: int,
     stop_at: int,
-    blocked: Callable[[int], bool],
+    probes: Callable[[int], Sequence],
     shared: Sequence[bool],
     nonneg: Sequence[bool],
 ) -> Plan | None:
     """The run starting at layer ``start`` of an MLP's ReLU layers: every layer before
-    ``stop_at`` that has integer weights and whose units are all aliases or shared units, up to
-    and including the first one ``blocked`` (read by a probe: the probes read the run's output
-    lanes, as after that layer alone); None if fewer than MIN_LAYERS qualify. ``shared`` and
-    ``nonneg``: the current lanes' kinds."""
+    ``stop_at`` that has integer weights and whose units are aliases, shared units, or row
+    units beside at least one shared unit (a stretch of row units alone is the per-layer
+    path's); None if fewer than MIN_LAYERS qualify. ``probes(l)``: the terms of layer l's
+    probes (their shared values are stored as computed); ``shared`` and ``nonneg``: the
+    current lanes' kinds."""
     n_in = len(shared)
     is_shared, is_nonneg = list(shared), list(nonneg)
     carried = list(range(n_in))  # value per position
     kinds: list[list[tuple]] = []
+    read: list[list] = []
     stop = start
-    while stop < stop_at and (stop == start or not blocked(stop - 1)):
+    while stop < stop_at and stop - start < MAX_LAYERS:
         a = layers[stop]
         if a.denominator != 1:
             break
         units = []
         for row, b in zip(a.rows, a.bias, strict=True):
             kind = _unit_kind(row, b, carried, is_shared, is_nonneg)
-            if not kind:
+            if not kind or (kind == "row" and not ROW_UNITS):
                 break
             units.append((kind, tuple(row), b))  # (rows are tuples by type, not check)
         if len(units) < len(a.rows):
+            break
+        if any(k == "row" for k, _, _ in units) and not any(k == "unit" for k, _, _ in units):
             break
         nxt = []
         for kind, row, _ in units:
@@ -114,39 +138,51 @@ def plan(
                 nxt.append(carried[row[0][0]])
             else:
                 nxt.append(len(is_shared))
-                is_shared.append(True)
+                is_shared.append(kind == "unit")
                 is_nonneg.append(True)
         kinds.append(units)
+        read.append(list(probes(stop)))
         carried = nxt
         stop += 1
     if stop - start < MIN_LAYERS:
         return None
-    return _layout(start, stop, n_in, kinds)
+    return _layout(start, stop, n_in, kinds, read)
 
 
 def units_program(rows: Sequence, biases: Sequence[int], n_in: int) -> Plan:
     """The program of one layer's shared units alone (the layer's other units go the per-layer
     way): unit j of ``rows`` is output position j; every input is a shared non-negative lane."""
     units = [("unit", tuple(row), b) for row, b in zip(rows, biases, strict=True)]
-    return _layout(0, 1, n_in, [units])
+    return _layout(0, 1, n_in, [units], [[]])
 
 
-def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
+def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]], probed: list[list]) -> Plan:
     """Registers for the values (a value's register is free once no position carries it) and
-    the kernel's arrays; units with equal terms are put side by side to share their linear part."""
+    the kernel's arrays; units with equal terms are put side by side to share their linear part.
+    Row units get values −1, −2, … (no register); the shared values they or a probe read are
+    stored as computed (taps)."""
     steps = []  # per layer: (values carried in, [(row, position, bias)] of units, values out)
     carried = list(range(n_in))
     read_inputs: set[int] = set()
+    rows: list[list[tuple]] = []
+    tapped: set[int] = set()
     k = n_in
-    for units in kinds:
+    r = 0
+    for units, terms_read in zip(kinds, probed, strict=True):
         out: list = []
         aliased = []
         computed = []
+        deferred = []
         for j, (kind, row, b) in enumerate(units):
             if kind == "alias":
                 v = carried[row[0][0]]
                 out.append(v)
                 aliased.append(v)
+            elif kind == "row":
+                out.append(-1 - r)
+                deferred.append((j, row, b, r))
+                r += 1
+                tapped.update(carried[c] for c, _ in row if carried[c] >= n_in)
             else:
                 out.append(None)
                 computed.append((row, j, b))
@@ -157,10 +193,15 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
             for c, _ in row:
                 if carried[c] < n_in:
                     read_inputs.add(carried[c])
+        for terms in terms_read:
+            tapped.update(out[c] for c, _ in terms if out[c] >= n_in)
         steps.append((carried, computed, out, aliased))
+        rows.append(deferred)
         carried = out
 
     def named(v: int) -> tuple[str, int]:
+        if v < 0:
+            return ("row", -1 - v)
         return ("in", v) if v < n_in else ("unit", v - n_in)
 
     reg: dict[int, int] = {}
@@ -253,6 +294,9 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]]) -> Plan:
         reach=reach,
         bias_limbs=bias_limbs,
         arrays=arrays,
+        positions=[[named(v) for v in step[0]] for step in steps] + [[named(v) for v in carried]],
+        rows=rows,
+        taps=sorted(v - n_in for v in tapped),
     )
 
 
