@@ -66,3 +66,29 @@ def test_limb_rows_are_the_limbs(values, spare):
     for v, row in zip(values, rows.tolist(), strict=True):
         assert row == [(v >> (30 * i)) & (2**30 - 1) for i in range(k)]
         assert dg._int_of(rows[values.index(v)]) == v
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 9), st.sampled_from([1, -1, 2, -2, 3, 2**70, -(2**70)])),
+        min_size=1,
+        max_size=6,
+        unique_by=lambda t: t[0],
+    )
+)
+def test_paired_terms_sum_to_the_row(terms):
+    """w·(x − y) pairs and single terms: the same linear form, each lane once, positive first."""
+    got = dg._paired(terms)
+    lanes = [c for c, _, _ in got] + [p for _, p, _ in got if p >= 0]
+    assert sorted(lanes) == sorted(c for c, _ in terms)
+    form = {}
+    for c, p, w in got:
+        form[c] = form.get(c, 0) + w
+        if p >= 0:
+            assert w > 0
+            form[p] = form.get(p, 0) - w
+    assert form == dict(terms)
+    pairs = [(c, p) for c, p, _ in got if p >= 0]
+    opposite = {w for _, w in terms} & {-w for _, w in terms}
+    assert pairs or not opposite  # a pair is found whenever one exists

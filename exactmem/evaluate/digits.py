@@ -121,17 +121,23 @@ def _int_of(limbs: np.ndarray) -> int:
 def _paired(terms: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     """Terms as (lane, partner, coefficient): w·x − w·y (w > 0, in either order) becomes
     w·(x − y) with partner y (the difference of a step's two units is 0 or 1, so the product
-    stays short); partner −1 for a single term."""
+    stays short); partner −1 for a single term. Each term pairs with the first later one of
+    the opposite coefficient not taken yet."""
+    n = len(terms)
+    if n == 1:
+        return [(terms[0][0], -1, terms[0][1])]
     out: list[tuple[int, int, int]] = []
-    left = dict(terms)
-    for c, w in terms:
-        if c not in left:
+    taken = [False] * n
+    for i, (c, w) in enumerate(terms):
+        if taken[i]:
             continue
-        del left[c]
-        partner = next((d for d, v in left.items() if v == -w), -1)
-        if partner >= 0:
-            del left[partner]
-            if w < 0:  # the positive coefficient leads
-                c, partner, w = partner, c, -w
+        partner = -1
+        for j in range(i + 1, n):
+            if not taken[j] and terms[j][1] == -w:
+                taken[j] = True
+                partner = terms[j][0]
+                break
+        if partner >= 0 and w < 0:  # the positive coefficient leads
+            c, partner, w = partner, c, -w
         out.append((c, partner, w))
     return out
