@@ -145,7 +145,8 @@ def _run_classes(
 ):
     """Classes c0..c1−1 through the run. Unit u (in layer order): σ(bias_u + Σ_t digits_t ·
     term_t), a term register treg[t] or the difference treg[t] − treg2[t] (treg2 ≥ 0), written
-    to register out_reg[u]; ``same[u]``: its terms are unit u − 1's (the linear part is reused).
+    to register out_reg[u]; ``same[u]``: its terms are unit u − 1's (the linear part is reused;
+    the plan lists none for it).
     A difference of the values of units ta[t], tb[t] (≥ 0: one layer's, with equal linear parts)
     is the constant cval[cptr[t]:cptr[t + 1]] (limbs, then the sign) when neither was clipped.
     Registers in_reg are loaded from the store's slots in_slot (views formed), fin_reg written to

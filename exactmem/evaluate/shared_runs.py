@@ -229,9 +229,10 @@ def _layout(start: int, stop: int, n_in: int, kinds: list[list[tuple]], probed: 
                 registers += 1
             u = len(out_reg)
             out_reg.append(r)
-            same.append(row == previous)
+            shares = row == previous  # the unit before's linear part: the kernel reuses it
+            same.append(shares)
             previous = row
-            terms = terms_of.get(row)
+            terms = () if shares else terms_of.get(row)
             if terms is None:
                 terms = terms_of[row] = _terms(row)
             for c, c2, offs, digits in terms:
