@@ -1890,6 +1890,11 @@ def _distinct(Y: np.ndarray, D: int, N: int, width: int):
         ids, first = first_seen_ids(Y)
         rows_num = Y[first]
         new_index = ids.reshape(N, width)
+        # reference._reduce's gcd of D and every numerator, at numpy's speed (int64 here)
+        g = math.gcd(D, int(np.gcd.reduce(rows_num, axis=None))) if D != 1 else 1
+        if g > 1:
+            rows_num, D = rows_num // g, D // g
+        return [rows_num[:, j].astype(object) for j in range(rows_num.shape[1])], D, new_index
     else:
         where: dict[tuple, int] = {}
         ids = np.array([where.setdefault(tuple(r), len(where)) for r in Y], np.int64)
