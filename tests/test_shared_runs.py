@@ -394,3 +394,39 @@ def test_row_units_are_taken_in_runs_or_refuse_them(monkeypatch):
     seen.clear()
     both(_with_rows(random.Random(1), big_row=True), pts, [[i] for i in range(len(pts))])
     assert not any(r is not None for r in seen)
+
+
+def _slots_accounted(monkeypatch) -> list:
+    """After every run: each row slot and each shared slot is free exactly once or held (by a
+    lane, a recipe's inputs, or a view's base) — a run neither leaks slots nor frees one in use."""
+    checked = []
+    real = fast._Engine.shared_run
+
+    def spy(self, *args):
+        got = real(self, *args)
+        if got is None:
+            return got
+        held_rows = {x.slot for x in self.lanes if not x.shared and x.slot >= 0} | self._held
+        assert len(self.free) == len(set(self.free))
+        assert not held_rows & set(self.free)
+        assert held_rows | set(self.free) == set(range(self.R.shape[0]))
+        held = {x.slot for x in self.lanes if x.shared}
+        held |= {self.views[s][0] for s in held if s in self.views}
+        assert len(self.hfree) == len(set(self.hfree))
+        assert not held & set(self.hfree)
+        assert held | set(self.hfree) == set(range(self.store.slots))
+        checked.append(len(got))
+        return got
+
+    monkeypatch.setattr(fast._Engine, "shared_run", spy)
+    return checked
+
+
+def test_runs_account_for_every_slot(monkeypatch):
+    checked = _slots_accounted(monkeypatch)
+    pts = [(mpq(x),) for x in (-3, 0, 1, 1, 4, 9)]
+    both(_with_rows(random.Random(1)), pts, [[i] for i in range(len(pts))])
+    ds = random_sequences(300, 6, 4, 40, 4, seed=5)
+    model, _ = ks25.build(ds, {})
+    both(model, ds.vocab, ds.sequences, positions="last")
+    assert len(checked) >= 3

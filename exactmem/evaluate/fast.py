@@ -1006,12 +1006,13 @@ class _Engine:
             if start + l_ in probes_at:
                 hand(start + l_, [lane_of(v) for v in p.positions[l_ + 1]])
         out = [lane_of(v) for v in p.final]
-        kept = {lane.slot for lane in out}
+        kept_rows = {lane.slot for lane in out if not lane.shared}  # (row and shared slots are
+        kept_shared = {lane.slot for lane in out if lane.shared}  # numbered apart)
         for lane in rows.values():  # rows and stored shared values read only inside the run
-            if lane.slot not in kept:
+            if lane.slot not in kept_rows:
                 self.free.append(lane.slot)
         for lane in made.values():
-            if lane.slot not in kept:
+            if lane.slot not in kept_shared:
                 self.hfree.append(lane.slot)
         self._let_go(lanes, out, {})
         self._fused, self._folded = {}, {}
