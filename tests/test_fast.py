@@ -19,7 +19,7 @@ from exactmem.certify import certify
 from exactmem.constructions import ks25, vys
 from exactmem.data import random_points
 from exactmem.evaluate import fast, kernels, reference, shared_runs
-from exactmem.model import MLP, Affine, Probe, Transformer
+from exactmem.model import MLP, Affine, PositionalEncoding, Probe, Transformer
 from exactmem.proofs import GENERATORS, _build, find_proofs_dir, load_claims
 from exactmem.sequences import random_sequences, with_positions
 from exactmem.verify import StepFold
@@ -703,3 +703,10 @@ def test_parallel_kernels_give_the_same_trace(monkeypatch):
     want = reference.run(model, ds.vocab, ds.sequences, positions="last")
     for jobs in (1, 2):
         same_trace(want, fast.run(model, ds.vocab, ds.sequences, positions="last", jobs=jobs))
+
+
+def test_zero_columns_over_a_denominator_beyond_int64():
+    """Token mixing whose every numerator is 0 over 2^70 (found in review): the gcd of the
+    numerators is 0, the values are 0 over 1 — the denominator is not divided in int64."""
+    t = mpq(1, 2**70)
+    both(Transformer(1, (PositionalEncoding(((t,),)),)), [(-t,)], [[0]])

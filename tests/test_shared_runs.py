@@ -430,3 +430,42 @@ def test_runs_account_for_every_slot(monkeypatch):
     model, _ = ks25.build(ds, {})
     both(model, ds.vocab, ds.sequences, positions="last")
     assert len(checked) >= 3
+
+
+def _chain_with_a_wide_row(weight: int, P: int = 2**90):
+    """Twenty layers of shared units over x + P and 3x + P, the row lane x carried; at the
+    third, a row unit x + weight·(a shared lane of about 2^90): beyond int64 by its weight
+    (known from the structure) or by its values (known after the kernel)."""
+    layers = [Affine(1, (((0, 1),), ((0, 1),), ((0, 3),)), (0, P, P), 1)]
+    for i in range(20):
+        rows, bias = [((0, 1),), ((1, 1), (2, 1)), ((1, 2),)], [0, -P, -P + i]
+        if i == 2:
+            rows.append(((0, 1), (1, weight)))
+            bias.append(0)
+        layers.append(Affine(len(layers[-1].rows), tuple(rows), tuple(bias), 1))
+    width = len(layers[-1].rows)
+    layers.append(Affine(width, (tuple((c, 1) for c in range(width)),), (0,), 1))
+    return Transformer(1, (MLP(tuple(layers), residual=False),))
+
+
+@pytest.mark.parametrize("weight", [2**63, 1])
+def test_a_wide_row_unit_ends_a_run_there(monkeypatch, weight):
+    """A row unit beyond int64 ends the run before its layer, which goes the per-layer way;
+    runs go on after it (with weight 1 the run is planned through it, refused after the kernel,
+    and run again up to it)."""
+    runs = {}  # start → layers (a refused run's shorter one is seen twice: inside and out)
+    real = fast._Engine.shared_run
+
+    def spy(self, layers, start, *args):
+        got = real(self, layers, start, *args)
+        if got is not None:
+            runs[start] = len(got)
+        return got
+
+    monkeypatch.setattr(fast._Engine, "shared_run", spy)
+    kernel_runs = _refusals(monkeypatch)
+    pts = [(mpq(x),) for x in (0, 1, 2, 5, 5)]
+    both(_chain_with_a_wide_row(weight), pts, [[i] for i in range(len(pts))])
+    assert runs == {1: 2, 4: 17}  # every layer but the wide row's
+    # a weight beyond int64 is seen in the plan: no kernel pass is wasted on it
+    assert len(kernel_runs) == (2 if weight >= 2**62 else 3)

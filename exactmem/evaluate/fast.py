@@ -941,6 +941,7 @@ class _Engine:
             return None
         if not self._short_lanes(x for x in lanes if x.shared):  # before planning: it is cheap
             return None
+        blocked = self._no_run_before
         p = shared_runs.plan(
             layers,
             start,
@@ -957,10 +958,16 @@ class _Engine:
         made, (zpre, zneg, lo, lo_n, pos, pos_n) = got
         rows: dict[int, _Lane] = {}
 
-        def refuse() -> None:  # nothing of the run is kept: its layers go one by one
+        def refuse(at: int) -> list | None:
+            """Layer ``at`` of the run has a row unit beyond int64: nothing of the run is kept;
+            the layers before it run again as a shorter run, it goes the per-layer way (which
+            splits the classes on it), and runs may start again after it."""
             self.hfree.extend(lane.slot for lane in made.values())
             self.free.extend(lane.slot for lane in rows.values())
-            self._no_run_before = p.stop
+            self._no_run_before = blocked
+            shorter = self.shared_run(layers, start, start + at, probes_at, hand) if at else None
+            self._no_run_before = max(self._no_run_before, start + at + 1)
+            return shorter
 
         def lane_of(v: tuple[str, int]) -> _Lane | None:
             kind, i = v
@@ -981,8 +988,7 @@ class _Engine:
                     [row for _, row, _, _ in p.rows[l_]], [b for _, _, b, _ in p.rows[l_]], ins
                 )
                 if got is None:
-                    refuse()
-                    return None
+                    return refuse(l_)
                 made_rows, z, b = got
                 for (_, _, _, r), lane in zip(p.rows[l_], made_rows, strict=True):
                     rows[r] = lane
@@ -1891,9 +1897,12 @@ def _distinct(Y: np.ndarray, D: int, N: int, width: int):
         ids, first = first_seen_ids(Y)
         rows_num = Y[first]
         new_index = ids.reshape(N, width)
-        # reference._reduce's gcd of D and every numerator, at numpy's speed (int64 here)
-        g = math.gcd(D, int(np.gcd.reduce(rows_num, axis=None))) if D != 1 else 1
-        if g > 1:
+        # reference._reduce's gcd of D and every numerator, at numpy's speed (int64 here;
+        # all numerators 0: g = D, which may not be an int64 — the values are 0 over 1)
+        top = int(np.gcd.reduce(rows_num, axis=None)) if D != 1 else 1
+        if top == 0:
+            D = 1
+        elif (g := math.gcd(D, top)) > 1:
             rows_num, D = rows_num // g, D // g
         return [rows_num[:, j].astype(object) for j in range(rows_num.shape[1])], D, new_index
     else:

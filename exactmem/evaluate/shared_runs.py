@@ -98,6 +98,12 @@ def _unit_kind(row, b, carried: Sequence[int], shared: list[bool], nonneg: list[
     return ""
 
 
+def _int64_row(row) -> bool:
+    """Whether a row unit may be one of a run (the engine's row units take weights below 2^62;
+    whether its values stay below is known only from the lanes' bounds, after the kernel)."""
+    return ROW_UNITS and all(abs(w) < 1 << 62 for _, w in row)
+
+
 def plan(
     layers: Sequence[Affine],
     start: int,
@@ -125,7 +131,7 @@ def plan(
         units = []
         for row, b in zip(a.rows, a.bias, strict=True):
             kind = _unit_kind(row, b, carried, is_shared, is_nonneg)
-            if not kind or (kind == "row" and not ROW_UNITS):
+            if not kind or (kind == "row" and not _int64_row(row)):
                 break
             units.append((kind, tuple(row), b))  # (rows are tuples by type, not check)
         if len(units) < len(a.rows):
