@@ -19,10 +19,10 @@ binary search, classes as runs of the sorted rows — when the layer has exactly
 (:mod:`exactmem.evaluate.sorted_steps`, :meth:`_Engine._sorted_plan`); otherwise row by row.
 
 Stretches of such layers run in one compiled pass instead of layer by layer: runs of
-class-shared layers (:mod:`exactmem.evaluate.shared_runs`, Stage III's peel while its values are
-short) and runs of step layers in key order (:meth:`_Engine.step_run`, Stage II) — their shapes
-checked on the structure, every value and statistic the same (docs/fast.md, "Runs of layers in
-one compiled pass").
+class-shared layers (:mod:`exactmem.evaluate.shared_runs`, Stage III's peel and read-outs while
+its values are short) and runs of step layers in key order (:meth:`_Engine.step_run`, Stage
+II) — their shapes checked on the structure, every value and statistic the same (docs/fast.md,
+"Runs of layers in one compiled pass").
 
 Shared lanes that peel bits off a packed integer cost a few limbs per class and layer, not its
 length: exact lengths, in-place updates after their readers, difference tags and views (units

@@ -1,14 +1,17 @@
 """Runs of class-shared layers: planned once, evaluated class by class in one compiled pass.
 
 Kajitsuka & Sato 2025, Lemma C.1, Stage III peels the packed integer a group selected one bit
-per layer, in stretches of about thirty layers between two read-outs, and in those layers every
-unit reads class-shared lanes only (besides σ(x) = x of lanes carried along). Classes cannot
-split there (only a unit reading a row lane refines them), so each class may go through all the
-layers of the stretch at once: :mod:`exactmem.evaluate.run_kernel` does, with the class's values
-in a few registers of limbs. That spares the per-layer work of :class:`~exactmem.evaluate.fast.
-_Engine` (≈ 150 µs of Python a layer, and the kernel's setup) and keeps a class's values in
-cache. The arithmetic is in full length — O(limbs) per unit, where the per-layer path touches
-only the limbs a term reaches — so a run is taken while its values are short (``RUN_LIMBS``).
+per layer, with a read-out every thirty layers or so; its shared units read class-shared lanes
+only (besides σ(x) = x of lanes carried along), the read-outs' row units read row lanes and a
+few shared values. Classes cannot split there (a shared unit never reads a row lane), so each
+class may go through the shared units of all the layers at once: :mod:`exactmem.evaluate.
+run_kernel` does, with the class's values in a few registers of limbs, storing the shared
+values that row units and probes read as it computes them; the engine then computes the row
+units layer by layer from those. That spares the per-layer work of :class:`~exactmem.evaluate.
+fast._Engine` (≈ 150 µs of Python a layer, and the kernel's setup) and keeps a class's values
+in cache. The arithmetic is in full length — O(limbs) per unit, where the per-layer path
+touches only the limbs a term reaches — so a run is taken while its values are short
+(``RUN_LIMBS``).
 
 :func:`plan` decides from the structure alone which layers form the run and lays out its
 program (which register every value lives in); the engine (:meth:`~exactmem.evaluate.fast.
@@ -27,6 +30,7 @@ from exactmem.evaluate.digits import LIMB, MASK, _paired, _sparse
 from exactmem.model import Affine
 
 __all__ = [
+    "MAX_LAYERS",
     "MIN_LAYERS",
     "ROW_UNITS",
     "RUN_LIMBS",
