@@ -64,18 +64,7 @@ def _sparse_long(w: int) -> tuple[list[int], list[int]]:
     1 up, a limb of 2^29 − 1 passes an incoming carry on (a carry-lookahead scan)."""
     mag = abs(w)
     size = -(-(mag.bit_length() + LIMB) // 120) * 15  # one spare limb on top, whole groups
-    groups = np.frombuffer(mag.to_bytes(size, "little"), np.uint8).reshape(-1, 15)
-    lo = np.ascontiguousarray(groups[:, :8]).view("<u8")[:, 0]  # bits 0..63 of each group
-    hi = np.zeros((len(groups), 8), np.uint8)
-    hi[:, :7] = groups[:, 8:]
-    hi = hi.view("<u8")[:, 0]  # bits 64..119
-    m30, m26 = np.uint64(MASK), np.uint64((1 << 26) - 1)
-    x = np.empty((len(groups), 4), np.int64)
-    x[:, 0] = lo & m30
-    x[:, 1] = (lo >> np.uint64(30)) & m30
-    x[:, 2] = (lo >> np.uint64(60)) | ((hi & m26) << np.uint64(4))
-    x[:, 3] = hi >> np.uint64(26)
-    x = x.reshape(-1)
+    x = _four_limbs(np.frombuffer(mag.to_bytes(size, "little"), np.uint8)).reshape(-1)
     generate = x >= HALF
     last = np.maximum.accumulate(np.where(x != HALF - 1, np.arange(len(x)), -1))
     carry_out = np.where(last >= 0, generate[np.maximum(last, 0)], False)
@@ -94,21 +83,26 @@ def _sparse_long(w: int) -> tuple[list[int], list[int]]:
 
 def _limb_rows(values: list[int], k: int) -> np.ndarray:
     """The 30-bit limbs of non-negative integers below 2^(30k), one row of k limbs each: from
-    their bytes, 15 bytes (four limbs) at a time, all rows in one pass (as :func:`_sparse_long`)."""
+    their bytes, 15 bytes (four limbs) at a time, all rows in one pass (:func:`_four_limbs`)."""
     groups = -(-k // 4)
     raw = b"".join(v.to_bytes(15 * groups, "little") for v in values)
-    g = np.frombuffer(raw, np.uint8).reshape(-1, 15)
-    lo = np.ascontiguousarray(g[:, :8]).view("<u8")[:, 0]
-    hi = np.zeros((len(g), 8), np.uint8)
-    hi[:, :7] = g[:, 8:]
-    hi = hi.view("<u8")[:, 0]
+    return _four_limbs(np.frombuffer(raw, np.uint8)).reshape(len(values), 4 * groups)[:, :k]
+
+
+def _four_limbs(raw: np.ndarray) -> np.ndarray:
+    """Little-endian bytes, 15 at a time, as four 30-bit limbs each: a (groups × 4) array."""
+    groups = raw.reshape(-1, 15)
+    lo = np.ascontiguousarray(groups[:, :8]).view("<u8")[:, 0]  # bits 0..63 of each group
+    hi = np.zeros((len(groups), 8), np.uint8)
+    hi[:, :7] = groups[:, 8:]
+    hi = hi.view("<u8")[:, 0]  # bits 64..119
     m30, m26 = np.uint64(MASK), np.uint64((1 << 26) - 1)
-    x = np.empty((len(g), 4), np.int64)
+    x = np.empty((len(groups), 4), np.int64)
     x[:, 0] = lo & m30
     x[:, 1] = (lo >> np.uint64(30)) & m30
     x[:, 2] = (lo >> np.uint64(60)) | ((hi & m26) << np.uint64(4))
     x[:, 3] = hi >> np.uint64(26)
-    return x.reshape(len(values), 4 * groups)[:, :k]
+    return x
 
 
 def _int_of(limbs: np.ndarray) -> int:

@@ -337,6 +337,16 @@ class _Engine:
         self.k.limbs_to_int64(*self.store.args(), self.CL, lane.slot, self.nclass, out)
         return out
 
+    def _tables(self, table_of: dict[int, int], lanes) -> np.ndarray:
+        """The int64 value per class of each shared lane the row kernels read (``table_of``:
+        lane → table row, from :func:`_encode`)."""
+        if not table_of:
+            return _EMPTY_TABLE
+        table = np.zeros((len(table_of), self.nclass), np.int64)
+        for c, j in table_of.items():
+            table[j] = self._table(lanes[c])
+        return table
+
     def _refine(self, functionals: list[list[tuple[int, int]]]) -> np.ndarray:
         """Split classes by the exact values of row functionals; returns the value of each
         functional per (new) class."""
@@ -442,11 +452,7 @@ class _Engine:
         elif row_units:
             table_of: dict[int, int] = {}
             ptr, src, kind, coef = _encode([a.rows[u] for u in row_units], lanes, table_of)
-            table = _EMPTY_TABLE
-            if table_of:
-                table = np.zeros((len(table_of), self.nclass), np.int64)
-                for c, j in table_of.items():
-                    table[j] = self._table(lanes[c])
+            table = self._tables(table_of, lanes)
             bias = np.array([a.bias[u] * self.den for u in row_units], np.int64)
             stats = np.zeros((len(row_units), 5), np.int64)
             fused, pargs = self._fusable(a, relu, probes, plans, bounds, row_units)
@@ -682,8 +688,9 @@ class _Engine:
         lam_limbs = lam_mags.copy()  # λ ≥ 0: its limbs are |λ|'s
         lptr = np.concatenate([[0], np.cumsum(ks)])
         lw = (mags != 0).argmax(axis=1)
-        for m in np.flatnonzero(np.array(lams, dtype=object) < 0).tolist():
-            v = lams[m]
+        for m, v in enumerate(lams):
+            if v >= 0:
+                continue
             for i in range(lptr[m], lptr[m + 1] - 1):
                 lam_limbs[i] = v & MASK
                 v >>= LIMB
@@ -1036,11 +1043,7 @@ class _Engine:
                 return None
         table_of: dict[int, int] = {}
         ptr, src, kind, coef = _encode(rows, lanes, table_of)
-        table = _EMPTY_TABLE
-        if table_of:
-            table = np.zeros((len(table_of), self.nclass), np.int64)
-            for c, j in table_of.items():
-                table[j] = self._table(lanes[c])
+        table = self._tables(table_of, lanes)
         slots = np.array([self._alloc() for _ in rows], np.int64)
         stats = np.zeros((len(rows), 5), np.int64)
         bias = np.array(biases, np.int64)
@@ -1567,11 +1570,7 @@ class _Engine:
         if reach < LIMIT:
             table_of: dict[int, int] = {}
             ptr, src, kind, coef = _encode([list(terms)], lanes, table_of)
-            table = _EMPTY_TABLE
-            if table_of:
-                table = np.zeros((len(table_of), self.nclass), np.int64)
-                for c, j in table_of.items():
-                    table[j] = self._table(lanes[c])
+            table = self._tables(table_of, lanes)
             if table_of and len(table_of) == len(terms):  # class-shared lanes alone
                 return self._per_class(terms, table, reach)
             # kept until the verifier reads it: the narrowest exact type (steps are 0/1)
