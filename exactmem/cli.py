@@ -303,15 +303,19 @@ def _print_certificate(cert) -> None:
     else:
         what = f"{data['N']} points in Q^{data['d']}"
     print(f"dataset: {what}, C = {data['C']}, r² = {data['r2']}, δ² = {data['delta2']}")
+    said = cert.subject.get("model_says", {})
     print(
-        f"model: sha256 {cert.subject['model_sha256'][:16]}…, "
-        f"construction {cert.subject.get('construction')}"
+        f"model: sha256 {cert.subject['model_sha256'][:16]}… (its file says construction "
+        f"{said.get('construction')}; a label only, never a criterion)"
     )
-    for layout in cert.subject.get("layout") or []:
-        if "group_size" in layout:
-            skip = ("lemma", "bit_widths", "label")
-            shown = [f"{k} {v}" for k, v in layout.items() if k not in skip]
-            print(f"  memorizer {layout['label']}: " + ", ".join(shown))
+    crit = cert.subject["criteria"]
+    print(f"criteria: {crit['checklist']}")
+    tol = crit["tolerance"]
+    print(
+        f"  readout {crit['readout']}"
+        + (f", within --tolerance {tol}" if tol is not None else ", exact")
+        + f"; inputs: {crit['inputs']}"
+    )
     print(
         f"resources: width {res.width}, depth {res.depth}, {res.dense_parameters} dense / "
         f"{res.nonzero_parameters} non-zero parameters, max {res.max_bits} bits per parameter, "
@@ -336,7 +340,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
     model, _ = load_model(args.model)
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
-    cert = certify(model, dataset, progress=progress, jobs=args.jobs, evaluator=args.evaluator)
+    tolerance = None
+    if args.tolerance is not None:
+        from exactmem.exact import parse_rational
+
+        tolerance = parse_rational(args.tolerance, "--tolerance")
+        if tolerance < 0:
+            raise InputError(f"--tolerance {args.tolerance}: must be ≥ 0")
+    if args.construction is not None and args.construction not in CONSTRUCTIONS:
+        raise InputError(
+            f"--construction {args.construction!r} is unknown; available: "
+            f"{', '.join(CONSTRUCTIONS)}"
+        )
+    cert = certify(
+        model,
+        dataset,
+        construction=args.construction,
+        tolerance=tolerance,
+        progress=progress,
+        jobs=args.jobs,
+        evaluator=args.evaluator,
+    )
     content = certificate_json(cert)
     if args.certificate:
         save_certificate(content, args.certificate)
@@ -555,6 +579,20 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("model", metavar="MODEL")
     v.add_argument("--data", required=True, metavar="FILE")
     _add_evaluator(v)
+    v.add_argument(
+        "--construction",
+        metavar="NAME",
+        help="demand NAME's full checklist (its stages, margins and lanes; a model lacking one "
+        "is refuted). Without it only the construction-independent checks run (labels, lower "
+        "bounds); the model file's own claims are never a criterion. NAME: "
+        + ", ".join(CONSTRUCTIONS),
+    )
+    v.add_argument(
+        "--tolerance",
+        metavar="Q",
+        help="judge one-value (regression) outputs within the exact rational Q of their labels "
+        "(default: exactly); printed in the certificate",
+    )
     v.add_argument("--json", action="store_true", help="certificate as JSON on stdout")
     v.add_argument("--certificate", metavar="OUT", help="also write the certificate file")
     v.add_argument(

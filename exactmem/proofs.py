@@ -346,8 +346,17 @@ def run_instance(
     dataset = GENERATORS[inst.generator](inst.params)
     options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
     model, _ = _build(claim.construction, dataset, options)
+    # the claim is the user's criterion: its construction's full checklist, and the tolerance
+    # it states (a construction option the build also aims for), never the model's meta
     cert = certify(
-        model, dataset, progress=progress, per_layer=False, jobs=jobs, evaluator=evaluator
+        model,
+        dataset,
+        construction=claim.construction,
+        tolerance=options.get("tolerance"),
+        progress=progress,
+        per_layer=False,
+        jobs=jobs,
+        evaluator=evaluator,
     )
     bound_checks = _bound_checks(claim, cert, dataset, options)
     cert.checks.extend(c for c, _ in bound_checks)

@@ -9,24 +9,42 @@ margin). When an enclosure is too wide at every precision up to the limit, the a
 
 from __future__ import annotations
 
+import gmpy2
 from gmpy2 import mpq
 
+from exactmem.assumptions import (
+    mahdavi_assumptions,
+    mahdavi_capacity,
+    mahdavi_examples,
+    rank_of,
+    shared_context_rank_ceiling,
+)
 from exactmem.errors import InconclusiveError
 from exactmem.evaluate.softmax import ball_bounds, decide, run_balls
 from exactmem.exact import format_rational
-from exactmem.verify import Check, _examples
+from exactmem.model import Attention, PositionalEncoding
+from exactmem.verify import Check, ChecklistStructureError, _examples
 
-__all__ = ["ball_label_check", "exact_classification_check", "mahdavi_checks"]
+__all__ = [
+    "ball_label_check",
+    "brief",
+    "dana_checks",
+    "exact_classification_check",
+    "mahdavi_checks",
+]
 
 
 def _judge_labels(trace, labels, readout: str, tol: mpq):
+    """Regression: certified when the enclosure of output − label lies in [−tol, tol], refuted
+    when it lies outside; argmax: certified when the target logit's lead is certified
+    positive."""
     """(verdict or None, worst figure, bad items) for one ball trace."""
     undecided = False
     bad = []
     worst = None
     for i, (out, y) in enumerate(zip(trace.outputs, labels, strict=True)):
         col = out[-1]
-        if readout == "classification":
+        if readout == "argmax":
             target = col[y - 1]
             margin_lo = None
             for c, other in enumerate(col):
@@ -44,21 +62,55 @@ def _judge_labels(trace, labels, readout: str, tol: mpq):
             lo, hi = ball_bounds(col[0] - y)
             err = max(abs(lo), abs(hi))
             worst = err if worst is None else max(worst, err)
-            if lo >= tol or hi <= -tol:
+            if lo > tol or hi < -tol:
                 bad.append(
                     f"sequences[{i}]: output off the label {y} by more than {format_rational(tol)}"
+                    f" (by at least {brief(min(abs(lo), abs(hi)), up=False)})"
                 )
-            elif not (-tol < lo and hi < tol):
+            elif not (-tol <= lo and hi <= tol):
                 undecided = True
     if bad:
         return False, worst, bad
     return (None if undecided else True), worst, bad
 
 
-def ball_label_check(model, ds, *, limit: int = 1 << 12) -> Check:
-    """Labels at the last position, certified on Arb balls with rising precision."""
-    readout = model.meta.get("readout", "regression")
-    tol = mpq(model.meta.get("tolerance", "0"))
+def brief(q: mpq, *, up: bool = True, digits: int = 3) -> str:
+    """An exact rational as a short decimal *bound*: rounded up (``up``) or down to ``digits``
+    significant digits, so "worst ≤ brief(x)" and "margin ≥ brief(x, up=False)" stay true. Never
+    a float: a refuted output may lie far beyond 10³⁰⁸."""
+    q = mpq(q)
+    if q == 0:
+        return "0"
+    p, d = abs(int(q.numerator)), int(q.denominator)
+    e = int((p.bit_length() - d.bit_length()) * 0.30102999566398120)  # ≈ ⌊log₁₀|q|⌋
+    while p < d * _pow10(e):  # correct the estimate exactly: 10^e ≤ |q| < 10^(e+1)
+        e -= 1
+    while p >= d * _pow10(e + 1):
+        e += 1
+    shift = e - digits + 1  # |q| / 10^shift has `digits` digits before the point
+    scaled = q / _pow10(shift) if shift >= 0 else q * _pow10(-shift)
+    m = int(gmpy2.ceil(scaled)) if up else int(gmpy2.floor(scaled))
+    if abs(m) == 10**digits:  # rounding carried into one more digit
+        m, shift = m // 10, shift + 1
+    text = str(abs(m))
+    mantissa = text[0] + ("." + text[1:].rstrip("0") if text[1:].rstrip("0") else "")
+    exponent = shift + len(text) - 1
+    sign = "-" if m < 0 else ""
+    return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
+
+
+def _pow10(e: int) -> mpq:
+    return mpq(10) ** e if e >= 0 else mpq(1, 10 ** (-e))
+
+
+def ball_label_check(
+    model, ds, *, readout: str = "label", tolerance: mpq | None = None, limit: int = 1 << 12
+) -> Check:
+    """Labels at the last position, certified on Arb balls with rising precision.
+
+    ``readout`` (``label`` or ``argmax``) and ``tolerance`` come from the caller (the output
+    width and the user's ``--tolerance``), never from the model file."""
+    tol = mpq(0) if tolerance is None else mpq(tolerance)
     state: dict = {}
 
     def evaluate(precision):
@@ -73,14 +125,19 @@ def ball_label_check(model, ds, *, limit: int = 1 << 12) -> Check:
     if verdict is None:
         raise InconclusiveError(
             f"the enclosures of the outputs stay too wide at {precision} bits to decide every "
-            "label; raise the temperature (saturation) or the precision limit"
+            "label"
+            + (
+                " exactly; pass --tolerance Q to judge real-valued outputs within Q"
+                if readout == "label" and tol == 0
+                else "; raise the temperature (saturation) or the precision limit"
+            )
         )
     worst = state["worst"]
-    if readout == "classification":
+    if readout == "argmax":
         figures = {"min_margin_lower_bound": None if worst is None else format_rational(worst)}
         detail = (
             f"all {ds.size} argmax labels certified, target logit ahead by ≥ "
-            f"{figures['min_margin_lower_bound']} (Arb, {precision} bits)"
+            f"{None if worst is None else brief(worst, up=False)} (Arb, {precision} bits)"
         )
     else:
         figures = {
@@ -89,7 +146,7 @@ def ball_label_check(model, ds, *, limit: int = 1 << 12) -> Check:
         }
         detail = (
             f"all {ds.size} labels within {format_rational(tol)} (worst ≤ "
-            f"{float(worst):.3g}; Arb, {precision} bits)"
+            f"{None if worst is None else brief(worst)}; Arb, {precision} bits)"
         )
     figures["precision"] = precision
     if not verdict:
@@ -125,19 +182,14 @@ def exact_classification_check(outputs, labels) -> Check:
 def mahdavi_checks(model, ds) -> list[Check]:
     """A1/A2 as measured, capacity, and — for the exact hardmax model — the rank of the
     features the model's own attention produces, or the shared-context rank ceiling."""
-    from exactmem.constructions.mahdavi24 import (
-        capacity,
-        check_assumptions,
-        examples,
-        rank_ceiling,
-        rank_of,
-    )
-
-    queries, contexts = examples(ds)
-    report = check_assumptions(queries, contexts)
-    T, n, d = len(queries), len(contexts[0]), len(queries[0])
+    queries, contexts = mahdavi_examples(ds)
+    report = mahdavi_assumptions(queries, contexts)
+    T, n = len(queries), len(contexts[0])
     att = model.sublayers[0]
+    if not isinstance(att, Attention) or not att.heads:
+        raise ChecklistStructureError("its first sub-layer is not a multi-head attention layer")
     H = len(att.heads)
+    d_h = min(h.query.out_dim for h in att.heads)  # the head dimension, from the weights
     checks = [
         Check(
             "mahdavi.assumptions",
@@ -146,8 +198,8 @@ def mahdavi_checks(model, ds) -> list[Check]:
             {"subsets_tried": report.subsets_tried, "exhaustive": report.exhaustive},
         )
     ]
-    cap = capacity(H, n, d)
-    ceiling = rank_ceiling(contexts, H)
+    cap = mahdavi_capacity(H, n, d_h)
+    ceiling = shared_context_rank_ceiling(contexts, H)
     if att.score == "hardmax":
         Z = _hardmax_features(att, queries, contexts)
         rank = rank_of(Z)
@@ -180,7 +232,7 @@ def mahdavi_checks(model, ds) -> list[Check]:
             "mahdavi.capacity",
             T <= cap,
             f"T = {T} {'≤' if T <= cap else '>'} H(min(n, d_h) − 1) + 1 = {cap}",
-            {"capacity": cap, "heads": H},
+            {"capacity": cap, "heads": H, "head_dim": d_h},
         )
     )
     return checks
@@ -219,11 +271,15 @@ def dana_checks(model, ds, precision: int = 256) -> list[Check]:
     columns are non-singular (Arb solve); and the capacity H·d_h + d."""
     from flint import arb_mat, ctx
 
-    from exactmem.evaluate.softmax import softmax_balls, to_ball
-    from exactmem.model import Attention, PositionalEncoding
+    from exactmem.balls import softmax_balls, to_ball
 
-    pos = next(s for s in model.sublayers if isinstance(s, PositionalEncoding))
-    att = next(s for s in model.sublayers if isinstance(s, Attention))
+    pos = next((s for s in model.sublayers if isinstance(s, PositionalEncoding)), None)
+    att = next((s for s in model.sublayers if isinstance(s, Attention)), None)
+    if pos is None or att is None or model.embed is None or not model.token_inputs:
+        raise ChecklistStructureError(
+            "an attention-only Transformer needs token ids, an embedding table, a positional "
+            "encoding and an attention layer"
+        )
     pairs = {tuple(s): y for s, y in zip(ds.sequences, ds.labels, strict=True)}
     T0 = len(pairs)
     old = ctx.prec
@@ -287,6 +343,6 @@ def dana_checks(model, ds, precision: int = 256) -> list[Check]:
             "dana.capacity",
             T0 <= cap,
             f"T₀ = {T0} {'≤' if T0 <= cap else '>'} H·d_h + d = {cap}",
-            {"capacity": cap, "paper_parameters": model.meta.get("paper_parameters")},
+            {"capacity": cap, "heads": len(att.heads)},
         ),
     ]

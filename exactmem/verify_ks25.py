@@ -19,7 +19,13 @@ from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, first_seen_ids, ratio_equal, rational_table
 from exactmem.model import MLP, Attention
 from exactmem.sequences import SequenceView, canonical_tokens, describe_multiset
-from exactmem.verify import MAX_EXAMPLES, Check, _examples, check_any_memorizer
+from exactmem.verify import (
+    MAX_EXAMPLES,
+    Check,
+    ChecklistStructureError,
+    _examples,
+    check_any_memorizer,
+)
 
 __all__ = ["check_ks25"]
 
@@ -37,16 +43,26 @@ def _fmt(v) -> str | None:
     return None if v is None else format_rational(v)
 
 
-def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check]:
+def check_ks25(
+    trace: Trace, model, ds: Dataset, sv: SequenceView, variant: str = "ks25-next-token"
+) -> list[Check]:
     """Items 3–9 of the checklist, plus the Lemma C.1 invariants of both memorizers.
 
     Works for every variant: seq-to-seq (Corollary 4.1) is judged at every position; deep sets
     (Theorem D.1) read only the sum; split memorizers (Theorem F.1) are checked per sub-network.
     Per-sequence checks run on whole arrays (exactmem.exact_arrays): exact integers, int64
-    only where the values are proved to fit.
+    only where the values are proved to fit. ``variant`` is the construction the user demands
+    (never read from the model file); a model without the lanes or stages it reads raises
+    (the caller refutes the checklist).
     """
-    variant = model.meta.get("construction")
     at = next(i for i, s in enumerate(model.sublayers) if isinstance(s, Attention))
+    if at + 1 >= len(model.sublayers) or not isinstance(model.sublayers[at + 1], MLP):
+        raise ChecklistStructureError("no memorizer F2 after the attention layer")
+    if (variant == "ks25-token-ids") != bool(model.token_inputs):
+        raise ChecklistStructureError(
+            "Theorem E.1 reads token ids through an embedding table; the other variants "
+            "read token vectors"
+        )
     phi_mlp = model.sublayers[0] if at == 1 else None
     f2_mlp = model.sublayers[at + 1]
     n = len(ds.sequences[0])
@@ -66,7 +82,9 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
     checks = [_phi_values(phi, len(ms_first))]
     A = {t for t, v in phi.items() if v != 0}
     token_gap = _min_gap(tid.values())
-    checks.append(_token_ids(tid, token_gap, model.meta.get("token_id_gap", 2)))
+    # Lemma C.2 separates token ids by 2; Theorem E.1's embedding table by 1 (its ids are the
+    # vocabulary indices themselves)
+    checks.append(_token_ids(tid, token_gap, 1 if variant == "ks25-token-ids" else 2))
     checks.append(_witness_set(canon[ms_first], A, ms_first))
     sums, sden = _sums(canon, phi)
     checks.append(_sequence_sums(sums[ms_first], sden, ms_first, sv))
@@ -78,7 +96,7 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
         key = tok * len(ms_first) + ms_id[:, None]  # (token, multiset) as one id
         checks.append(_context_ids(mixed, key, positions, n, token_gap))
 
-    if isinstance(phi_mlp, MLP) and ("group_size" in phi_mlp.meta or "subnetworks" in phi_mlp.meta):
+    if isinstance(phi_mlp, MLP) and A:  # φ̃ ≠ 0 somewhere: F1 must hold Lemma B.3's memorizer
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
         checks += check_any_memorizer(trace, phi_mlp, expected, lambda r: f"token row {r}")
     labels = exact(np.array(ds.labels, dtype=object)).reshape(ds.size, -1)

@@ -29,9 +29,9 @@ from fractions import Fraction
 from flint import arb_mat, ctx
 from gmpy2 import mpq
 
+from exactmem.balls import ball_midpoint, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.evaluate.softmax import ball_midpoint, softmax_balls, to_ball
 from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
 
 __all__ = [
