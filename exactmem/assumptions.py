@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from flint import fmpq, fmpq_mat
@@ -69,7 +69,7 @@ class KruskalReport:
                 f"Kruskal rank ≥ {self.k}: {how} {self.subsets_tried} of {self.subsets_total}"
                 f" {self.k}-subsets are independent"
             )
-        return f"Kruskal rank < {self.k}: the queries {list(self.violation)} are dependent"
+        return f"Kruskal rank < {self.k}: the queries {list(self.violation or ())} are dependent"
 
 
 def kruskal_rank_at_least(
@@ -82,6 +82,7 @@ def kruskal_rank_at_least(
     if k > T:
         return KruskalReport(False, k, True, 0, 0, tuple(range(T)))
     exhaustive = total <= max_subsets
+    subsets: Iterable[tuple[int, ...]]
     if exhaustive:
         subsets = itertools.combinations(range(T), k)
     else:
@@ -139,7 +140,7 @@ def mahdavi_assumptions(
     )
     if not report.holds:
         raise InputError(
-            f"A1 fails: the queries of sequences {list(report.violation)} are "
+            f"A1 fails: the queries of sequences {list(report.violation or ())} are "
             f"linearly dependent (Kruskal rank < n = {n})"
         )
     return report

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 MODEL_FORMAT = "exactmem.model/1"
-CERTIFICATE_FORMAT = "exactmem.certificate/1"
+CERTIFICATE_FORMAT = "exactmem.certificate/2"
 
 
 def canonical_hash(obj: object) -> str:

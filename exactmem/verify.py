@@ -417,28 +417,28 @@ def memorizer_layout(mlp: MLP, layout, prefix: str) -> dict:
     gadget), validated against the lanes the model actually probes: K match lanes, m − 1 step
     lanes, and the gadget's segment lanes. The layout is written by the (untrusted)
     construction; a missing or inconsistent one refutes the checklist (ChecklistStructureError)."""
+    who = f"memorizer {prefix.rstrip('.')}" if prefix else "the memorizer"
     if not isinstance(layout, dict):
-        raise ChecklistStructureError(f"{prefix or 'the memorizer'}: no memorizer layout")
+        raise ChecklistStructureError(f"{who}: no memorizer layout")
     need = {"group_size": int, "groups": int, "key_bits": int, "label_bits": int, "gadget": str}
     for key, kind in need.items():
         value = layout.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise ChecklistStructureError(
-                f"{prefix or 'the memorizer'}: layout field {key!r} is missing or not "
+                f"{who}: layout field {key!r} is missing or not "
                 f"{'an integer' if kind is int else 'a string'}"
             )
     K, m = layout["group_size"], layout["groups"]
     if K < 0 or m < 1 or layout["key_bits"] < 1 or layout["label_bits"] < 1:
-        raise ChecklistStructureError(f"{prefix or 'the memorizer'}: layout out of range")
+        raise ChecklistStructureError(f"{who}: layout out of range")
     if layout["gadget"] not in GADGETS:
         raise ChecklistStructureError(
-            f"{prefix or 'the memorizer'}: gadget {layout['gadget']!r} not one of "
-            f"{', '.join(GADGETS)}"
+            f"{who}: gadget {layout['gadget']!r} not one of {', '.join(GADGETS)}"
         )
     lanes_K, lanes_steps = _lane_counts(mlp, prefix)
     if (lanes_K, lanes_steps) != (K, m - 1):
         raise ChecklistStructureError(
-            f"{prefix or 'the memorizer'}: the layout says K = {K} slots and {m} groups, the "
+            f"{who}: the layout says K = {K} slots and {m} groups, the "
             f"model probes {lanes_K} match lanes and {lanes_steps} step lanes"
         )
     base = f"{mlp.label}." if mlp.label else ""
@@ -455,8 +455,7 @@ def memorizer_layout(mlp: MLP, layout, prefix: str) -> dict:
         missing.insert(0, f"{local}key")
     if missing:
         raise ChecklistStructureError(
-            f"{prefix or 'the memorizer'}: the {layout['gadget']} gadget's lanes "
-            f"{', '.join(missing[:3])} are not probed"
+            f"{who}: the {layout['gadget']} gadget's lanes {', '.join(missing[:3])} are not probed"
         )
     return layout
 

@@ -133,6 +133,7 @@ def ball_label_check(
             )
         )
     worst = state["worst"]
+    figures: dict[str, str | int | None]
     if readout == "argmax":
         figures = {"min_margin_lower_bound": None if worst is None else format_rational(worst)}
         detail = (

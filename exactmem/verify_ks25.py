@@ -68,6 +68,8 @@ def check_ks25(
     n = len(ds.sequences[0])
     first = trace.streams[at - 1] if at else trace.embedded
     mixed = trace.streams[at]
+    if first is None:
+        raise ChecklistStructureError("the evaluation kept no stream before the attention layer")
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
 
     canon = canonical_tokens(ds, sv.canonical)  # (N, n) canonical tokens

@@ -170,7 +170,7 @@ def test_certificate_file(files, tmp_path):
         main(["verify", str(path), "--data", str(data), "--quiet", "--certificate", str(cert)]) == 0
     )
     obj = json.loads(cert.read_text())
-    assert obj["format"] == "exactmem.certificate/1"
+    assert obj["format"] == "exactmem.certificate/2"
     body = obj["certificate"]
     assert body["verdict"] == "verified"
     assert body["subject"]["model_sha256"] == load_model(path)[1]
