@@ -712,8 +712,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stop_workers() -> None:
+    """Kill this process's worker processes (the reference evaluator's pool): its shutdown
+    would otherwise wait for every queued chunk, and the workers write nothing to disk."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        child.kill()
+
+
 def _terminate(signum, frame) -> None:
+    _stop_workers()
     raise Terminated
+
+
+def _interrupt(signum, frame) -> None:
+    _stop_workers()
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -721,6 +736,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.set_int_max_str_digits(0)
     # SIGTERM raises, as Ctrl-C does, so the atomic writer removes its temporary file
     previous = _install(signal.SIGTERM, _terminate)
+    # Ctrl-C as Python's own handler, plus the workers; an ignored SIGINT stays ignored
+    keyboard = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        keyboard = _install(signal.SIGINT, _interrupt)
     try:
         return args.func(args)
     except ExactmemError as exc:
@@ -747,6 +766,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if keyboard is not None:
+            signal.signal(signal.SIGINT, keyboard)
 
 
 def _install(signum: int, handler):

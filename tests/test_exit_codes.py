@@ -103,13 +103,16 @@ def _default_sigint() -> None:
     "signum, code, word",
     [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
 )
+@pytest.mark.parametrize("jobs, group", [("1", False), ("2", False), ("2", True)])
 def test_a_signal_during_verify_exits_with_its_code_and_leaves_nothing(
-    long_job, tmp_path, signum, code, word
+    long_job, tmp_path, signum, code, word, jobs, group
 ):
+    """To the process alone (``kill``) or to its group (Ctrl-C in a terminal), with and
+    without the reference evaluator's worker processes."""
     data, model = long_job
     cert = tmp_path / "c.json"
     cert.write_text("the old certificate")
-    args = ["verify", str(model), "--data", str(data), "--evaluator", "reference", "--jobs", "1"]
+    args = ["verify", str(model), "--data", str(data), "--evaluator", "reference", "--jobs", jobs]
     proc = subprocess.Popen(
         _cli(*args, "--certificate", str(cert)),
         stdout=subprocess.PIPE,
@@ -117,12 +120,16 @@ def test_a_signal_during_verify_exits_with_its_code_and_leaves_nothing(
         text=True,
         env=_env(),
         preexec_fn=_default_sigint,
+        start_new_session=True,
     )
     try:
         first = proc.stderr.readline()  # the progress line: the verification has begun
         assert "verifying on 20000 inputs" in first
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=300)
+        if group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        out, err = proc.communicate(timeout=600)
     finally:
         proc.kill()
     assert proc.returncode == code, err
