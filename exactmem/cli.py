@@ -239,6 +239,11 @@ OPTION_LIMITS = {
 }
 
 
+LIMITS_HELP = """option limits (exit 2 beyond them): group_size and bit_budget ≤ the items to
+memorize (N, or N·n for seq2seq); heads ≤ N; d, head_dim ≤ max(2, N); direction_bound
+≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536; numbers ≤ 64 characters"""
+
+
 def check_option_limits(options: dict, dataset) -> None:
     """Refuse option values beyond what the dataset can use (exit 2 naming the limit)."""
     from fractions import Fraction
@@ -610,6 +615,8 @@ def parser() -> argparse.ArgumentParser:
             "(--set KEY=VALUE):\n" + "\n".join(f"  {k:<17} {h}" for k, (h, _) in opts.items())
             for opts in {id(o): o for o in OPTIONS.values()}.values()
         )
+        + "\n\n"
+        + LIMITS_HELP
         + "\n\n"
         + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

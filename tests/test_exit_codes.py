@@ -316,3 +316,13 @@ def test_token_ids_are_not_advised_positions(tmp_path, capsys):
     data = _sequences(tmp_path / "d.json", [[0, 1, 2], [1, 0, 2]], [1, 2])
     err = _build_error(capsys, tmp_path, data, construction="ks25-token-ids")
     assert "differ but have" in err and "position_aware" not in err
+
+
+def test_every_integer_option_has_a_limit_and_the_help_names_it():
+    from exactmem.cli import LIMITS_HELP, OPTION_LIMITS, OPTIONS, _positive
+
+    integer = {
+        k for opts in OPTIONS.values() for k, (_, parse) in opts.items() if parse is _positive
+    }
+    assert integer <= set(OPTION_LIMITS)
+    assert all(key in LIMITS_HELP for key in OPTION_LIMITS)
