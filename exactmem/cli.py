@@ -225,7 +225,10 @@ def _items(dataset) -> int:
 # an option only adds work (a group_size of 10⁶ on 20 points ran for minutes) or size.
 OPTION_LIMITS = {
     "group_size": (_items, "a group cannot hold more slots than the {limit} items to memorize"),
-    "bit_budget": (_items, "B = {limit} already puts every item in one sub-network (B² ≥ {limit})"),
+    "bit_budget": (
+        lambda ds: max(2, _items(ds)),
+        "B = {limit} already puts every item in one sub-network (B² ≥ {limit})",
+    ),
     "direction_bound": (lambda ds: max(ds.size**2, 2**64), "at most max(N², 2⁶⁴) = {limit}"),
     "heads": (lambda ds: ds.size, "more heads than the {limit} examples have nothing to store"),
     "d": (
@@ -239,8 +242,8 @@ OPTION_LIMITS = {
 }
 
 
-LIMITS_HELP = """option limits (exit 2 beyond them): group_size and bit_budget ≤ the items to
-memorize (N, or N·n for seq2seq); heads ≤ N; d, head_dim ≤ max(2, N); direction_bound
+LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
+for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d, head_dim ≤ max(2, N); direction_bound
 ≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536; numbers ≤ 64 characters"""
 
 

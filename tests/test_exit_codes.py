@@ -326,3 +326,9 @@ def test_every_integer_option_has_a_limit_and_the_help_names_it():
     }
     assert integer <= set(OPTION_LIMITS)
     assert all(key in LIMITS_HELP for key in OPTION_LIMITS)
+
+
+def test_the_least_bit_budget_is_allowed_on_one_sequence(tmp_path):
+    data = _sequences(tmp_path / "s.json", [[0, 1]], [1])
+    args = ["build", "--construction", "ks25-bit-budget", "--data", str(data), "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "m.json"), "--set", "bit_budget=2"]) == 0
