@@ -81,7 +81,7 @@ def check_output(
         raise OutputError(f"{option} {shown}: the folder {folder} is not writable")
     # os.access trusts permission bits (always true for root); a real file proves it
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=_prefix(target), suffix=TEMP_SUFFIX, dir=folder)
     except OSError as exc:
         raise OutputError(
             f"{option} {shown}: cannot create a file in {folder} ({_reason(exc)})"
@@ -89,6 +89,11 @@ def check_output(
     os.close(fd)
     os.unlink(probe)
     return target
+
+
+def _prefix(target: Path) -> str:
+    # a temporary name must fit where the target's name fits (255 bytes on most systems)
+    return f".{target.name[:64]}."
 
 
 def _mode_for(target: Path) -> int:
@@ -110,9 +115,7 @@ def write_atomic(path: str | os.PathLike, data: bytes, option: str = "output") -
     temporary file is removed and the old file is untouched."""
     target = _target(path, option)
     try:
-        fd, temp = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent
-        )
+        fd, temp = tempfile.mkstemp(prefix=_prefix(target), suffix=TEMP_SUFFIX, dir=target.parent)
     except OSError as exc:
         raise OutputError(
             f"{option} {os.fspath(path)}: cannot create a file in {target.parent} ({_reason(exc)})"

@@ -232,3 +232,11 @@ def test_a_certificate_that_cannot_be_written_keeps_the_verdict(
     assert "no space left" in err and "not saved" in err
     assert cert.read_text() == "old"
     assert _leftovers(tmp_path) == []
+
+
+def test_a_long_file_name_is_accepted(tmp_path):
+    target = tmp_path / ("x" * 240 + ".json")
+    check_output(target, "--out")
+    write_atomic(target, b"data")
+    assert target.read_bytes() == b"data"
+    assert _leftovers(tmp_path) == []
