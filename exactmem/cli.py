@@ -265,6 +265,10 @@ def check_option_limits(options: dict, dataset) -> None:
 # --------------------------------------------------------------------------- commands
 
 
+# the N = 10⁷ benchmark dataset fits; 10¹² points would run until memory is exhausted
+GENERATE_LIMITS = {"N": 10**8, "n": 10**4, "d": 10**4, "vocab": 10**8}
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from exactmem.data import random_points, save_dataset
     from exactmem.outputs import check_output
@@ -276,6 +280,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise InputError(f"--{name} must be ≥ 1")
     if args.coord_bound < 0:
         raise InputError(f"--coord-bound must be ≥ 0, got {args.coord_bound}")
+    for name, limit in GENERATE_LIMITS.items():
+        if (getattr(args, name) or 0) > limit:
+            raise InputError(
+                f"--{name} {getattr(args, name)}: at most {limit} (the random generators keep "
+                "every item in memory; write larger datasets with your own tools)"
+            )
     if args.family == "points":
         if args.N is None:
             raise InputError("generate points needs --N")

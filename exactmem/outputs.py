@@ -106,7 +106,7 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def write_atomic(path: str | os.PathLike, data: bytes, option: str = "output") -> None:
+def write_atomic(path: str | os.PathLike, data: bytes, option: str = "output file") -> None:
     """Write ``data`` to ``path`` so that the file is either the old one or the whole new one.
 
     Temporary file in the same folder (so the rename cannot cross file systems), write, flush,

@@ -239,10 +239,21 @@ def test_bit_budget_and_dana_options_have_limits(tmp_path, capsys):
         assert message in capsys.readouterr().err
 
 
-def test_generate_refuses_a_negative_coordinate_bound(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["points", "--N", "5", "--coord-bound", "-5"], "--coord-bound must be ≥ 0"),
+        (["points", "--N", "1000000000000"], "--N 1000000000000: at most 100000000"),
+        (["next-token", "--N", "5", "--n", "100000"], "--n 100000: at most 10000"),
+        (["points", "--N", "5", "--d", "100000"], "--d 100000: at most 10000"),
+        (["next-token", "--N", "5", "--vocab", "1000000000"], "--vocab 1000000000: at most"),
+    ],
+)
+def test_generate_refuses_sizes_beyond_its_limits(tmp_path, capsys, args, message):
     out = tmp_path / "d.json"
-    assert main(["generate", "points", "--N", "5", "--coord-bound", "-5", "--out", str(out)]) == 2
-    assert "--coord-bound" in capsys.readouterr().err
+    assert main(["generate", *args, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
 
 
 # --------------------------------------------------------------------------- exact sizes
