@@ -54,7 +54,13 @@ def check_output(
     ``option`` names the flag in messages (``--out``, ``--certificate``); ``inputs`` are the
     command's input files, which the output must not replace. Returns the resolved target."""
     shown = os.fspath(path)
-    target = _target(path, option)
+    try:
+        return _checked(_target(path, option), shown, option, inputs)
+    except OSError as exc:  # a folder on the way that cannot be searched, a link loop
+        raise OutputError(f"{option} {shown}: cannot be examined ({_reason(exc)})") from None
+
+
+def _checked(target: Path, shown: str, option: str, inputs: Iterable) -> Path:
     folder = target.parent
     if target.is_dir():
         raise OutputError(f"{option} {shown}: is a folder, expected a file path")
@@ -86,8 +92,10 @@ def check_output(
         raise OutputError(
             f"{option} {shown}: cannot create a file in {folder} ({_reason(exc)})"
         ) from None
-    os.close(fd)
-    os.unlink(probe)
+    try:
+        os.close(fd)
+    finally:
+        os.unlink(probe)
     return target
 
 

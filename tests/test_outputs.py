@@ -240,3 +240,14 @@ def test_a_long_file_name_is_accepted(tmp_path):
     write_atomic(target, b"data")
     assert target.read_bytes() == b"data"
     assert _leftovers(tmp_path) == []
+
+
+def test_a_path_that_cannot_be_examined_is_refused(tmp_path, monkeypatch):
+    """Path.is_dir raises on EACCES (a folder on the way that cannot be searched)."""
+
+    def denied(self):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(Path, "is_dir", denied)
+    with pytest.raises(OutputError, match="cannot be examined .*Permission denied"):
+        check_output(tmp_path / "out.json", "--out")
