@@ -282,9 +282,11 @@ def test_labels_beyond_int64_verify(tmp_path):
     data = _points(tmp_path / "d.json", [["0", "0"], ["1", "2"], ["3", "1"]], [1, 2**64, 3])
     model = tmp_path / "m.json"
     assert main(["build", "--construction", "vys", "--data", str(data), "--out", str(model)]) == 0
+    wrong = _points(tmp_path / "w.json", [["0", "0"], ["1", "2"], ["3", "1"]], [1, 2**64 + 1, 3])
     for evaluator in ("reference", "fast"):
-        args = ["verify", str(model), "--data", str(data), "--quiet", "--evaluator", evaluator]
-        assert main(args) == 0
+        args = ["verify", str(model), "--quiet", "--evaluator", evaluator]
+        assert main([*args, "--data", str(data)]) == 0
+        assert main([*args, "--data", str(wrong)]) == 1  # refuted, exactly
 
 
 # --------------------------------------------------------------------------- messages
