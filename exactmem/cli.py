@@ -10,16 +10,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
 
 from exactmem.errors import (
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_REFUTED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
     EXIT_VERIFIED,
     ExactmemError,
     InputError,
+    Terminated,
 )
 
 CONSTRUCTIONS = {
@@ -45,6 +50,10 @@ CONSTRUCTIONS["dana25"] = (
 )
 
 
+NUMBER_CHARS = 64  # --set numbers: 2⁶⁴ and p/q with p, q < 2⁶⁴ fit, 10⁷-digit strings do not
+VALUE_CHARS = 10_000  # any --set value (paper_direction lists a rational per coordinate)
+
+
 def _choice(*allowed: str):
     def parse(key: str, value: str):
         if value not in allowed:
@@ -55,8 +64,12 @@ def _choice(*allowed: str):
 
 
 def _positive(key: str, value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise InputError(f"--set {key}={value}: expected a positive integer")
+    # ASCII only: str.isdigit also accepts "²" (which int() refuses) and "١٢" (which it reads)
+    if not (value.isascii() and value.isdigit()) or len(value) > NUMBER_CHARS or int(value) < 1:
+        raise InputError(
+            f"--set {key}={value:.{NUMBER_CHARS}}: expected a positive integer in ASCII digits "
+            f"(at most {NUMBER_CHARS} characters)"
+        )
     return int(value)
 
 
@@ -152,14 +165,18 @@ OPTIONS = {
 def _rational_option(key: str, value: str):
     from exactmem.exact import parse_rational
 
+    if len(value) > NUMBER_CHARS:
+        raise InputError(f"--set {key}: more than {NUMBER_CHARS} characters")
     q = parse_rational(value, f"--set {key}")
     if q <= 0:
         raise InputError(f"--set {key}={value}: expected a positive rational")
     return str(q)
 
 
-EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input, 3 internal error,
-4 inconclusive, 5 nothing selected"""
+EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input (output paths are
+checked before any work), 3 internal error, 4 inconclusive, 5 nothing selected,
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM); files are written atomically, so an
+interrupted or failed write leaves the previous file as it was"""
 
 
 class Progress:
@@ -184,25 +201,91 @@ def parse_options(construction: str, items: Sequence[str]) -> dict:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise InputError(f"--set {item!r}: expected KEY=VALUE")
+            raise InputError(f"--set {item[:80]!r}: expected KEY=VALUE")
         if key not in known:
             raise InputError(
-                f"--set {key}: unknown option for {construction!r}; known: {', '.join(known)}"
+                f"--set {key[:80]}: unknown option for {construction!r}; known: {', '.join(known)}"
             )
+        if key in options:
+            raise InputError(f"--set {key}: given twice; give each option once")
+        if len(value) > VALUE_CHARS:
+            raise InputError(f"--set {key}: the value has more than {VALUE_CHARS} characters")
         options[key] = known[key][1](key, value)
     return options
+
+
+def _items(dataset) -> int:
+    """What a memorizer stores at most: N points or sequences, N·n positions for seq2seq."""
+    if dataset.task == "seq2seq":
+        return dataset.size * len(dataset.sequences[0])
+    return dataset.size
+
+
+# Upper bounds of the numeric options, checked against the dataset before building: past them
+# an option only adds work (a group_size of 10⁶ on 20 points ran for minutes) or size.
+OPTION_LIMITS = {
+    "group_size": (_items, "a group cannot hold more slots than the {limit} items to memorize"),
+    "bit_budget": (
+        lambda ds: max(2, _items(ds)),
+        "B = {limit} already puts every item in one sub-network (B² ≥ {limit})",
+    ),
+    "direction_bound": (lambda ds: max(ds.size**2, 2**64), "at most max(N², 2⁶⁴) = {limit}"),
+    "heads": (lambda ds: ds.size, "more heads than the {limit} examples have nothing to store"),
+    "d": (
+        lambda ds: max(2, ds.size),
+        "d ≥ {limit} (the number of examples) stores every association without heads",
+    ),
+    "head_dim": (lambda ds: max(2, ds.size), "d_h ≤ d ≤ {limit}"),
+    "scale": (lambda ds: 2**64, "at most 2⁶⁴"),
+    "precision": (lambda ds: 2**16, "at most 65536 bits (it is doubled up to 7 times)"),
+    "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
+}
+
+
+LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
+for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d, head_dim ≤ max(2, N); direction_bound
+≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536; numbers ≤ 64 characters"""
+
+
+def check_option_limits(options: dict, dataset) -> None:
+    """Refuse option values beyond what the dataset can use (exit 2 naming the limit)."""
+    from fractions import Fraction
+
+    for key, (limit_of, why) in OPTION_LIMITS.items():
+        if options.get(key) is None:
+            continue
+        limit = limit_of(dataset)
+        if Fraction(options[key]) > limit:
+            raise InputError(
+                f"--set {key}={options[key]}: too large for this dataset of {dataset.size} "
+                f"items; " + why.format(limit=limit)
+            )
 
 
 # --------------------------------------------------------------------------- commands
 
 
+# the N = 10⁷ benchmark dataset fits; 10¹² points would run until memory is exhausted
+GENERATE_LIMITS = {"N": 10**8, "n": 10**4, "d": 10**4, "vocab": 10**8}
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from exactmem.data import random_points, save_dataset
+    from exactmem.outputs import check_output
     from exactmem.sequences import random_sequences, zen_of_python
 
+    check_output(args.out, "--out")
     for name in ("N", "n", "d", "C", "vocab"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InputError(f"--{name} must be ≥ 1")
+    if args.coord_bound < 0:
+        raise InputError(f"--coord-bound must be ≥ 0, got {args.coord_bound}")
+    for name, limit in GENERATE_LIMITS.items():
+        if (getattr(args, name) or 0) > limit:
+            raise InputError(
+                f"--{name} {getattr(args, name)}: at most {limit} (the random generators keep "
+                "every item in memory; write larger datasets with your own tools)"
+            )
     if args.family == "points":
         if args.N is None:
             raise InputError("generate points needs --N")
@@ -256,7 +339,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from exactmem.data import load_dataset
     from exactmem.io import save_model
     from exactmem.model import resources
+    from exactmem.outputs import check_output
 
+    check_output(args.out, "--out", [args.data])
     if args.construction not in CONSTRUCTIONS:
         raise InputError(
             f"--construction {args.construction!r} is unknown; available: "
@@ -266,6 +351,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     options = parse_options(args.construction, args.set or [])
     options["seed"] = args.seed
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    check_option_limits(options, dataset)
     progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
     if args.construction == "vys":
         model, _ = vys.build(dataset, options)
@@ -335,7 +421,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from exactmem.certify import certificate_json, certify
     from exactmem.data import load_dataset
     from exactmem.io import load_model, save_certificate
+    from exactmem.outputs import OutputError, check_output
 
+    if args.certificate:
+        check_output(args.certificate, "--certificate", [args.model, args.data])
     progress = Progress(not args.quiet)
     model, _ = load_model(args.model)
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
@@ -362,15 +451,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
         evaluator=args.evaluator,
     )
     content = certificate_json(cert)
-    if args.certificate:
-        save_certificate(content, args.certificate)
-        progress(f"certificate written to {args.certificate}", force=True)
+    unwritten = None
+    if args.certificate:  # before stdout, which may be a pipe closed early
+        try:
+            save_certificate(content, args.certificate)
+            progress(f"certificate written to {args.certificate}", force=True)
+        except OutputError as exc:  # the verdict is still printed: the work is not lost
+            unwritten = exc
     args.pending_exit = EXIT_VERIFIED if cert.verdict == "verified" else EXIT_REFUTED
+    if unwritten is not None:
+        args.pending_exit = EXIT_USAGE
     if args.json:
         json.dump(content, sys.stdout, indent=1)
         print()
     else:
         _print_certificate(cert)
+    if unwritten is not None:
+        sys.stdout.flush()
+        print(f"error: {unwritten} (the verdict above was not saved)", file=sys.stderr)
     return args.pending_exit
 
 
@@ -555,6 +653,8 @@ def parser() -> argparse.ArgumentParser:
             for opts in {id(o): o for o in OPTIONS.values()}.values()
         )
         + "\n\n"
+        + LIMITS_HELP
+        + "\n\n"
         + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -670,9 +770,34 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stop_workers() -> None:
+    """Kill this process's worker processes (the reference evaluator's pool): its shutdown
+    would otherwise wait for every queued chunk, and the workers write nothing to disk."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        child.kill()
+
+
+def _terminate(signum, frame) -> None:
+    _stop_workers()
+    raise Terminated
+
+
+def _interrupt(signum, frame) -> None:
+    _stop_workers()
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     sys.set_int_max_str_digits(0)
+    # SIGTERM raises, as Ctrl-C does, so the atomic writer removes its temporary file
+    previous = _install(signal.SIGTERM, _terminate)
+    # Ctrl-C as Python's own handler, plus the workers; an ignored SIGINT stays ignored
+    keyboard = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        keyboard = _install(signal.SIGINT, _interrupt)
     try:
         return args.func(args)
     except ExactmemError as exc:
@@ -680,7 +805,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERNAL
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except BrokenPipeError:
         # stdout was closed early (`| head`): stay quiet and keep the verdict's exit code
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -693,3 +821,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if keyboard is not None:
+            signal.signal(signal.SIGINT, keyboard)
+
+
+def _install(signum: int, handler):
+    """Install ``handler``; returns the handler to restore, or None off the main thread (where
+    ``signal.signal`` is not allowed: the default stays)."""
+    previous = signal.getsignal(signum)
+    try:
+        signal.signal(signum, handler)
+    except ValueError:
+        return None
+    # None: a handler not installed from Python; the default is the closest restorable one
+    return signal.SIG_DFL if previous is None else previous

@@ -405,7 +405,10 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
     seed = options.get("seed", 0)
     rng = random.Random(seed)
     sv = check_consistency(
-        dataset, CONSISTENCY_MODE.get(variant, "next-token"), view(dataset, by_index=token_ids)
+        dataset,
+        CONSISTENCY_MODE.get(variant, "next-token"),
+        view(dataset, by_index=token_ids),
+        position_advice=not token_ids,
     )
     n = len(dataset.sequences[0])
     # distinct multisets, first-seen order (int64: the kernels and sums take them so)
