@@ -423,13 +423,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from exactmem.io import load_model, save_certificate
     from exactmem.outputs import OutputError, check_output
 
-    if args.certificate:
-        check_output(args.certificate, "--certificate", [args.model, args.data])
-    progress = Progress(not args.quiet)
-    model, _ = load_model(args.model)
-    dataset = load_dataset(args.data, allow_floats=args.allow_floats)
-    progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
-    tolerance = None
+    tolerance = None  # the criteria are checked before any work, like the output path
     if args.tolerance is not None:
         from exactmem.exact import parse_rational
 
@@ -441,6 +435,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"--construction {args.construction!r} is unknown; available: "
             f"{', '.join(CONSTRUCTIONS)}"
         )
+    if args.certificate:
+        check_output(args.certificate, "--certificate", [args.model, args.data])
+    progress = Progress(not args.quiet)
+    model, _ = load_model(args.model)
+    dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
     cert = certify(
         model,
         dataset,
