@@ -256,8 +256,6 @@ class _Parser:
         self.memo: dict = {}
 
     def error(self, message: str) -> InputError:
-        if repr(self.text.strip()) in message:  # the message quotes the whole formula already
-            return InputError(f"{self.where}: {message}")
         return InputError(f"{self.where}: {message} in {self.text!r}")
 
     # token helpers
@@ -312,7 +310,7 @@ class _Parser:
             elif self.take("/"):
                 right = self.unary()
                 if right.expr is not None and right.expr.is_zero:
-                    raise self.error(f"division by zero in {self.source(start)!r}")
+                    raise self.error(f"division by zero in {self.source(start)}")
                 node = self.build(operator.truediv, start, node, right)
             else:
                 return node
@@ -436,8 +434,10 @@ class _Parser:
             ctx.prec = old
 
     def source(self, start: int) -> str:
-        """The formula text from offset ``start`` to the last token read."""
-        return self.text[start : self.tokens[self.pos - 1].end].strip()
+        """The formula text from offset ``start`` to the last token read, quoted (or "the
+        formula" when that is all of it: the message quotes the formula anyway)."""
+        text = self.text[start : self.tokens[self.pos - 1].end].strip()
+        return "the formula" if text == self.text.strip() else repr(text)
 
     def check_power(self, base: _Node, exponent: _Node, start: int) -> None:
         if base.expr is None or exponent.expr is None:
@@ -445,13 +445,13 @@ class _Parser:
         e = exponent.ball
         if not (e.is_finite() and e.abs_upper() <= MAX_EXPONENT):
             raise self.error(
-                f"the exponent of {self.source(start)!r} exceeds {MAX_EXPONENT} in absolute value"
+                f"the exponent of {self.source(start)} exceeds {MAX_EXPONENT} in absolute value"
             )
         b, x = base.expr, exponent.expr
         if b.is_Rational and x.is_Rational:
             bits = max(int(b.p).bit_length(), int(b.q).bit_length())
             if bits * abs(int(x.p)) > MAX_BITS * int(x.q):
-                raise self.error(f"{self.source(start)!r} has more than {MAX_BITS} bits")
+                raise self.error(f"{self.source(start)} has more than {MAX_BITS} bits")
 
     def build(
         self, make: Callable, start: int, *children: _Node, ball: Callable | None = None
@@ -460,7 +460,7 @@ class _Parser:
         built when its value (``ball`` of the children's balls, else ``make`` of them) is out
         of bounds, so SymPy never computes with a number too large. A node with a child of
         unknown value (:func:`check_formula`) is unknown too."""
-        text = repr(self.source(start))
+        text = self.source(start)
         if any(c.expr is None for c in children):
             return _Node(None, None, 1)
         if 1 + sum(c.size for c in children) > MAX_NODES:
