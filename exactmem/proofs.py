@@ -260,6 +260,7 @@ _KIND_NAMES = {
     list: "an array",
     dict: "a table",
 }
+_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,100}", re.ASCII)  # printed in reports: no escapes
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
@@ -403,6 +404,9 @@ def load_claim(path: Path) -> Claim:
     for key in REQUIRED_KEYS:
         if key not in obj:
             raise InputError(f"{where}: missing key {key!r}")
+    name = obj.get("name", path.stem)
+    if "name" in obj and not _NAME.fullmatch(name):
+        raise InputError(f"{where}: name: must be letters, digits, '_', '.', '+' or '-' (≤ 100)")
     construction = obj["construction"]
     if construction not in CONSTRUCTION_OPTIONS:
         raise InputError(
@@ -431,7 +435,7 @@ def load_claim(path: Path) -> Claim:
     defines = _formulas(defines, f"{where}: define", known, defines=True)
     bounds = _formulas(obj.get("bounds", {}), f"{where}: bounds", known, defines=False)
     return Claim(
-        name=obj.get("name", path.stem),
+        name=name,
         path=path,
         paper=obj["paper"],
         statement=obj["statement"],

@@ -89,6 +89,27 @@ def test_the_shipped_claims_are_found_from_anywhere(tmp_path, monkeypatch):
         find_proofs_dir("nowhere")
 
 
+def test_shipped_claims_in_both_layouts(tmp_path, monkeypatch):
+    """A wheel puts the claims in exactmem/proofs/ next to proofs.py; an editable install or a
+    checkout keeps them in proofs/ beside the package. Nothing else is searched."""
+    import exactmem.proofs as module
+
+    wheel = tmp_path / "site" / "exactmem"
+    (wheel / "proofs").mkdir(parents=True)
+    monkeypatch.setattr(module, "__file__", str(wheel / "proofs.py"))
+    assert shipped_proofs_dir() == (wheel / "proofs").resolve()
+    checkout = tmp_path / "checkout"
+    (checkout / "exactmem").mkdir(parents=True)
+    (checkout / "proofs").mkdir()
+    (checkout / "pyproject.toml").write_text("")
+    monkeypatch.setattr(module, "__file__", str(checkout / "exactmem" / "proofs.py"))
+    assert shipped_proofs_dir() == (checkout / "proofs").resolve()
+    (checkout / "pyproject.toml").unlink()  # a proofs/ beside a package that is no checkout
+    monkeypatch.chdir(checkout)
+    with pytest.raises(InputError, match="no claim files shipped with the package"):
+        find_proofs_dir(None)
+
+
 def test_help_says_where_the_claims_come_from(capsys):
     with pytest.raises(SystemExit):
         main(["check", "--help"])
@@ -110,6 +131,8 @@ WRONG = [
     (HEAD + 'refuted_by = "labels"\n' + INSTANCE, "refuted_by: must be an array"),
     (HEAD + "refuted_by = [1]\n" + INSTANCE, "refuted_by[0]: must be a string"),
     (HEAD + "colour = 1\n" + INSTANCE, "unknown key 'colour'"),
+    (HEAD + 'name = "a\\u001b[2J"\n' + INSTANCE, "name: must be letters, digits"),
+    (HEAD + 'name = ""\n' + INSTANCE, "name: must be letters, digits"),
     (HEAD.replace('paper = "p"\n', ""), "missing key 'paper'"),
     (HEAD.replace('"verified"', '"maybe"') + INSTANCE, "expect: must be 'verified' or 'refuted'"),
     (HEAD.replace('"verified"', '"refuted"') + INSTANCE, "must name the checks in refuted_by"),
