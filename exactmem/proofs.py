@@ -5,6 +5,11 @@ dataset instances (generator, sizes, seed, tier), the expected verdict (``verifi
 ``refuted`` for an erratum, with the checks that must fail), and bounds on the measured
 resources as formulas with explicit constants. ``check`` builds, verifies and bounds every
 selected instance and fails when any verdict differs from the expected one.
+
+A claim file is untrusted input: every field is checked as data (types, known keys, value
+ranges; an error names the file and the key path), and formulas are read by the grammar of
+:mod:`exactmem.formula`, never run. Without ``--proofs``, ``check`` runs the claims shipped with
+the package, never a ``proofs/`` folder of the current directory.
 """
 
 from __future__ import annotations
