@@ -423,8 +423,8 @@ def load_claim(path: Path) -> Claim:
     if expect not in ("verified", "refuted"):
         raise InputError(f"{where}: expect: must be 'verified' or 'refuted', got {expect!r}")
     refuted_by = obj.get("refuted_by", [])
-    for i, name in enumerate(refuted_by):
-        _typed(name, str, f"{where}: refuted_by[{i}]")
+    for i, check in enumerate(refuted_by):
+        _typed(check, str, f"{where}: refuted_by[{i}]")
     if expect == "refuted" and not refuted_by:
         raise InputError(f"{where}: an expected refutation must name the checks in refuted_by")
     instances = tuple(

@@ -120,6 +120,8 @@ def test_help_says_where_the_claims_come_from(capsys):
 def test_every_shipped_claim_loads():
     for claim in load_claims(shipped_proofs_dir()):
         assert isinstance(claim, Claim) and claim.instances
+        assert claim.name == claim.path.stem  # no shipped claim sets a name
+        assert all(isinstance(check, str) for check in claim.refuted_by)
 
 
 WRONG = [
