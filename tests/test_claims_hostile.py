@@ -230,11 +230,21 @@ def test_a_huge_integer_literal_is_refused(tmp_path):
         sys.set_int_max_str_digits(old)
 
 
-def test_wrong_fields_exit_2_through_the_cli(tmp_path, capsys):
-    claim_file(tmp_path, HEAD + 'refuted_by = "labels"\n' + INSTANCE)
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (HEAD + 'refuted_by = "labels"\n' + INSTANCE, "refuted_by: must be an array"),
+        (HEAD + INSTANCE.replace("N = 6", 'N = "3"'), "instance[0].N: must be an integer"),
+        (HEAD + "options = 5\n" + INSTANCE, "options: must be a table"),
+        (HEAD + 'instance = ["a"]\n', "instance[0]: must be a table"),
+    ],
+)
+def test_wrong_fields_exit_2_through_the_cli(tmp_path, capsys, text, message):
+    """The fields that exited 3 before (a TypeError deep in the run) exit 2 at load."""
+    claim_file(tmp_path, text)
     assert main(["check", "--proofs", str(tmp_path), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "hostile.toml: refuted_by: must be an array" in err
+    assert f"hostile.toml: {message}" in err and "internal error" not in err
 
 
 def test_a_good_claim_with_formulas_runs(tmp_path, capsys):
