@@ -31,7 +31,16 @@ from exactmem.errors import (
     InputError,
 )
 
-__all__ = ["Claim", "Instance", "load_claims", "run_check", "run_instance"]
+__all__ = [
+    "Claim",
+    "Instance",
+    "find_proofs_dir",
+    "load_claim",
+    "load_claims",
+    "run_check",
+    "run_instance",
+    "shipped_proofs_dir",
+]
 
 METRICS = (
     "width",
@@ -42,32 +51,6 @@ METRICS = (
     "max_bits",
     "total_bits",
 )
-KS25_OPTIONS = {
-    "gadget",
-    "sequence_weights",
-    "paper_direction",
-    "attention",
-    "position_aware",
-    "bit_budget",
-}
-CONSTRUCTION_OPTIONS = {
-    "vys": {"gadget", "group_size", "direction_bound", "bit_widths"},
-    "ks25-next-token": KS25_OPTIONS,
-    "ks25-seq2seq": KS25_OPTIONS,
-    "ks25-deep-sets": KS25_OPTIONS,
-    "ks25-bit-budget": KS25_OPTIONS,
-    "ks25-token-ids": KS25_OPTIONS - {"position_aware"},
-    "mahdavi24": {
-        "heads",
-        "score",
-        "readout",
-        "temperature",
-        "readout_solve",
-        "tolerance",
-        "over_capacity",
-    },
-    "dana25": {"d", "head_dim", "heads", "scale", "precision"},
-}
 
 
 def _build(construction: str, dataset, options: dict):
@@ -413,10 +396,11 @@ def load_claim(path: Path) -> Claim:
     if "name" in obj and not _NAME.fullmatch(name):
         raise InputError(f"{where}: name: must be letters, digits, '_', '.', '+' or '-' (≤ 100)")
     construction = obj["construction"]
-    if construction not in CONSTRUCTION_OPTIONS:
+    from exactmem.cli import OPTIONS  # the options of `build --set`, one table for both
+
+    if construction not in OPTIONS:
         raise InputError(
-            f"{where}: construction: unknown {construction!r}; known: "
-            f"{', '.join(CONSTRUCTION_OPTIONS)}"
+            f"{where}: construction: unknown {construction!r}; known: {', '.join(OPTIONS)}"
         )
     options = _claim_options(construction, obj.get("options", {}), f"{where}: options")
     expect = obj["expect"]
