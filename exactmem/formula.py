@@ -15,14 +15,17 @@ NUMBER is an ASCII decimal integer or decimal fraction (``12``, ``2.5``, read ex
 a variable or define given by the caller, or the constant ``pi`` or ``E``; FUNCTION is one of
 ``sqrt``, ``log`` (``log(x)`` natural, ``log(x, b)`` base b), ``ceiling``, ``floor``, ``Max``,
 ``Min``. Every node is built with SymPy's own constructors, so a formula parses to exactly the
-expression SymPy's parser would give.
+expression SymPy's parser would give (a ``ceiling`` or ``floor`` that Arb balls decide is built
+as that integer directly: the one SymPy would find, without its slower evaluation).
 
 Every variable of a claim is a number when its formulas are parsed, so every sub-formula has a
 value. Before SymPy builds a node, the node's value is bounded by an Arb ball at low precision;
 a node whose magnitude exceeds 2^MAX_BITS (or is nonzero below 2^-MAX_BITS), whose exponent
-exceeds MAX_EXPONENT, or that is not a finite real number is refused. So ``10**10**10`` is
+exceeds MAX_EXPONENT, whose exact rational has more than MAX_BITS bits, whose tree has more
+than MAX_NODES nodes, or that is not a finite real number is refused. So ``10**10**10`` is
 refused before anything is computed, and no later evaluation meets a number too large to
-compute with.
+compute with. :func:`check_formula` reads a formula before the values are known (a claim file
+being loaded): syntax, names, and every sub-formula of numbers alone.
 """
 
 from __future__ import annotations
@@ -468,7 +471,7 @@ class _Parser:
         ball = (ball or make)(*(c.ball for c in children))
         if not ball.is_finite():
             raise self.error(f"{text} is not a finite real number")
-        if ball.abs_lower() > _LIMIT:
+        if ball.abs_upper() > _LIMIT:  # the whole ball: a wide one is refused, not guessed
             raise self.error(f"{text} exceeds 2^{MAX_BITS} in absolute value")
         if ball.abs_upper() < _TINY and not ball.is_zero():
             raise self.error(f"{text} is nonzero below 2^-{MAX_BITS} in absolute value")
