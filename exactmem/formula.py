@@ -63,7 +63,7 @@ MAX_DEPTH = 32  # nesting of parentheses, calls, unary minus and powers
 MAX_ARGUMENTS = 16  # arguments of Max and Min
 MAX_EXPONENT = 1024  # |exponent| of a power
 MAX_BITS = 2048  # |value| of a sub-formula below 2^MAX_BITS; numerators and denominators too
-MAX_NODES = 128  # nodes of a sub-formula's expression tree, defines expanded
+MAX_NODES = 64  # nodes of a sub-formula's expression tree, defines expanded
 GUARD_PRECISION = 128  # bits of the balls that bound a node before it is built
 
 CONSTANTS: dict[str, sympy.Expr] = {"pi": sympy.pi, "E": sympy.E}
