@@ -622,7 +622,12 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     c = sub.add_parser(
-        "check", help="run the claim files in proofs/ (the proof regression)", epilog=EPILOG
+        "check",
+        help="run the claim files shipped with the package (the proof regression)",
+        description="Run claim files: build, verify and bound every selected instance and "
+        "compare each verdict with the one the claim expects. Without --proofs, the claims "
+        "shipped with the package run (never ./proofs of the current folder).",
+        epilog=EPILOG,
     )
     c.add_argument("-k", metavar="PATTERN", help="only claims whose name contains PATTERN")
     c.add_argument(
@@ -635,7 +640,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--proofs",
         metavar="DIR",
-        help="claim directory (default: ./proofs or the copy shipped with the package)",
+        help="run the claim files (*.toml) in DIR instead of the claims shipped with the "
+        "package; their formulas are parsed as data (docs/check.md)",
     )
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_jobs(c)
