@@ -528,6 +528,12 @@ def run_instance(
     start = time.perf_counter()
     dataset = GENERATORS[inst.generator](inst.params)
     options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
+    from exactmem.cli import check_option_limits
+
+    try:  # the limits `build --set` has: a claim cannot ask for a group larger than its data
+        check_option_limits(options, dataset)
+    except InputError as exc:
+        raise InputError(f"claim file {claim.path}: instance {inst.label}: {exc}") from None
     model, _ = _build(claim.construction, dataset, options)
     # the claim is the user's criterion: its construction's full checklist, and the tolerance
     # it states (a construction option the build also aims for), never the model's meta
