@@ -162,3 +162,21 @@ def test_sequences_sharing_their_last_token_give_the_skip_rank_one():
     model, _ = dana25.build(ds, {"d": 2, "head_dim": 2})
     assert len(model.sublayers[1].heads) == 6  # ⌈(12 − 1)/2⌉
     assert certify_built(model, ds).verdict == "verified"
+
+
+def test_the_claims_parameter_bound_fails_with_one_head_more(small):
+    """proofs/dana25.toml bounds the dense parameters by the paper's count: the model holds it
+    with equality, and one head more (the former W_QK = 4I head's 4d² parameters, say) fails."""
+    from pathlib import Path
+
+    from exactmem.proofs import _bound_checks, load_claim
+
+    claim = load_claim(Path(__file__).parent.parent / "proofs" / "dana25.toml")
+    ds, model = small
+    options = {"d": 2, "head_dim": 2, "heads": 5}
+    ((held, _),) = _bound_checks(claim, certify_built(model, ds), ds, options)
+    assert held.passed and held.figures["measured"] == 5 * 2 * 3 * 2 + 2 * (2 + 2 * 10) + 12
+    heads = model.sublayers[1].heads
+    more = _with_heads(model, heads + heads[:1])
+    ((failed, _),) = _bound_checks(claim, certify_built(more, ds), ds, options)
+    assert not failed.passed
