@@ -274,15 +274,16 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048) -> list[Chec
     stream entering the layer, which returns Z + Σ_h head_h(Z)). ``dana.feature_rank``
     certifies on Arb balls that the T₀ distinct sequences give features of rank T₀ (precision
     doubled from ``precision`` up to ``limit`` bits); ``dana.capacity`` checks T₀ ≤ H·d_h + d
-    with H the number of heads, d_h their value widths and d the stream width, all counted from
-    the weights."""
+    with H the number of heads, d_h their value widths (at most d each) and d the stream width,
+    all counted from the weights."""
     from flint import ctx
 
     att, tables = _dana_layers(model)
     d = model.embed.out_dim
     seqs = list(dict.fromkeys(tuple(s) for s in ds.sequences))
     T0 = len(seqs)
-    widths = [h.value.out_dim for h in att.heads]
+    # W_V^h A_h is an image of A_h ∈ R^d: a head gives at most d features, whatever its d_h
+    widths = [min(h.value.out_dim, d) for h in att.heads]
     cap = sum(widths) + d
     old = ctx.prec
     ok, bits = False, precision
@@ -306,7 +307,8 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048) -> list[Chec
     else:
         detail = (
             f"the {T0} feature vectors ({cap} features: {len(att.heads)} heads and the skip "
-            f"term) are not certifiably independent at {limit} bits"
+            f"term) are not certified independent at up to {limit} bits: Lemma 2's rank is not "
+            "shown"
         )
     return [
         Check("dana.feature_rank", ok, detail, {"associations": T0, "precision": bits}),

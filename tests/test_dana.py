@@ -180,3 +180,14 @@ def test_the_claims_parameter_bound_fails_with_one_head_more(small):
     more = _with_heads(model, heads + heads[:1])
     ((failed, _),) = _bound_checks(claim, certify_built(more, ds), ds, options)
     assert not failed.passed
+
+
+def test_a_head_wider_than_d_counts_d_features(small):
+    """W_V^h A_h is an image of A_h ∈ R^d: a head with d_h = 3 > d = 2 adds 2 to the capacity."""
+    ds, model = small
+    heads = list(model.sublayers[1].heads)
+    v, o = heads[0].value, heads[0].output
+    wide = Affine(v.in_dim, v.rows + (v.rows[0],), v.bias + (0,), v.denominator)
+    heads[0] = replace(heads[0], value=wide, output=replace(o, in_dim=3))
+    _, checks = checks_of(_with_heads(model, heads), ds)
+    assert checks["dana.capacity"].figures["capacity"] == 5 * 2 + 2
