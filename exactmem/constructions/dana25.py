@@ -129,7 +129,8 @@ def associations(ds: Dataset) -> list[tuple[tuple[int, ...], int]]:
 
 def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
     """``build --construction dana25``: options d, head_dim, heads (default: the fewest H ≥ 1
-    with H·d_h + d ≥ T₀), seed, precision, scale (λ_U). The model has exactly H heads."""
+    with H·d_h + min(d, k) ≥ T₀, k the number of distinct last tokens), seed, precision, scale
+    (λ_U). The model has exactly H heads."""
     pairs = associations(dataset)
     N, S = len(dataset.vocab), len(dataset.sequences[0])
     T0 = len(pairs)
@@ -166,7 +167,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
             )
             for _ in range(H)
         ]
-        # skip coefficients beyond T₀ unknowns (T₀ < d) stay fixed generic values
+        # skip coefficients outside the T₀ unknowns (when T₀ or k < d) stay fixed, generic
         fixed_M = [[_rand(rng, -1000, 1000) for _ in range(d)] for _ in range(2)]
         solved = _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision)
         if solved is not None:
@@ -175,7 +176,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
     else:
         raise InputError(
             "the attention and skip features stayed singular (or too ill-conditioned) in 8 "
-            "draws: Lemma 2 needs the sequences to reach d distinct last tokens"
+            "draws; raise --set precision"
         )
     M, B = solved
     model = _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options)
