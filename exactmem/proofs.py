@@ -489,6 +489,9 @@ def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
         names["omega"] = sympy.Integer(data["vocabulary"])
     if options.get("bit_budget"):
         names["B"] = sympy.Integer(options["bit_budget"])
+    for key, value in options.items():  # the claim's integer options (Dana's heads, head_dim, d)
+        if type(value) is int:
+            names[f"option_{key}"] = sympy.Integer(value)
     delta2 = data.get("delta2")
     if delta2 is None:  # fewer than two distinct inputs: every δ is a valid separation
         names["delta"] = sympy.Integer(1)
