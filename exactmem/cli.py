@@ -126,7 +126,10 @@ OPTIONS = {
     "dana25": {
         "d": ("embedding dimension (default 2)", _positive),
         "head_dim": ("d_h ≤ d (default d)", _positive),
-        "heads": ("H (default: the fewest with H·d_h + d ≥ T₀)", _positive),
+        "heads": (
+            "H (default: the fewest with H·d_h + min(d, k) ≥ T₀, k distinct last tokens)",
+            _positive,
+        ),
         "scale": ("λ_U: the target residual is λ_U·w_g (default 100)", _positive),
         "precision": ("bits of the Arb readout solve (default 256, doubled on failure)", _positive),
     },

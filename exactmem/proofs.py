@@ -420,7 +420,11 @@ def load_claim(path: Path) -> Claim:
     defines = obj.get("define", {})
     if len(defines) > MAX_DEFINES:
         raise InputError(f"{where}: define: more than {MAX_DEFINES} defines")
-    known = list(VARIABLES)
+    from exactmem.cli import OPTIONS
+
+    # the construction's options, as the instance sets them (option_heads, …), beside the
+    # dataset's figures: Dana's bounds are in H, d_h and the model's width d
+    known = list(VARIABLES) + [f"option_{key}" for key in OPTIONS[construction]]
     defines = _formulas(defines, f"{where}: define", known, defines=True)
     bounds = _formulas(obj.get("bounds", {}), f"{where}: bounds", known, defines=False)
     return Claim(

@@ -27,6 +27,11 @@ from exactmem.proofs import shipped_proofs_dir
 PACKAGE = Path(exactmem.__file__).resolve().parent
 
 # the figures of a few datasets, as _bound_checks gives them (r and δ exact square roots)
+OPTION_NAMES = {  # claim options as formula names (Dana's H, d_h and model width d)
+    "option_heads": sympy.Integer(20),
+    "option_head_dim": sympy.Integer(10),
+    "option_d": sympy.Integer(10),
+}
 NAME_SETS = [
     {
         "N": sympy.Integer(300),
@@ -37,6 +42,7 @@ NAME_SETS = [
         "delta": sympy.sqrt(sympy.Rational(1, 1000)),
         "omega": sympy.Integer(40),
         "B": sympy.Integer(4),
+        **OPTION_NAMES,
     },
     {
         "N": sympy.Integer(10000),
@@ -47,6 +53,7 @@ NAME_SETS = [
         "delta": sympy.Integer(1),
         "omega": sympy.Integer(500),
         "B": sympy.Integer(64),
+        **OPTION_NAMES,
     },
     {
         "N": sympy.Integer(1),
@@ -57,6 +64,7 @@ NAME_SETS = [
         "delta": sympy.sqrt(sympy.Rational(2, 9)),
         "omega": sympy.Integer(1),
         "B": sympy.Integer(1),
+        **OPTION_NAMES,
     },
 ]
 OLD_NAMESPACE = {
