@@ -12,6 +12,8 @@ must meet the Arb enclosures.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import random
 import subprocess
@@ -36,6 +38,7 @@ from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transform
 from exactmem.sequences import random_sequences
 
 MAPS = ("query", "key", "value", "output")
+KS25 = "ks25-next-token"
 OPERATIONS = ("+1", "-1", "x2", "0", "random")
 
 
@@ -46,6 +49,7 @@ class Family:
     name: str
     model: Transformer
     dataset: Dataset
+    construction: str
     readout: str = "regression"
     tolerance: Fraction = Fraction(0)
 
@@ -58,24 +62,27 @@ def families() -> list[Family]:
     mahdavi = mahdavi24.random_instance(9, 3, 6, 4, seed=5)
     assoc = dana25.random_associations(10, 2, 12, seed=3)
     return [
-        Family("vys", vys.build(points, {"seed": 1})[0], points),
-        Family("ks25", ks25.build(seqs, {"seed": 1}, "ks25-next-token")[0], seqs),
+        Family("vys", vys.build(points, {"seed": 1})[0], points, "vys"),
+        Family("ks25", ks25.build(seqs, {"seed": 1}, KS25)[0], seqs, KS25),
         Family(
             "ks25-hardmax",
-            ks25.build(seqs, {"seed": 1, "attention": "hardmax"}, "ks25-next-token")[0],
+            ks25.build(seqs, {"seed": 1, "attention": "hardmax"}, KS25)[0],
             seqs,
+            KS25,
         ),
-        Family("mahdavi-hardmax", mahdavi24.build(mahdavi, {"heads": 4})[0], mahdavi),
+        Family("mahdavi-hardmax", mahdavi24.build(mahdavi, {"heads": 4})[0], mahdavi, "mahdavi24"),
         Family(
             "mahdavi-softmax",
             mahdavi24.build(mahdavi, {"heads": 4, "score": "softmax"})[0],
             mahdavi,
+            "mahdavi24",
             tolerance=Fraction(1, 1000),
         ),
         Family(
             "dana",
             dana25.build(assoc, {"d": 2, "heads": 5})[0],
             assoc,
+            "dana25",
             readout="classification",
         ),
     ]
@@ -219,15 +226,40 @@ def _with_sublayer(model: Transformer, si: int, sub) -> Transformer:
 # --------------------------------------------------------------------------- judging
 
 
-def outcome(model: Transformer, dataset: Dataset, evaluator: str) -> tuple:
+def criteria(family: Family) -> dict:
+    """The user's criteria as ``certify`` keywords, where this version of it takes them (the
+    construction's checklist, the tolerance of real-valued outputs)."""
+    accepted = inspect.signature(certify).parameters
+    given = {"construction": family.construction}
+    if family.tolerance:
+        given["tolerance"] = mpq(family.tolerance.numerator, family.tolerance.denominator)
+    return {k: v for k, v in given.items() if k in accepted}
+
+
+def outcome(model: Transformer, dataset: Dataset, evaluator: str, **criteria) -> tuple:
     """("certificate", verdict, JSON without evaluator and argv) or ("error", type, message)."""
     try:
-        cert = certify(model, dataset, evaluator=evaluator)
+        cert = certify(model, dataset, evaluator=evaluator, **criteria)
     except Exception as e:  # compared across evaluators, whatever it is
         return ("error", type(e).__name__, str(e))
     doc = certificate_json(cert)
     doc["subject"] = {k: v for k, v in doc["subject"].items() if k not in ("evaluator", "argv")}
     return ("certificate", cert.verdict, doc)
+
+
+def difference(a, b, path: str = "") -> str:
+    """Where two JSON-like values first differ, with both values there."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if a.get(key) != b.get(key):
+                return difference(a.get(key), b.get(key), f"{path}.{key}")
+    elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                return difference(x, y, f"{path}[{i}]")
+        extra = a[len(b) :] or b[len(a) :]
+        return f"{path}: lengths {len(a)} vs {len(b)}, extra {str(extra)[:300]!r}"
+    return f"{path or '.'}: {str(a)[:300]!r} vs {str(b)[:300]!r}"
 
 
 def _fraction(x) -> Fraction:
@@ -277,31 +309,32 @@ def expected_exit(out: tuple) -> int | None:
     return EXIT_CODES.get(out[1])
 
 
-def cli_exit_codes(mutant: Transformer, ds: Dataset, folder) -> dict[str, int]:
-    """Exit codes of ``python -m exactmem verify`` on the saved mutant, per evaluator."""
+def _environment() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
+@functools.cache
+def _verify_flags() -> str:
+    command = [sys.executable, "-m", "exactmem", "verify", "--help"]
+    return subprocess.run(command, capture_output=True, text=True, env=_environment()).stdout
+
+
+def cli_exit_codes(family: Family, mutant: Transformer, folder) -> dict[str, int]:
+    """Exit codes of ``python -m exactmem verify`` on the saved mutant, per evaluator, with the
+    family's criteria as flags where this version's ``verify`` takes them."""
     save_model(mutant, folder / "model.json")
-    save_dataset(ds, folder / "data.json")
+    save_dataset(family.dataset, folder / "data.json")
+    flags = []
+    if "--construction" in _verify_flags():
+        flags += ["--construction", family.construction]
+    if "--tolerance" in _verify_flags() and family.tolerance:
+        flags += ["--tolerance", str(family.tolerance)]
     codes = {}
     for evaluator in ("fast", "reference"):
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "exactmem",
-                "verify",
-                str(folder / "model.json"),
-                "--data",
-                str(folder / "data.json"),
-                "--evaluator",
-                evaluator,
-                "--quiet",
-                "--jobs",
-                "1",
-            ],
-            capture_output=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-            timeout=600,
-        )
+        command = [sys.executable, "-m", "exactmem", "verify", str(folder / "model.json")]
+        command += ["--data", str(folder / "data.json"), "--evaluator", evaluator]
+        command += ["--quiet", "--jobs", "1", *flags]
+        done = subprocess.run(command, capture_output=True, env=_environment(), timeout=600)
         codes[evaluator] = done.returncode
     return codes
 
@@ -330,13 +363,17 @@ def judge_mutant(
 ) -> None:
     """Certify with both evaluators, compare, and hold the verdict against the oracle; with
     ``cli_folder`` also run ``verify`` on the saved mutant and compare the exit codes."""
-    fast_out = outcome(mutant, family.dataset, "fast")
-    ref_out = outcome(mutant, family.dataset, "reference")
+    given = criteria(family)
+    fast_out = outcome(mutant, family.dataset, "fast", **given)
+    ref_out = outcome(mutant, family.dataset, "reference", **given)
     if fast_out != ref_out:
         tally.evaluator_disagreements += 1
-        tally.failures.append(f"{what}: fast {fast_out[:2]} ≠ reference {ref_out[:2]}")
+        tally.failures.append(
+            f"{what}: fast {fast_out[:2]} ≠ reference {ref_out[:2]} at "
+            + difference(fast_out, ref_out)
+        )
     if cli_folder is not None:
-        codes = cli_exit_codes(mutant, family.dataset, cli_folder)
+        codes = cli_exit_codes(family, mutant, cli_folder)
         tally.exits[codes["reference"]] += 1
         if len(set(codes.values())) != 1 or codes["reference"] != expected_exit(ref_out):
             tally.evaluator_disagreements += 1
@@ -353,9 +390,10 @@ def judge_mutant(
     tally.refuted += verdict == "refuted"
     labels = next(c for c in doc["checks"] if c["name"] == "labels")
     tolerance = family.tolerance
-    if "tolerance" in labels and Fraction(labels["tolerance"]) != tolerance:
+    stated = labels.get("tolerance") or doc["subject"].get("criteria", {}).get("tolerance")
+    if stated is not None and Fraction(stated) != tolerance:
         tally.oracle_disagreements += 1
-        tally.failures.append(f"{what}: the certificate states tolerance {labels['tolerance']}")
+        tally.failures.append(f"{what}: the certificate states tolerance {stated}")
     try:
         judged = oracle.judge(mutant, family.dataset, readout=family.readout, tolerance=tolerance)
     except oracle.Undecided:

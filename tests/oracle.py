@@ -202,14 +202,10 @@ def _label(col: list, y: int, readout: str, tolerance: Fraction) -> bool | None:
         return verdict
     if len(col) != 1:
         return False
-    lo, hi = bounds(add(col[0], Fraction(-y)))
-    if tolerance == 0:
-        if lo == hi:
-            return lo == 0
-        return False if lo > 0 or hi < 0 else None
-    if -tolerance < lo and hi < tolerance:
+    lo, hi = bounds(add(col[0], Fraction(-y)))  # |output − label| ≤ tolerance, 0: equality
+    if -tolerance <= lo and hi <= tolerance:
         return True
-    return False if lo >= tolerance or hi <= -tolerance else None
+    return False if lo > tolerance or hi < -tolerance else None
 
 
 @dataclass(frozen=True)

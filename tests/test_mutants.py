@@ -79,8 +79,8 @@ def test_an_oracle_disagreement_is_counted(shipped):
     """Judged by the wrong criterion, a verified model is not confirmed: the oracle can fail."""
     f = shipped["mahdavi-softmax"]
     for criterion in (
-        mutation.Family(f.name, f.model, f.dataset, readout="classification"),
-        mutation.Family(f.name, f.model, f.dataset, tolerance=Fraction(1, 10**12)),
+        mutation.Family(f.name, f.model, f.dataset, "mahdavi24", readout="classification"),
+        mutation.Family(f.name, f.model, f.dataset, "mahdavi24", tolerance=Fraction(1, 10**12)),
     ):
         tally = mutation.Tally(f.name)
         mutation.judge_mutant(criterion, f.model, tally, "wrong criterion")
