@@ -398,6 +398,9 @@ def judge_mutant(
         judged = oracle.judge(mutant, family.dataset, readout=family.readout, tolerance=tolerance)
     except oracle.Undecided:
         tally.oracle_undecided += 1
+        if verdict == "verified":  # a verified mutant must be confirmed, not left open
+            tally.oracle_disagreements += 1
+            tally.failures.append(f"{what}: verified, the oracle cannot decide")
         return
     problems = output_problems(mutant, family.dataset, judged)
     if verdict == "verified" and not judged.verified:
