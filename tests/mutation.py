@@ -13,7 +13,6 @@ must meet the Arb enclosures.
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import random
 import subprocess
@@ -227,13 +226,12 @@ def _with_sublayer(model: Transformer, si: int, sub) -> Transformer:
 
 
 def criteria(family: Family) -> dict:
-    """The user's criteria as ``certify`` keywords, where this version of it takes them (the
-    construction's checklist, the tolerance of real-valued outputs)."""
-    accepted = inspect.signature(certify).parameters
-    given = {"construction": family.construction}
+    """The user's criteria as ``certify`` keywords: the construction's checklist, and the
+    tolerance of real-valued outputs."""
+    given: dict = {"construction": family.construction}
     if family.tolerance:
         given["tolerance"] = mpq(family.tolerance.numerator, family.tolerance.denominator)
-    return {k: v for k, v in given.items() if k in accepted}
+    return given
 
 
 def outcome(model: Transformer, dataset: Dataset, evaluator: str, **criteria) -> tuple:
