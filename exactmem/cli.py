@@ -90,8 +90,9 @@ MEMORIZER_OPTIONS = {
 KS25_OPTIONS = {
     "gadget": MEMORIZER_OPTIONS["gadget"],
     "sequence_weights": (
-        "random (default; Lemma B.2 fixed) | paper (Lemma B.2 as printed)",
-        _choice("random", "paper"),
+        "random (default) | union (Lemma B.2's statement by a union bound) | paper (the "
+        "printed construction, which fails)",
+        _choice("random", "union", "paper"),
     ),
     "paper_direction": (
         "unit direction for sequence_weights=paper, e.g. 4/5,-3/5 (default: random, checked "
