@@ -59,7 +59,7 @@ N_LT_D = Requirement("n < d", lambda s: s["n"] < s["d"])
 OMEGA_GE_2 = Requirement("ω ≥ 2", lambda s: s["omega"] >= 2)
 
 
-def _next_token(n_items: str, extra: str, log_r: str) -> str:
+def _lemma_c1_order(n_items: str, extra: str, log_r: str) -> str:
     """d (or ω) + √(M log M) + √(M / log M)·max(log R, log C): the depth of Lemma C.1 on M
     points, which with width 14 is the parameter order Õ(extra + √M)."""
     return (
@@ -82,7 +82,7 @@ ROWS = (
         "ReLU MLP, N points in R^d",
         "upper",
         "parameters",
-        _next_token("N", "d", R_VYS),
+        _lemma_c1_order("N", "d", R_VYS),
         False,
         "Õ(d + √N)",
         "1/2",
@@ -176,7 +176,7 @@ ROWS = (
         "next-token",
         "upper",
         "parameters",
-        _next_token("N", "d", R_KS),
+        _lemma_c1_order("N", "d", R_KS),
         False,
         "Õ(d + √N)",
         "1/2",
@@ -204,7 +204,7 @@ ROWS = (
         "seq-to-seq",
         "upper",
         "parameters",
-        _next_token("n*N", "d", R_KS_SEQ),
+        _lemma_c1_order("n*N", "d", R_KS_SEQ),
         False,
         "Õ(d + √(nN))",
         "1/2",
@@ -232,7 +232,7 @@ ROWS = (
         "next-token, token ids",
         "upper",
         "parameters",
-        _next_token("N", "omega", R_KS_IDS),
+        _lemma_c1_order("N", "omega", R_KS_IDS),
         False,
         "ω + Õ(√N)",
         "1/2",
