@@ -90,8 +90,9 @@ MEMORIZER_OPTIONS = {
 KS25_OPTIONS = {
     "gadget": MEMORIZER_OPTIONS["gadget"],
     "sequence_weights": (
-        "random (default; Lemma B.2 fixed) | paper (Lemma B.2 as printed)",
-        _choice("random", "paper"),
+        "random (default) | union (Lemma B.2's statement by a union bound) | paper (the "
+        "printed construction, which fails)",
+        _choice("random", "union", "paper"),
     ),
     "paper_direction": (
         "unit direction for sequence_weights=paper, e.g. 4/5,-3/5 (default: random, checked "
@@ -477,28 +478,38 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _latex(rows: list[dict], measured: list[dict]) -> str:
     def esc(text: str) -> str:
-        return text.replace("&", r"\&").replace("_", r"\_").replace("%", r"\%")
+        for old, new in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("_", r"\_"), ("%", r"\%")):
+            text = text.replace(old, new)
+        return text.replace("#", r"\#").replace("^", r"\^{}")
 
     lines = [
-        r"\begin{tabular}{llllr}",
+        r"\begin{tabular}{lllllr}",
         r"\toprule",
-        r"work & setting & bound & constants & parameters \\",
+        r"work & source & setting & bound & constant & value \\",
         r"\midrule",
     ]
     for r in rows:
-        kind = "explicit" if r["explicit"] else "order only"
         lines.append(
-            f"{esc(r['work'])} & {esc(r['setting'])} & {r['kind']} & {kind} & {r['value']} \\\\"
+            f"{esc(r['work'])} & {esc(r['source'])} & {esc(r['setting'])} & "
+            f"{r['kind']}, {r['quantity']}, {esc(r['order'])} & {esc(r['constant'])} & "
+            f"{esc(r['value'] or r['status'])} \\\\"
         )
+        lines.append(rf"\multicolumn{{6}}{{l}}{{\quad\texttt{{{esc(r['formula'])}}}}} \\")
     if measured:
         lines.append(r"\midrule")
         for m in measured:
             lines.append(
-                f"exactmem {esc(m['construction'])} & {m['task']} & measured & "
+                f"exactmem {esc(m['construction'])} & & {m['task']} & measured & "
                 f"{m['verdict']} & {m['dense_parameters']} \\\\"
             )
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines)
+
+
+def _print_columns(head: tuple, table: list[tuple]) -> None:
+    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(head)]
+    for t in (head, *table):
+        print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
 
 
 def cmd_bounds(args: argparse.Namespace) -> int:
@@ -521,28 +532,24 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     elif args.latex:
         print(_latex(rows, measured))
     else:
-        print(
-            "parameters at N = {N}, n = {n}, d = {d}, ω = {omega}, C = {C} "
-            "(order-only rows set hidden constants to 1)\n".format(**sizes)
-        )
-        head = ("work", "setting", "bound", "constants", "parameters")
+        at = "N = {N}, n = {n}, d = {d}, ω = {omega}, C = {C}".format(**sizes)
+        print(f"{at}, r = δ = 1; logarithms to base 2\n")
+        head = ("#", "work", "setting", "bound", "constant", "value")
         table = [
             (
+                str(k),
                 r["work"],
                 r["setting"],
-                r["kind"],
-                "explicit" if r["explicit"] else "order only",
-                r["value"] or "?",
+                f"{r['kind']}, {r['quantity']}",
+                r["constant"],
+                r["value"] or r["status"],
             )
-            for r in rows
+            for k, r in enumerate(rows, 1)
         ]
-        widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(head)]
-        for t in (head, *table):
-            print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
-        print(
-            "\nTheorem 4.3 exactly: "
-            + next(r["exact"] for r in rows if r["work"].endswith("Theorem 4.3"))
-        )
+        _print_columns(head, table)
+        print("\n#   source; order; formula")
+        for k, r in enumerate(rows, 1):
+            print(f"{k:<3} {r['source']}; {r['order']}\n    {r['formula']}")
         if measured:
             print("\nmeasured (exactmem, random data of these sizes):")
             keys = (
@@ -556,10 +563,7 @@ def cmd_bounds(args: argparse.Namespace) -> int:
                 "eq72_max_N",
                 "verdict",
             )
-            table = [tuple(str(m[k]) for k in keys) for m in measured]
-            widths = [max(len(k), *(len(t[i]) for t in table)) for i, k in enumerate(keys)]
-            for t in (keys, *table):
-                print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
+            _print_columns(keys, [tuple(str(m[k]) for k in keys) for m in measured])
             print(
                 "eq72_max_N: the largest N the model's block architecture could shatter by "
                 "the eq. (72) count (labels per sequence: n for seq2seq, 1 otherwise)"
