@@ -282,10 +282,10 @@ def evaluate_rows(sizes: Sizes) -> list[dict]:
     names = {k: sympy.Integer(v) for k, v in sizes.items()}
     out = []
     for row in ROWS:
-        expr = parse_formula(row.formula, names, f"{row.work} ({row.kind})")
         status = not_applicable(row, sizes)
-        value = None
-        if status is None:
+        value = expr = None
+        if status is None:  # parsed only where its assumptions hold (log N needs N ≥ 2)
+            expr = parse_formula(row.formula, names, f"{row.work} ({row.kind})")
             ball = evaluate_ball(expr, 256)
             value = None if ball is None else ball.str(12, radius=False)
             status = "evaluated" if value is not None else "undecided"
