@@ -99,6 +99,39 @@ SWEEPS: dict[str, Sweep] = {
         [{"N": N, "options": {"bit_budget": B}} for B in (4, 8, 16) for N in (60, 120, 250, 500)],
         [{"N": N, "options": {"bit_budget": B}} for B in (8, 32) for N in (2000, 4000)],
     ),
+    "dana25": Sweep(
+        [
+            {"vocab": v, "S": S, "T": H * dh + d, "options": {"d": d, "head_dim": dh, "heads": H}}
+            for d, dh, H, v, S in [
+                (2, 2, 20, 10, 2),
+                (2, 1, 30, 12, 3),
+                (4, 2, 10, 8, 5),
+                (6, 3, 8, 20, 2),
+                (4, 4, 6, 30, 3),
+                (3, 3, 5, 20, 2),
+                (10, 5, 20, 50, 2),
+            ]
+        ],
+        [
+            {"vocab": v, "S": S, "T": H * dh + d, "options": {"d": d, "head_dim": dh, "heads": H}}
+            for d, dh, H, v, S in [(8, 4, 12, 60, 4), (12, 6, 16, 80, 3), (16, 8, 8, 40, 2)]
+        ],
+    ),
+    "mahdavi24": Sweep(
+        [
+            {"T": H * (n - 1) + 1, "n": n, "d": d, "C": C, "options": {"heads": H, **extra}}
+            for H, n, d, C in [(2, 4, 8, 3), (3, 5, 12, 5), (2, 6, 12, 4), (3, 4, 10, 6)]
+            for extra in ({}, {"score": "softmax", "readout": "classification"})
+        ],
+        [
+            {"T": H * (n - 1) + 1, "n": n, "d": d, "C": C, "options": {"heads": H}}
+            for H, n, d, C in [(6, 6, 16, 5), (4, 8, 16, 5), (4, 6, 24, 5)]
+        ],
+    ),
+    "ks25_theorem_4_3": Sweep(
+        _grid([20, 40, 80, 160, 320], [{"n": 4, "d": 3}, {"n": 3, "d": 2}, {"n": 6, "d": 4}]),
+        _grid([1000, 2000], [{"n": 4, "d": 3}, {"n": 8, "d": 8}]),
+    ),
     "vys_theorem_3_1": Sweep(
         _grid([30, 60, 120, 250, 500], [{"d": 8, "C": 100}, {"d": 2, "C": 3}, {"d": 4, "C": 10}]),
         _grid([2000, 5000], [{"d": 8, "C": 100}, {"d": 6, "C": 30}]),
@@ -174,12 +207,12 @@ def value(shape: str, names: dict, where: str) -> float:
     return float(sympy.N(parse_formula(shape, names, where), 30))
 
 
-def short_ceiling(x: float, digits: int = 2) -> Fraction:
+def short_ceiling(x: Fraction, digits: int = 2) -> Fraction:
     """The least number of ``digits`` significant digits ≥ x."""
     if x <= 0:
         return Fraction(0)
     step = Fraction(10) ** (math.floor(math.log10(x)) + 1 - digits)
-    return math.ceil(Fraction(x) / step) * step
+    return math.ceil(x / step) * step
 
 
 def written(c: Fraction) -> str:
@@ -201,7 +234,7 @@ def fit(claim: Claim, rows: list[Row], headroom: float) -> list[tuple]:
             if row.quick:
                 ratios["quick"].append(ratio)
         c = max(ratios["fit"] + ratios["claim"])  # the claim's own instances must pass too
-        if shape.strip().isdigit():  # a resource that does not grow: its largest value, exactly
+        if text.strip().isdigit():  # a resource that does not grow: its largest value, exactly
             shape = str(max(r.measured[metric] for r in rows if r.group != "held-out"))
             c, stated = 1.0, Fraction(1)
             worst = max((r.measured[metric] / int(shape) for r in rows), default=float("nan"))
@@ -213,7 +246,7 @@ def fit(claim: Claim, rows: list[Row], headroom: float) -> list[tuple]:
         # the shortest constant with the most headroom (≤ --headroom, ≥ 2 %) such that the
         # quick tier catches a growth by a third, with 2 % to spare
         candidates = [
-            short_ceiling(c * (1 + room / 100), digits)
+            short_ceiling(Fraction(c) * Fraction(100 + room, 100), digits)
             for room in range(round(headroom * 100), 1, -1)
             for digits in (2, 3)
         ]
@@ -233,7 +266,7 @@ def write_constants(claim: Claim, fitted: list[tuple]) -> None:
     start = text.index("\n[tight]")
     head, table = text[:start], text[start:]
     for _, metric, shape, _, stated, *_ in fitted:
-        new = shape if shape.strip().isdigit() else f"{written(stated)}*({shape})"
+        new = shape if claim.tight[metric].strip().isdigit() else f"{written(stated)}*({shape})"
         old_line = f'{metric} = "{claim.tight[metric]}"'
         table = table.replace(old_line, f'{metric} = "{new}"', 1)
     claim.path.write_text(head + table, encoding="utf-8")
