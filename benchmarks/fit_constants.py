@@ -38,18 +38,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import table_header  # noqa: E402
 
 from exactmem.bounds import parse_formula  # noqa: E402
-from exactmem.data import squared_radius, squared_separation  # noqa: E402
-from exactmem.exact import format_rational  # noqa: E402
 from exactmem.model import resources  # noqa: E402
 from exactmem.proofs import (  # noqa: E402
-    GENERATORS,
     Claim,
-    _build,
+    Instance,
+    build_instance,
     find_proofs_dir,
     formula_names,
+    instance_figures,
     load_claims,
 )
-from exactmem.sequences import view, with_positions  # noqa: E402
 
 MAX_HEADROOM = 0.25
 CATCH = Fraction(4, 3)  # a regression growing a resource by this factor must fail
@@ -150,30 +148,6 @@ SWEEPS: dict[str, Sweep] = {
 # --------------------------------------------------------------------------- measuring
 
 
-def figures(dataset, model) -> dict:
-    """The dataset's figures as a certificate records them (``certify``'s ``data``), without
-    evaluating the model."""
-    if dataset.task == "points":
-        vectors = dataset.points
-        data = {"N": dataset.size, "C": dataset.num_classes, "d": dataset.dim}
-    else:
-        if not model.token_inputs and model.input_dim == dataset.dim + 1:
-            dataset = with_positions(dataset)
-        sv = view(dataset, by_index=model.token_inputs)
-        vectors = [dataset.vocab[t] for t in sv.tokens]
-        data = {
-            "N": dataset.size,
-            "n": len(dataset.sequences[0]),
-            "d": dataset.dim,
-            "C": dataset.num_classes,
-            "vocabulary": len(dataset.vocab),
-        }
-    data["r2"] = format_rational(squared_radius(vectors))
-    delta2 = squared_separation(vectors)
-    data["delta2"] = None if delta2 is None else format_rational(delta2)
-    return data
-
-
 @dataclass
 class Row:
     group: str  # fit | held-out | claim
@@ -184,13 +158,13 @@ class Row:
 
 
 def measure(claim: Claim, size: dict, group: str, quick: bool = False) -> Row:
+    """Build one size (merged over the claim's first instance) and evaluate its figures."""
     base = claim.instances[0]
     params = {**base.params, **{k: v for k, v in size.items() if k != "options"}}
-    options = {**claim.options, **base.options, **size.get("options", {})}
-    options["seed"] = params.get("seed", 0)
-    dataset = GENERATORS[base.generator](params)
-    model, _ = _build(claim.construction, dataset, options)
-    names = formula_names(claim, figures(dataset, model), dataset, options)
+    overrides = {**base.options, **size.get("options", {})}
+    inst = Instance(base.tier, base.generator, params, overrides)
+    dataset, options, model = build_instance(claim, inst)
+    names = formula_names(claim, instance_figures(dataset, model), dataset, options)
     label = " ".join(f"{k}={v}" for k, v in {**params, **size.get("options", {})}.items())
     return Row(group, label, resources(model).as_dict(), names, quick)
 

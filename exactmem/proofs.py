@@ -37,8 +37,10 @@ from exactmem.errors import (
 __all__ = [
     "Claim",
     "Instance",
+    "build_instance",
     "find_proofs_dir",
     "formula_names",
+    "instance_figures",
     "load_claim",
     "load_claims",
     "run_check",
@@ -516,6 +518,49 @@ def formula_names(claim: Claim, data: dict, dataset, options: dict) -> dict:
     return names
 
 
+def build_instance(claim: Claim, inst: Instance) -> tuple:
+    """(dataset, options, model) of one instance, with the limits ``build --set`` has."""
+    from exactmem.cli import check_option_limits
+
+    dataset = GENERATORS[inst.generator](inst.params)
+    options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
+    try:  # the limits `build --set` has: a claim cannot ask for a group larger than its data
+        check_option_limits(options, dataset)
+    except InputError as exc:
+        raise InputError(f"claim file {claim.path}: instance {inst.label}: {exc}") from None
+    model, _ = _build(claim.construction, dataset, options)
+    return dataset, options, model
+
+
+def instance_figures(dataset, model) -> dict:
+    """The dataset's figures as ``certify`` records them (N, n, d, C, r², δ², vocabulary),
+    without evaluating the model: what fitting the tight constants needs from a build alone.
+    ``check`` reads them from the certificate."""
+    from exactmem.data import squared_radius, squared_separation
+    from exactmem.exact import format_rational
+    from exactmem.sequences import view, with_positions
+
+    if dataset.task == "points":
+        vectors = dataset.points
+        data = {"N": dataset.size, "C": dataset.num_classes, "d": dataset.dim}
+    else:
+        if not model.token_inputs and model.input_dim == dataset.dim + 1:
+            dataset = with_positions(dataset)  # a position-aware model reads (x, k)
+        sv = view(dataset, by_index=model.token_inputs)
+        vectors = [dataset.vocab[t] for t in sv.tokens]
+        data = {
+            "N": dataset.size,
+            "n": len(dataset.sequences[0]),
+            "d": dataset.dim,
+            "C": dataset.num_classes,
+            "vocabulary": len(dataset.vocab),
+        }
+    data["r2"] = format_rational(squared_radius(vectors))
+    delta2 = squared_separation(vectors)
+    data["delta2"] = None if delta2 is None else format_rational(delta2)
+    return data
+
+
 def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
     """``bound.<metric>`` (the paper's constants) and ``tight.<metric>`` (the fitted constants)
     for the measured resources of ``cert``: pairs (check, undecided)."""
@@ -557,15 +602,7 @@ def run_instance(
     from exactmem.certify import certificate_json, certify
 
     start = time.perf_counter()
-    dataset = GENERATORS[inst.generator](inst.params)
-    options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
-    from exactmem.cli import check_option_limits
-
-    try:  # the limits `build --set` has: a claim cannot ask for a group larger than its data
-        check_option_limits(options, dataset)
-    except InputError as exc:
-        raise InputError(f"claim file {claim.path}: instance {inst.label}: {exc}") from None
-    model, _ = _build(claim.construction, dataset, options)
+    dataset, options, model = build_instance(claim, inst)
     # the claim is the user's criterion: its construction's full checklist, and the tolerance
     # it states (a construction option the build also aims for), never the model's meta
     cert = certify(
