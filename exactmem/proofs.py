@@ -576,7 +576,8 @@ def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
             expr = parse_formula(text, names, f"{where}: {key}.{metric}")
             value = measured[metric]
             result = decide_le(value, expr)
-            detail = f"{metric} {value} ≤ {result.bound}  ({text})"
+            sign = ">" if result.holds is False else "≤"
+            detail = f"{metric} {value} {sign} {result.bound}  ({text})"
             values = {"measured": value, "bound": result.bound}
             if prefix == "tight":
                 # shown, never decides: how close the run is to its fitted constant
