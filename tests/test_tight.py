@@ -30,8 +30,9 @@ INSTANCE = '[[instance]]\ngenerator = "random_points"\nN = 6\nd = 2\nC = 2\nseed
 def test_every_verified_claim_states_tight_bounds():
     """The errata expect a refutation: one more failing check cannot change their verdict,
     so a tight bound there would catch nothing."""
-    verified = [c.name for c in load_claims(shipped_proofs_dir()) if c.expect == "verified"]
-    assert sorted(verified) == sorted(c.name for c in CLAIMS)
+    verified = {c.name for c in load_claims(shipped_proofs_dir()) if c.expect == "verified"}
+    missing = verified - {c.name for c in CLAIMS}
+    assert not missing, f"add a [tight] table (benchmarks/fit_constants.py) to {sorted(missing)}"
     for claim in CLAIMS:
         assert {"width", "depth"} <= set(claim.tight), claim.name
 
