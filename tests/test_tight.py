@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from exactmem import proofs
 from exactmem.cli import main
 from exactmem.errors import InputError
-from exactmem.model import resources
+from exactmem.model import MLP, Affine, resources
 from exactmem.proofs import (
     _bound_checks,
     build_instance,
@@ -96,6 +97,28 @@ def test_the_paper_bound_alone_misses_the_growth(name, metric):
         assert checks[f"bound.{metric}"].passed, checks[f"bound.{metric}"].detail
         caught += not checks[f"tight.{metric}"].passed
     assert caught
+
+
+def test_a_model_deepened_by_a_third_is_refuted_by_its_tight_depth_alone(monkeypatch):
+    """Idle residual layers (H + 0) keep every label and every memorizer check: only the
+    fitted depth notices them; the paper's depth bound has room for four times as many."""
+    (claim,) = [c for c in CLAIMS if c.name == "vys_theorem_3_1"]
+    built = proofs._build
+
+    def deepened(construction, dataset, options):
+        model, witness = built(construction, dataset, options)
+        width = model.sublayers[-1].out_dim
+        idle = MLP((Affine(width, ((),), (0,)), Affine(1, ((),) * width, (0,) * width)))
+        layers = math.ceil(resources(model).depth / 3 / len(idle.layers))
+        return replace(model, sublayers=model.sublayers + (idle,) * layers), witness
+
+    monkeypatch.setattr(proofs, "_build", deepened)
+    record = proofs.run_instance(claim, claim.instances[2], None)  # N = 97
+    assert record["verdict"] == "refuted" and not record["ok"]
+    failed = [c["name"] for c in record["checks"] if not c["passed"]]
+    assert failed == ["tight.depth"]
+    (paper,) = [c for c in record["checks"] if c["name"] == "bound.depth"]
+    assert paper["measured"] * 4 < int(paper["bound"].split(".")[0])
 
 
 def test_a_tight_check_reports_the_ratio():
