@@ -77,6 +77,10 @@ SWEEPS: dict[str, Sweep] = {
         _grid([30, 60, 120, 250, 500], _SEQ),
         _grid([2000, 5000], [{"n": 8, "d": 4, "vocab": 60}, {"n": 12, "d": 6, "vocab": 300}]),
     ),
+    "ks25_lemma_b2_union": Sweep(  # Theorem 4.1 with the union-bound weights of Lemma B.2
+        _grid([30, 60, 120, 250, 500], _SEQ),
+        _grid([2000, 5000], [{"n": 8, "d": 4, "vocab": 60}, {"n": 12, "d": 6, "vocab": 300}]),
+    ),
     "ks25_seq2seq": Sweep(
         _grid(
             [20, 40, 80, 160, 320], [{"n": 6, "d": 3, "vocab": 40}, {"n": 5, "d": 2, "vocab": 25}]
