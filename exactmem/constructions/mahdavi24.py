@@ -107,13 +107,17 @@ class MahdaviWitness:
     capacity: int
     precision: int = 0
     temperature: mpq = mpq(1)
+    head_dim: int = 0
 
 
 def _head(group, queries, contexts, rng, d, n):
-    """Steps 2–3 for one head: (W_G, u, v, designed subsets)."""
+    """Steps 2–3 for one head: (W_G, u, v, designed subsets, [f_t], [r_t]) with
+    W_G = Σ_t f_t r_tᵀ, so W^h = W_G + λ·u vᵀ = [f_t…, u]·[r_t…, λv]ᵀ has rank ≤ |G_h| + 1."""
     Q = [list(queries[t]) for t in group]  # k × d (rows are queries)
     designed = {}
     W = [[mpq(0)] * d for _ in range(d)]
+    fs: list[list[mpq]] = []
+    rs: list[list[mpq]] = []
     if group:
         gram = _matmul(Q, _transpose(Q))
         F = _transpose(_rows(_fmat(gram).solve(_fmat(Q))))  # d × k: columns f_t
@@ -128,6 +132,8 @@ def _head(group, queries, contexts, rng, d, n):
             E = contexts[t]
             r = _rows(_fmat(_matmul(E, _transpose(E))).solve(_fmat(ell)))  # n × 1
             r_t = [sum((E[j][i] * r[j][0] for j in range(n)), mpq(0)) for i in range(d)]
+            fs.append([F[i][col] for i in range(d)])
+            rs.append(r_t)
             for i in range(d):
                 if F[i][col]:
                     for k2 in range(d):
@@ -153,7 +159,7 @@ def _head(group, queries, contexts, rng, d, n):
             break
     else:
         raise InputError("no direction separates the tokens of every context")
-    return W, u, v, designed
+    return W, u, v, designed, fs, rs
 
 
 def _saturating_lambda(W, u, v, queries, contexts, outside) -> mpq:
@@ -209,27 +215,65 @@ def _features(heads, queries, contexts, score, precision):
     return Z
 
 
-def _model(heads, W_read, d, outputs, score, meta) -> Transformer:
-    """E_in = [I_d; 0], one attention layer (query = x, key = W^h x, value = readout rows),
-    E_out reads the output lanes."""
+def _model(factors, lams, temperature, W_read, piv, d, d_h, outputs, score, meta) -> Transformer:
+    """E_in = [I_d; 0], one attention layer of H heads of dimension d_h, E_out reads the output
+    lane(s).
+
+    Head h (reconstructed: the factorisation is ours, the paper states only W_Q^h, W_K^h ∈
+    R^{d×d_h}): the query map has the rows f_t (t ∈ G_h) and u, the key map the rows r_t and
+    λ·v, both padded with zero rows to d_h, so that qᵀk = eᵀ(W_G + λ u vᵀ)x. The value map
+    (the paper's W_V^h, here d × d_h as well) selects the ≤ d_h coordinates of Eᵀa_h that the
+    readout uses; the output map W_O^h carries the readout weights on them."""
     width = d + outputs
     lanes = tuple(f"x{i}" for i in range(d)) + tuple(f"out{c}" for c in range(outputs))
     embed = Affine(d, tuple(((i, 1),) for i in range(d)) + ((),) * outputs, (0,) * width, 1, lanes)
     pad = [mpq(0)] * outputs
+    zero = [mpq(0)] * width
     att_heads = []
-    for h, (W, lam, u, v) in enumerate(heads):
-        Wl = [[W[i][k] + lam * u[i] * v[k] for k in range(d)] + pad for i in range(d)]
-        query = Affine(width, tuple(((i, 1),) for i in range(d)), (0,) * d)
-        key = Affine.from_rationals(Wl, width)
-        value = Affine.from_rationals(
-            [list(W_read[c][h * d : (h + 1) * d]) + pad for c in range(outputs)], width
+    for h, ((fs, rs, u, v), lam) in enumerate(zip(factors, lams, strict=True)):
+        q_rows = [list(f) + pad for f in fs] + [list(u) + pad]
+        k_rows = [[x * temperature for x in r] + pad for r in rs]
+        k_rows.append([x * lam * temperature for x in v] + pad)
+        q_rows += [zero] * (d_h - len(q_rows))
+        k_rows += [zero] * (d_h - len(k_rows))
+        cols = [j - h * d for j in piv if h * d <= j < (h + 1) * d]
+        v_rows = [[mpq(int(i == j)) for i in range(width)] for j in cols]
+        v_rows += [zero] * (d_h - len(v_rows))
+        o_rows = [[mpq(0)] * d_h for _ in range(d)]
+        for c in range(outputs):
+            o_rows.append([W_read[c][h * d + j] for j in cols] + [mpq(0)] * (d_h - len(cols)))
+        att_heads.append(
+            AttentionHead(
+                Affine.from_rationals(q_rows, width),
+                Affine.from_rationals(k_rows, width),
+                Affine.from_rationals(v_rows, width),
+                Affine.from_rationals(o_rows, d_h),
+            )
         )
-        output = Affine(outputs, ((),) * d + tuple(((c, 1),) for c in range(outputs)), (0,) * width)
-        att_heads.append(AttentionHead(query, key, value, output))
     unembed = Affine(width, tuple(((d + c, 1),) for c in range(outputs)), (0,) * outputs)
     return Transformer(
         d, (Attention(tuple(att_heads), score, "mha", "context"),), embed, unembed, meta
     )
+
+
+def _capped_pivots(Z, H: int, d: int, d_h: int) -> list[int]:
+    """Columns of Z, at most d_h in each head's block of d, that span its column space: the
+    leftmost independent ones (the plain pivots when d_h = d), else taken in turn from each
+    block. A readout through a value map of d_h rows can use no more (rank-checked, exact)."""
+    target = rank_of(Z)
+    orders = [list(range(H * d)), [h * d + i for i in range(d) for h in range(H)]]
+    for order in orders:
+        chosen: list[int] = []
+        used = [0] * H
+        for j in order:
+            if used[j // d] == d_h:
+                continue
+            if rank_of([[row[c] for c in chosen + [j]] for row in Z]) > len(chosen):
+                chosen.append(j)
+                used[j // d] += 1
+                if len(chosen) == target:
+                    return sorted(chosen)
+    raise InputError(f"no {target} independent feature columns with at most d_h = {d_h} per head")
 
 
 def _targets(ds: Dataset, readout: str) -> list[list[mpq]]:
@@ -314,24 +358,30 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
             "mahdavi24: score must be hardmax|softmax, readout regression|classification"
         )
     report = check_assumptions(queries, contexts, seed=seed)
-    m = min(n, d)
+    d_h = options.get("head_dim", d)
+    if not 2 <= d_h <= d:
+        raise InputError(f"mahdavi24: head_dim must lie in [2, d = {d}], got {d_h}")
+    m = min(n, d_h)
     H = options.get("heads") or max(1, math.ceil((T - 1) / (m - 1)))
-    over = T > capacity(H, n, d)
+    cap = capacity(H, n, d_h)
+    over = T > cap
     if over and not options.get("over_capacity"):
         raise InputError(
-            f"{T} examples exceed the capacity H(n − 1) + 1 = {capacity(H, n, d)} "
-            f"of {H} heads (--set heads=… or over_capacity=true to try anyway)"
+            f"{T} examples exceed the capacity H(min(n, d_h) − 1) + 1 = {cap} "
+            f"of {H} heads of dimension {d_h} (--set heads=… or over_capacity=true to try anyway)"
         )
     rng = random.Random(seed)
     rest = list(range(1, T))
-    size = max(m - 1, math.ceil(len(rest) / H)) if over else m - 1
+    # a head designs at most d_h − 1 examples (W^h has rank ≤ d_h) and at most n (distinct
+    # left-out tokens); beyond capacity the rest are saturated by every head
+    size = min(max(m - 1, math.ceil(len(rest) / H)), d_h - 1, n) if over else m - 1
     groups = [tuple(rest[h * size : (h + 1) * size]) for h in range(H)]
     outputs = 1 if readout == "regression" else dataset.num_classes
     Y = _targets(dataset, readout)
     for _attempt in range(16):
         parts = [_head(list(g), queries, contexts, rng, d, n) for g in groups]
         heads = []
-        for (W, u, v, _), g in zip(parts, groups, strict=True):
+        for (W, u, v, *_), g in zip(parts, groups, strict=True):
             outside = [t for t in range(T) if t not in g]
             heads.append((W, _saturating_lambda(W, u, v, queries, contexts, outside), u, v))
         Z0 = _features(heads, queries, contexts, "hardmax", 0)
@@ -341,10 +391,10 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
     else:
         raise InputError(f"the features did not reach rank {T} in 16 designs")
     designed = [()] * T
-    for *_, des in parts:
+    for *_, des, _fs, _rs in parts:
         for t, S in des.items():
             designed[t] = S
-    piv = _pivots(Z0)
+    piv = _capped_pivots(Z0, H, d, d_h)
     W_read = _exact_readout(Z0, piv, Y, T, outputs, H * d)
     temperature = mpq(1)
     precision = 0
@@ -358,9 +408,9 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
             temperature = _auto_temperature(
                 heads, W_read, queries, contexts, Y, piv, tol, precision, solve
             )
-        heads = [(_scale(W, temperature), lam * temperature, u, v) for W, lam, u, v in heads]
         if solve == "resolve":
-            Zs = _features(heads, queries, contexts, "softmax", precision)
+            scaled = [(_scale(W, temperature), lam * temperature, u, v) for W, lam, u, v in heads]
+            Zs = _features(scaled, queries, contexts, "softmax", precision)
             rows = list(range(min(T, len(piv))))
             W_read = _solve_balls([Zs[t] for t in rows], piv, [Y[t] for t in rows], precision)
     meta = {
@@ -372,19 +422,15 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
         "temperature": str(temperature),
         "readout_solve": solve,
         "heads": H,
-        "capacity": capacity(H, n, d),
+        "head_dim": d_h,
+        "capacity": cap,
         "assumption_A1": report.describe(),
     }
-    model = _model(heads, W_read, d, outputs, score, meta)
+    factors = [(fs, rs, u, v) for (_, u, v, _, fs, rs) in parts]
+    lams = [lam for _, lam, _, _ in heads]
+    model = _model(factors, lams, temperature, W_read, piv, d, d_h, outputs, score, meta)
     witness = MahdaviWitness(
-        H,
-        tuple(groups),
-        tuple(designed),
-        heads[0][1],
-        rank,
-        capacity(H, n, d),
-        precision,
-        temperature,
+        H, tuple(groups), tuple(designed), lams[0], rank, cap, precision, temperature, d_h
     )
     return model, witness
 
