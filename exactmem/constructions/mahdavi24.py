@@ -372,10 +372,9 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
         )
     rng = random.Random(seed)
     rest = list(range(1, T))
-    # a head designs at most d_h − 1 examples (W^h has rank ≤ d_h) and at most n (distinct
-    # left-out tokens); beyond capacity the rest are saturated by every head
-    size = min(max(m - 1, math.ceil(len(rest) / H)), d_h - 1, n) if over else m - 1
-    groups = [tuple(rest[h * size : (h + 1) * size]) for h in range(H)]
+    # beyond capacity the construction for the first H(m − 1) + 1 examples is kept and the
+    # rest are saturated by every head: Z then reaches rank H(m − 1) + 1, no more
+    groups = [tuple(rest[h * (m - 1) : (h + 1) * (m - 1)]) for h in range(H)]
     outputs = 1 if readout == "regression" else dataset.num_classes
     Y = _targets(dataset, readout)
     for _attempt in range(16):
@@ -386,10 +385,10 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
             heads.append((W, _saturating_lambda(W, u, v, queries, contexts, outside), u, v))
         Z0 = _features(heads, queries, contexts, "hardmax", 0)
         rank = rank_of(Z0)
-        if rank == T or over:
+        if rank >= min(T, cap):
             break
     else:
-        raise InputError(f"the features did not reach rank {T} in 16 designs")
+        raise InputError(f"the features did not reach rank {min(T, cap)} in 16 designs")
     designed = [()] * T
     for *_, des, _fs, _rs in parts:
         for t, S in des.items():
