@@ -145,6 +145,7 @@ OPTIONS = {
             "true: build even when T > H(n − 1) + 1 (the verifier refutes)",
             _boolean,
         ),
+        "head_dim": ("d_h, 2 ≤ d_h ≤ d (default d): capacity H(min(n, d_h) − 1) + 1", _positive),
     },
 }
 

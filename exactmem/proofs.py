@@ -59,6 +59,7 @@ CONSTRUCTION_OPTIONS = {
         "readout_solve",
         "tolerance",
         "over_capacity",
+        "head_dim",
     },
     "dana25": {"d", "head_dim", "heads", "scale", "precision"},
 }
