@@ -1,21 +1,29 @@
-"""Mahdavi, Liao & Thrampoulidis 2024 (ICLR): one multi-head attention layer with H heads
-memorizes T = H(min(n, d_h) − 1) + 1 examples (query e^(t), context E^(t) ∈ Q^{n×d}, n < d)
-under A1 (queries: Kruskal rank ≥ n) and A2 (every context has rank n).
+"""Mahdavi, Liao & Thrampoulidis 2024 (ICLR): one multi-head attention layer with H heads of
+dimension d_h memorizes T = H(min(n, d_h) − 1) + 1 examples (query e^(t), context
+E^(t) ∈ Q^{n×d}, n < d) under A1 (queries: Kruskal rank ≥ n) and A2 (every context has rank n).
 
-The construction is the digest's step-by-step reconstruction (attention_memorization_papers.md
-§A.4, [RECONSTRUCTION]); the paper's own proof was not available. A sequence is the n context
-tokens followed by the query, the attention mask makes the query attend to its context only,
-and the output is read at the query. With d_h = d, m = n:
+RECONSTRUCTED: the paper's own proof was not available to us; the steps below are a
+reconstruction consistent with its statements (high-rank features through the attention maps,
+saturation allocating examples to heads, a readout solved linearly). So is the factorisation of
+W^h into query and key maps of d_h rows (step 3) and the value map of d_h rows (step 5): the
+paper states only the sizes W_Q^h, W_K^h ∈ R^{d×d_h}. A sequence is the n context tokens
+followed by the query, the attention mask makes the query attend to its context only, and the
+output is read at the query. With m = min(n, d_h) (``head_dim`` = d_h, default d):
 
-1. example 0 is the anchor; the others form H groups G_h of at most n − 1 examples;
+1. example 0 is the anchor; the next H(m − 1) form H groups G_h of m − 1 examples (beyond
+   capacity, with ``over_capacity``, the rest are saturated by every head);
 2. designed attention on the head's own group: with f_t the dual basis of the group's queries
    and r_t = Eᵀ(EEᵀ)⁻¹ℓ_t, W_G = Σ f_t r_tᵀ gives scores e^(t)ᵀW_G x_j = ℓ_{t,j} (ℓ_t: 0/1 logits of
-   a random designed subset S_t);
+   the designed subset S_t = [n] ∖ {i_t}, distinct i_t);
 3. saturation elsewhere: W^h = W_G + λ u vᵀ with u ⊥ the group's queries and v separating every
-   context, so every other example attends to the single token argmax_j sign(uᵀe)·vᵀx_j;
+   context, so every other example attends to the single token argmax_j sign(uᵀe)·vᵀx_j.
+   W^h = [f_t…, u]·[r_t…, λv]ᵀ has rank ≤ m ≤ d_h: the query map has the rows f_t and u, the
+   key map the rows r_t and λv, both padded with zero rows to d_h;
 4. rank: the features z^(t) = [E^(t)ᵀ a_h^(t)]_h have rank T (checked exactly in the hardmax
    limit, where a group example attends uniformly to S_t: designed ties);
-5. readout: solve Z w = y on T pivot columns; W_V^h = w_h, W_O^h writes the output lane(s).
+5. readout: solve Z w = y on T pivot columns, at most d_h in each head's block; the value map
+   W_V^h (d_h rows) selects those coordinates and W_O^h carries the weights to the output
+   lane(s).
 
 ``score="hardmax"`` is the exact limit model (every weight rational, every output exact).
 ``score="softmax"`` keeps the weights at a finite λ and re-solves the readout in ball
