@@ -119,11 +119,11 @@ class MahdaviWitness:
 
 
 def _head(group, queries, contexts, rng, d, n):
-    """Steps 2–3 for one head: (W_G, u, v, designed subsets, [f_t], [r_t]) with
-    W_G = Σ_t f_t r_tᵀ, so W^h = W_G + λ·u vᵀ = [f_t…, u]·[r_t…, λv]ᵀ has rank ≤ |G_h| + 1."""
+    """Steps 2–3 for one head: (W_G, u, v, designed subsets) with W_G = Σ_t f_t r_tᵀ kept as
+    its factors ([f_t], [r_t]), so W^h = W_G + λ·u vᵀ = [f_t…, u]·[r_t…, λv]ᵀ has rank
+    ≤ |G_h| + 1."""
     Q = [list(queries[t]) for t in group]  # k × d (rows are queries)
     designed = {}
-    W = [[mpq(0)] * d for _ in range(d)]
     fs: list[list[mpq]] = []
     rs: list[list[mpq]] = []
     if group:
@@ -142,10 +142,6 @@ def _head(group, queries, contexts, rng, d, n):
             r_t = [sum((E[j][i] * r[j][0] for j in range(n)), mpq(0)) for i in range(d)]
             fs.append([F[i][col] for i in range(d)])
             rs.append(r_t)
-            for i in range(d):
-                if F[i][col]:
-                    for k2 in range(d):
-                        W[i][k2] += F[i][col] * r_t[k2]
     for _ in range(64):
         v0 = [mpq(rng.randint(-9, 9)) for _ in range(d)]
         if group:
@@ -167,7 +163,14 @@ def _head(group, queries, contexts, rng, d, n):
             break
     else:
         raise InputError("no direction separates the tokens of every context")
-    return W, u, v, designed, fs, rs
+    return (fs, rs), u, v, designed
+
+
+def _designed_scores(W, e, E) -> list[mpq]:
+    """eᵀ W_G x_j for the tokens x_j of E, with W_G = Σ f_t r_tᵀ given as ([f_t], [r_t])."""
+    fs, rs = W
+    qe = [_dot(f, e) for f in fs]
+    return [sum((a * _dot(r, x) for a, r in zip(qe, rs, strict=True)), mpq(0)) for x in E]
 
 
 def _saturating_lambda(W, u, v, queries, contexts, outside) -> mpq:
@@ -177,7 +180,7 @@ def _saturating_lambda(W, u, v, queries, contexts, outside) -> mpq:
     need = mpq(0)
     for t in outside:
         e, E = queries[t], contexts[t]
-        c = [_dot(e, [_dot(row, x) for row in W]) for x in E]
+        c = _designed_scores(W, e, E)
         s = _dot(u, e)
         vals = sorted((s * _dot(v, x) for x in E), reverse=True)
         gap = vals[0] - vals[1]
@@ -188,8 +191,8 @@ def _saturating_lambda(W, u, v, queries, contexts, outside) -> mpq:
 
 def _attention_rows(W, lam, u, v, e, E, score, precision):
     """Scores and weights of one head on one example (exact for hardmax, balls for softmax)."""
-    Wl = [[W[i][k] + lam * u[i] * v[k] for k in range(len(W))] for i in range(len(W))]
-    scores = [_dot(e, [_dot(row, x) for row in Wl]) for x in E]
+    ue = lam * _dot(u, e)
+    scores = [c + ue * _dot(v, x) for c, x in zip(_designed_scores(W, e, E), E, strict=True)]
     if score == "hardmax":
         top = max(scores)
         tied = [j for j, s in enumerate(scores) if s == top]
@@ -311,7 +314,8 @@ def _solve_balls(Z, piv, Y, precision) -> list[list[mpq]]:
 
 
 def _scale(W, factor):
-    return [[x * factor for x in row] for row in W]
+    fs, rs = W
+    return fs, [[x * factor for x in r] for r in rs]
 
 
 def _exact_readout(Z0, piv, Y, T, outputs, width) -> list[list[mpq]]:
@@ -398,7 +402,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
     else:
         raise InputError(f"the features did not reach rank {min(T, cap)} in 16 designs")
     designed = [()] * T
-    for *_, des, _fs, _rs in parts:
+    for *_, des in parts:
         for t, S in des.items():
             designed[t] = S
     piv = _capped_pivots(Z0, H, d, d_h)
@@ -433,7 +437,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
         "capacity": cap,
         "assumption_A1": report.describe(),
     }
-    factors = [(fs, rs, u, v) for (_, u, v, _, fs, rs) in parts]
+    factors = [(fs, rs, u, v) for ((fs, rs), u, v, _) in parts]
     lams = [lam for _, lam, _, _ in heads]
     model = _model(factors, lams, temperature, W_read, piv, d, d_h, outputs, score, meta)
     witness = MahdaviWitness(
