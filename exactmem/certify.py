@@ -396,6 +396,7 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         dataset,
         _consistency_mode(model, dataset, criteria, feed),
         view(dataset, by_index=model.token_inputs),
+        position_advice=not model.token_inputs and feed != "vectors with positions",
     )
     seq2seq = dataset.task == "seq2seq"
     try:

@@ -397,84 +397,134 @@ def _measured_feature_rank(model, att, ds, limit: int = 1024) -> tuple[int, bool
     return best, False, f"softmax weights; rank ≥ {best} certified on Arb balls, {bits} bits"
 
 
-def dana_checks(model, ds, precision: int = 256) -> list[Check]:
-    """Lemma 2's rank, certified: the attention features Φ(t) = [W_V^h A_h(t)]_h that the model's
-    own weights produce at the last position form a T₀ × (H d_h + d) matrix whose first T₀
-    columns are non-singular (Arb solve); and the capacity H·d_h + d."""
-    from flint import arb_mat, ctx
+def dana_checks(model, ds, precision: int = 256, limit: int = 2048) -> list[Check]:
+    """Dana et al. 2025, Lemma 2 and Theorem 1, from the model's weights.
 
-    from exactmem.balls import softmax_balls, to_ball
+    The features of a sequence t are what the attention layer adds up at the last position:
+    F(t) = [W_V^h A_h(t)]_h ++ x_S(t), the heads' value vectors and the skip term x_S(t) (the
+    stream entering the layer, which returns Z + Σ_h head_h(Z)). ``dana.feature_rank``
+    certifies on Arb balls that the T₀ distinct sequences give features of rank T₀ (precision
+    doubled from ``precision`` up to ``limit`` bits); ``dana.capacity`` checks T₀ ≤ H·d_h + d
+    with H the number of heads, d_h their value widths (at most d each) and d the stream width,
+    all counted from the weights."""
+    from flint import ctx
 
-    pos = next((s for s in model.sublayers if isinstance(s, PositionalEncoding)), None)
-    att = next((s for s in model.sublayers if isinstance(s, Attention)), None)
-    if pos is None or att is None or model.embed is None or not model.token_inputs:
-        raise ChecklistStructureError(
-            "an attention-only Transformer needs token ids, an embedding table, a positional "
-            "encoding and an attention layer"
-        )
-    pairs = {tuple(s): y for s, y in zip(ds.sequences, ds.labels, strict=True)}
-    T0 = len(pairs)
+    att, tables = _dana_layers(model)
+    d = model.embed.out_dim
+    seqs = list(dict.fromkeys(tuple(s) for s in ds.sequences))
+    T0 = len(seqs)
+    # W_V^h A_h is an image of A_h ∈ R^d: a head gives at most d features, whatever its d_h
+    widths = [min(h.value.out_dim, d) for h in att.heads]
+    cap = sum(widths) + d
     old = ctx.prec
-    ctx.prec = precision
+    ok, bits = False, precision
     try:
-        rows = []
-        for seq in pairs:
-            xs = []
-            for k, t in enumerate(seq):
-                col = [
-                    sum(
-                        (to_ball(mpq(c, model.embed.denominator)) for j, c in row if j == t),
-                        to_ball(mpq(0)),
-                    )
-                    for row in model.embed.rows
-                ]
-                xs.append([a + to_ball(b) for a, b in zip(col, pos.table[k], strict=True)])
-            feats = []
-            for h in att.heads:
-
-                def lin(a, v):
-                    return [
-                        sum(
-                            (v[j] * to_ball(mpq(c, a.denominator)) for j, c in row), to_ball(mpq(0))
-                        )
-                        for row in a.rows
-                    ]
-
-                q = lin(h.query, xs[-1])
-                scores = [
-                    sum((x * y for x, y in zip(lin(h.key, x_), q, strict=True)), to_ball(mpq(0)))
-                    for x_ in xs
-                ]
-                a = softmax_balls(scores)
-                A = [
-                    sum((a[s] * xs[s][i] for s in range(len(xs))), to_ball(mpq(0)))
-                    for i in range(len(xs[0]))
-                ]
-                feats += lin(h.value, A)
-            rows.append(feats[:T0])
-        try:
-            if len(rows[0]) < T0:  # fewer features than associations: rank < T₀ for sure
-                raise ZeroDivisionError
-            arb_mat(rows).solve(
-                arb_mat([[to_ball(mpq(int(i == j))) for j in range(T0)] for i in range(T0)])
-            )
-            ok = True
-        except ZeroDivisionError:
-            ok = False
+        while not ok and bits <= limit and cap >= T0:
+            ctx.prec = bits
+            rows = [_dana_features(model, att, tables, seq) for seq in seqs]
+            ok = _certified_full_row_rank(rows)
+            if not ok:
+                bits *= 2
     finally:
         ctx.prec = old
-    cap = sum(h.value.out_dim for h in att.heads)  # H·d_h + d, read off the model's heads
-    detail = (
-        f"the {T0} attention feature vectors are linearly independent (Arb, {precision} bits)"
-        if ok
-        else f"the {T0} attention features are not certifiably independent at {precision} bits"
-    )
+    bits = min(bits, limit)
+    if ok:
+        detail = (
+            f"the features [W_V^h A_h(t)]_h ++ x_S(t) of the {T0} sequences have rank {T0} "
+            f"(H = {len(att.heads)} heads and the skip term: {cap} features; Arb, {bits} bits)"
+        )
+    elif cap < T0:
+        detail = f"{cap} features for {T0} sequences: rank < T₀"
+    else:
+        detail = (
+            f"the {T0} feature vectors ({cap} features: {len(att.heads)} heads and the skip "
+            f"term) are not certified independent at up to {limit} bits: Lemma 2's rank is not "
+            "shown"
+        )
     return [
-        Check("dana.feature_rank", ok, detail, {"associations": T0}),
+        Check("dana.feature_rank", ok, detail, {"associations": T0, "precision": bits}),
         Check(
             "dana.capacity",
             T0 <= cap,
-            f"T₀ = {T0} {'≤' if T0 <= cap else '>'} H·d_h + d = {cap}",
-            {"capacity": cap, "heads": len(att.heads)},
+            f"T₀ = {T0} {'≤' if T0 <= cap else '>'} H·d_h + d = {cap} "
+            f"(H = {len(att.heads)} head{'s' * (len(att.heads) != 1)} of value width "
+            f"{_widths_text(widths)}, skip d = {d})",
+            {"capacity": cap, "heads": len(att.heads), "skip_dim": d},
         ),
     ]
+
+
+def _widths_text(widths: list[int]) -> str:
+    return str(widths[0]) if len(set(widths)) == 1 else ", ".join(map(str, widths))
+
+
+def _dana_layers(model):
+    """The attention-only architecture the checklist reads: token ids through an embedding
+    table, positional encodings, then one softmax attention layer (every position a key) read by
+    the unembedding, and nothing else."""
+    *before, att = model.sublayers or (None,)
+    if (
+        not isinstance(att, Attention)
+        or not att.heads
+        or att.score != "softmax"
+        or att.mask != "none"
+        or not all(isinstance(s, PositionalEncoding) for s in before)
+        or model.embed is None
+        or not model.token_inputs
+    ):
+        raise ChecklistStructureError(
+            "an attention-only Transformer needs token ids, an embedding table, positional "
+            "encodings and then one softmax attention layer with heads, every position a key"
+        )
+    return att, [s.table for s in before]
+
+
+def _dana_features(model, att, tables, seq) -> list:
+    """F(t) on balls at the current precision: the heads' W_V^h A_h(t), then x_S(t)."""
+    from exactmem.balls import softmax_balls, to_ball
+
+    zero = to_ball(mpq(0))
+
+    def lin(a, v):
+        return [
+            sum((v[j] * to_ball(mpq(c, a.denominator)) for j, c in row), zero) for row in a.rows
+        ]
+
+    emb = model.embed
+    xs = []
+    for k, t in enumerate(seq):
+        if not 0 <= t < emb.in_dim:
+            raise ChecklistStructureError(f"token {t} is outside the embedding table")
+        col = [
+            mpq(sum((c for j, c in row if j == t), 0) + b, emb.denominator)
+            for row, b in zip(emb.rows, emb.bias, strict=True)
+        ]
+        for table in tables:
+            col = [a + b for a, b in zip(col, table[k], strict=True)]
+        xs.append([to_ball(x) for x in col])
+    feats = []
+    for h in att.heads:
+        q = lin(h.query, xs[-1])
+        a = softmax_balls(
+            [sum((x * y for x, y in zip(lin(h.key, x_), q, strict=True)), zero) for x_ in xs]
+        )
+        A = [sum((a[s] * xs[s][i] for s in range(len(xs))), zero) for i in range(len(xs[0]))]
+        feats += lin(h.value, A)
+    return feats + xs[-1]
+
+
+def _certified_full_row_rank(rows) -> bool:
+    """Whether the T × F matrix of balls certainly has rank T: a square one is solved, a wide
+    one through its Gram matrix F Fᵀ (non-singular iff the rank is T)."""
+    from flint import arb_mat
+
+    T = len(rows)
+    if T == 0:
+        return True
+    F = arb_mat(rows)
+    G = F if F.ncols() == T else F * F.transpose()
+    try:
+        G.solve(arb_mat([[int(i == j) for j in range(T)] for i in range(T)]))
+    except ZeroDivisionError:
+        return False
+    return True

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
-from exactmem.data import Dataset
+from exactmem.data import SEPARATION_LIMIT, Dataset, squared_radius, squared_separation
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, first_seen_ids, ratio_equal, rational_table
@@ -97,6 +98,12 @@ def check_ks25(
     else:
         key = tok * len(ms_first) + ms_id[:, None]  # (token, multiset) as one id
         checks.append(_context_ids(mixed, key, positions, n, token_gap))
+
+    checks.append(_phi_range(phi, sums[ms_first], sden, len(ms_first), n))
+    if variant == "ks25-token-ids":
+        checks.append(_embedding_ids(tid, len(ds.vocab)))
+    else:
+        checks.append(_token_id_range(tid, [ds.vocab[t] for t in tokens.tolist()]))
 
     if isinstance(phi_mlp, MLP) and A:  # φ̃ ≠ 0 somewhere: F1 must hold Lemma B.3's memorizer
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
@@ -321,4 +328,92 @@ def _set_ids(mixed: Stream, ms_id: np.ndarray, n) -> Check:
         if bad
         else "distinct multisets have set ids ≥ 1/n apart",
         {"min_set_id_gap": _fmt(gap)},
+    )
+
+
+def _below_pi(q: mpq) -> bool:
+    """q < π, decided on Arb balls at rising precision (π is irrational: never equal)."""
+    precision = 64
+    while True:
+        old = ctx.prec
+        ctx.prec = precision
+        try:
+            pi, x = arb.pi(), arb(fmpq(int(q.numerator), int(q.denominator)))
+            if x < pi or x > pi:
+                return bool(x < pi)
+        finally:
+            ctx.prec = old
+        precision *= 2
+
+
+def _at_most_sqrt_pi_times(x: mpq, c: mpq) -> bool:
+    """x ≤ c·√π for c > 0 (x² < c²π when x > 0)."""
+    return x <= 0 or _below_pi(x * x / (c * c))
+
+
+def _phi_range(phi: dict, sums: np.ndarray, den: int, distinct: int, M: int) -> Check:
+    """Lemma B.3's range on the evaluated φ̃: every value in [⌈4N³√π⌉] ∪ {0} and every sum
+    over a sequence (a multiset of M = n tokens) at most 4MN³√π, N the number of distinct
+    multisets (the lemma's N)."""
+    cube = mpq(4 * distinct**3)
+    top = max(phi.values(), default=mpq(0))
+    top_sum = _ratio(sums.max(), den) if len(sums) else mpq(0)
+    bad = []
+    # φ̃ ≤ ⌈4N³√π⌉ ⇔ ⌈φ̃⌉ − 1 < 4N³√π (the bound is irrational)
+    if not _at_most_sqrt_pi_times(mpq(-((-top.numerator) // top.denominator) - 1), cube):
+        bad.append(f"φ̃ reaches {format_rational(top)} > ⌈4N³√π⌉ (N = {distinct} multisets)")
+    if not _at_most_sqrt_pi_times(top_sum, M * cube):
+        bad.append(
+            f"a sequence sums φ̃ to {format_rational(top_sum)} > 4MN³√π "
+            f"(M = {M}, N = {distinct} multisets)"
+        )
+    return Check(
+        "ks25.phi_range",
+        not bad,
+        "; ".join(bad)
+        if bad
+        else f"φ̃ ≤ ⌈4N³√π⌉ and sums ≤ 4MN³√π (M = {M}, N = {distinct} distinct multisets)",
+        {"max_phi": format_rational(top), "max_sum": format_rational(top_sum)},
+    )
+
+
+def _token_id_range(tid: dict, vectors: list) -> Check:
+    """Lemma C.2's range on the evaluated token ids of the M distinct tokens:
+    0 ≤ F(x) ≤ 10·r·M²·δ⁻¹·√(πd), r the largest norm, δ the least distance (exact), taken as
+    Theorem B.1 takes them: r ≥ 1 and δ ≤ 1 (tokens further apart are also 1-separated)."""
+    M, d = len(vectors), len(vectors[0]) if vectors else 0
+    low, high = min(tid.values(), default=mpq(0)), max(tid.values(), default=mpq(0))
+    bad = [f"a token id is {format_rational(low)} < 0"] if low < 0 else []
+    figures = {"max_token_id": format_rational(high)}
+    if M > SEPARATION_LIMIT:
+        detail = (
+            f"token ids ≥ 0; the upper end is not checked (δ of more than {SEPARATION_LIMIT} "
+            "tokens is not measured)"
+        )
+        return Check("ks25.token_id_range", not bad, "; ".join(bad) or detail, figures)
+    r2, delta2 = max(squared_radius(vectors), mpq(1)), squared_separation(vectors)
+    if delta2 is not None and high > 0:
+        delta2 = min(delta2, mpq(1))
+        # F ≤ 10rM²√(πd)/δ ⇔ F²δ²/(100 r² M⁴ d) < π
+        if not _below_pi(high * high * delta2 / (100 * r2 * M**4 * d)):
+            bad.append(
+                f"a token id is {format_rational(high)} > 10rM²√(πd)/δ "
+                f"(M = {M} tokens, r² = {format_rational(r2)}, δ² = {format_rational(delta2)})"
+            )
+    detail = f"0 ≤ token ids ≤ 10rM²√(πd)/δ (M = {M} distinct tokens, r ≥ 1, δ ≤ 1)"
+    return Check("ks25.token_id_range", not bad, "; ".join(bad) or detail, figures)
+
+
+def _embedding_ids(tid: dict, omega: int) -> Check:
+    """Theorem E.1: the embedding column of token x carries its index, an integer in [1, ω]."""
+    bad = [
+        f"vocab[{t}]: token id {format_rational(v)} outside [1, {omega}]"
+        for t, v in tid.items()
+        if not (1 <= v <= omega)
+    ]
+    return Check(
+        "ks25.token_id_range",
+        not bad,
+        _examples(bad) if bad else f"token ids in [1, ω] = [1, {omega}]",
+        {"max_token_id": format_rational(max(tid.values(), default=mpq(0)))},
     )

@@ -149,7 +149,8 @@ def test_dana_associations(N, S, T, d, dh, H):
     checks = {c.name: c for c in cert.checks}
     assert checks["dana.feature_rank"].passed
     assert mpq(checks["labels"].figures["min_margin_lower_bound"]) > 0
-    assert model.meta["capacity"] == H * dh + d >= T
+    assert len(model.sublayers[1].heads) == H  # exactly H heads: the + d is the skip term
+    assert checks["dana.capacity"].figures["capacity"] == H * dh + d >= T
 
 
 def test_dana_margin_is_the_circle_margin():

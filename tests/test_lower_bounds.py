@@ -93,7 +93,7 @@ def test_bounds_command_json_and_latex(capsys):
     row = next(r for r in report["bounds"] if r["work"].endswith("Theorem 4.3"))
     assert row["explicit"] and row["value"].startswith("6.6677599645")
     orders = [r for r in report["bounds"] if not r["explicit"]]
-    assert orders and all(r["note"] for r in orders)
+    assert orders and all(r["constant"] == "order only, constant 1" for r in orders)
     assert main(["bounds", "--N", "1000", "--n", "8", "--latex"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("\\begin{tabular}") and "Theorem 4.3" in out

@@ -83,13 +83,14 @@ def test_head_dim_beyond_capacity_and_out_of_range(tmp_path, capsys):
     for bad in (1, 13):
         with pytest.raises(InputError, match="head_dim must lie in"):
             mahdavi24.build(ds, {"heads": 4, "head_dim": bad})
+    ds = mahdavi24.random_instance(14, 6, 12, 4, seed=4)  # N ≥ 13: within --set's size limits
     path = tmp_path / "ds.json"
     save_dataset(ds, path)
     out = str(tmp_path / "m.json")
     argv = ["build", "--construction", "mahdavi24", "--data", str(path), "--out", out]
     assert main([*argv, "--quiet", "--set", "head_dim=13"]) == 2
     assert "head_dim must lie in [2, d = 12], got 13" in capsys.readouterr().err
-    assert main([*argv, "--quiet", "--set", "head_dim=4", "--set", "heads=3"]) == 0
+    assert main([*argv, "--quiet", "--set", "head_dim=4", "--set", "heads=5"]) == 0
     assert main(["verify", out, "--data", str(path), "--construction", "mahdavi24"]) == 0
 
 
