@@ -42,7 +42,7 @@ CONSTRUCTIONS = {
 }
 CONSTRUCTIONS["mahdavi24"] = (
     "Mahdavi, Liao & Thrampoulidis 2024: one multi-head attention layer memorizes "
-    "H(n - 1) + 1 examples (task next-token: n context tokens, then the query)"
+    "H(min(n, d_h) - 1) + 1 examples (task next-token: n context tokens, then the query)"
 )
 CONSTRUCTIONS["dana25"] = (
     "Dana, Pydi & Chevaleyre 2025: an attention-only Transformer memorizes H*d_h + d "
@@ -240,7 +240,10 @@ OPTION_LIMITS = {
         lambda ds: max(2, ds.size),
         "d ≥ {limit} (the number of examples) stores every association without heads",
     ),
-    "head_dim": (lambda ds: max(2, ds.size), "d_h ≤ d ≤ {limit}"),
+    "head_dim": (
+        lambda ds: max(2, ds.size, ds.dim),
+        "a head of dimension above max(2, N, the token dimension) = {limit} has nothing to store",
+    ),
     "scale": (lambda ds: 2**64, "at most 2⁶⁴"),
     "precision": (lambda ds: 2**16, "at most 65536 bits (it is doubled up to 7 times)"),
     "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
@@ -248,8 +251,9 @@ OPTION_LIMITS = {
 
 
 LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
-for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d, head_dim ≤ max(2, N); direction_bound
-≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536; numbers ≤ 64 characters"""
+for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d ≤ max(2, N); head_dim ≤ max(2, N, the
+token dimension); direction_bound ≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536;
+numbers ≤ 64 characters"""
 
 
 def check_option_limits(options: dict, dataset) -> None:
