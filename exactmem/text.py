@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
