@@ -232,16 +232,63 @@ def _multiset_keys(rows: np.ndarray) -> np.ndarray:
 def _smallest_window(stream: np.ndarray) -> int:
     """The smallest W whose identical windows are always followed by the same unit. If W has
     none, neither has W + 1 (equal longer windows end in equal shorter ones), so bisect; W =
-    len − 1 has one window and always qualifies."""
+    len − 1 has one window and always qualifies. Windows are compared by two polynomial hashes
+    (mod 2⁶⁴ and mod 2³¹ − 1) in O(len) memory: equal windows always hash equal, so a W found
+    free of clashes is free of them; a hash collision could only make the W named larger."""
     lo, hi = 1, len(stream) - 1
+    hashes = _PrefixHashes(stream)
     while lo < hi:
         mid = (lo + hi) // 2
-        rows = np.lib.stride_tricks.sliding_window_view(stream, mid)[: len(stream) - mid]
-        if _first_clash(rows, stream[mid:]) is None:
-            hi = mid
-        else:
+        keys = hashes.windows(mid)
+        labels = stream[mid:]
+        order = np.lexsort((labels, *keys))
+        same = np.ones(len(order) - 1, bool)
+        for k in keys:
+            same &= k[order[1:]] == k[order[:-1]]
+        if (same & (labels[order[1:]] != labels[order[:-1]])).any():
             lo = mid + 1
+        else:
+            hi = mid
     return lo
+
+
+class _PrefixHashes:
+    """Prefix sums of s[t]·B^t (mod 2⁶⁴ and mod P): the hash of a window is the difference of
+    two of them scaled by B^(−start), so every window length costs O(len)."""
+
+    P = 2**31 - 1
+    B64 = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible mod 2⁶⁴
+    BP = 48271  # a primitive root mod 2³¹ − 1
+
+    def __init__(self, stream: np.ndarray):
+        n = len(stream) + 1
+        s = stream.astype(np.uint64)
+        with np.errstate(over="ignore"):
+            # products wrap mod 2⁶⁴, which is the arithmetic wanted
+            pow64 = np.concatenate([[np.uint64(1)], np.cumprod(np.full(n - 1, self.B64))])
+            inv = np.uint64(pow(int(self.B64), -1, 2**64))
+            self.inv64 = np.concatenate([[np.uint64(1)], np.cumprod(np.full(n - 1, inv))])
+            self.h64 = np.concatenate([[np.uint64(0)], np.cumsum(s * pow64[:-1])])
+        powp = self._powers(self.BP, n)
+        self.invp = self._powers(pow(self.BP, -1, self.P), n)
+        terms = (stream.astype(np.int64) % self.P) * powp[:-1] % self.P
+        self.hp = np.concatenate([[0], np.cumsum(terms) % self.P])
+
+    def _powers(self, base: int, n: int) -> np.ndarray:
+        out = np.ones(n, np.int64)
+        k, step = 1, base
+        while k < n:  # out[k:2k] = out[:k]·base^k, all below P² < 2⁶³
+            out[k : 2 * k] = out[: min(k, n - k)] * step % self.P
+            k, step = 2 * k, step * step % self.P
+        return out
+
+    def windows(self, w: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per window of length w (starts 0..len − w − 1): its two hashes."""
+        N = len(self.h64) - 1 - w
+        with np.errstate(over="ignore"):
+            h64 = (self.h64[w : w + N] - self.h64[:N]) * self.inv64[:N]
+        hp = (self.hp[w : w + N] - self.hp[:N]) % self.P * self.invp[:N] % self.P
+        return h64, hp
 
 
 def _quote(s: str, limit: int = 60) -> str:

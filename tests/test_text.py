@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 from gmpy2 import mpq
 from hypothesis import given, settings
@@ -14,7 +15,7 @@ from exactmem.constructions import ks25
 from exactmem.data import Dataset, load_dataset
 from exactmem.errors import InputError
 from exactmem.sequences import check_consistency
-from exactmem.text import read_text, split, windows
+from exactmem.text import _first_clash, read_text, split, windows
 
 CAT = "the cat sat on the mat. the mat sat on the cat!"
 
@@ -262,3 +263,39 @@ def test_text_to_certificate(tmp_path, capsys):
                "--certificate", cert])  # fmt: skip
     assert rc == 0
     assert "all 29 labels reproduced exactly" in capsys.readouterr().out
+
+
+def _smallest_by_brute_force(text: str) -> int:
+    for w in range(1, len(text)):
+        try:
+            windows(text, w)
+            return w
+        except InputError as exc:
+            if "cannot be memorized" not in str(exc):
+                return w
+    raise AssertionError("the last window always works")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(alphabet="ab", min_size=3, max_size=50))
+def test_the_window_named_matches_brute_force(text):
+    try:
+        windows(text, 1)
+    except InputError as exc:
+        named = int(str(exc).rsplit("--window ", 1)[1].rstrip(")"))
+        assert named == _smallest_by_brute_force(text)
+
+
+def test_the_window_named_on_a_thue_morse_text():
+    """Thue–Morse text makes polynomial hashes mod 2⁶⁴ collide (here a single one would name
+    3073); the second hash, mod 2³¹ − 1, holds. Reference: bisection with exact comparisons."""
+    text = "".join("ab"[bin(i).count("1") % 2] for i in range(4096))
+    stream = np.array([ord(c) for c in text], np.int64)
+    lo, hi = 1, len(stream) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        rows = np.lib.stride_tricks.sliding_window_view(stream, mid)[: len(stream) - mid]
+        lo, hi = (lo, mid) if _first_clash(rows, stream[mid:]) is None else (mid + 1, hi)
+    assert lo == 1025
+    with pytest.raises(InputError, match=r"the smallest window without such a pair is 1025 "):
+        windows(text, 1)
