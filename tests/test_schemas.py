@@ -204,6 +204,27 @@ def test_generated_models_and_certificates_validate(tmp_path, capsys):
         assert_valid(json.loads(path.read_text()), "certificate")
 
 
+def test_softmax_seq2seq_and_refuted_certificates_validate(tmp_path):
+    from exactmem.constructions import mahdavi24
+
+    attention = mahdavi24.random_instance(5, 4, 8, 3, 1)
+    pairs = random_sequences(8, 3, 2, 6, 3, seed=3, task="seq2seq")
+    seqs = random_sequences(8, 3, 2, 6, 3, seed=3)
+    other = random_sequences(8, 3, 2, 6, 3, seed=4)
+    cases = [
+        (mahdavi24.build(attention, {})[0], attention, "mahdavi24", "verified"),
+        (ks25.build(pairs, {}, "ks25-seq2seq")[0], pairs, "ks25-seq2seq", "verified"),
+        (ks25.build(seqs, {})[0], other, None, "refuted"),  # another dataset's labels
+    ]
+    for model, ds, construction, verdict in cases:
+        assert_valid(json.loads(json.dumps(dataset_to_json(ds))), "dataset")
+        assert_valid(saved(tmp_path, model), "model")
+        cert = certify(model, ds, construction=construction)
+        assert cert.verdict == verdict
+        save_certificate(certificate_json(cert), tmp_path / "cert.json")
+        assert_valid(json.loads((tmp_path / "cert.json").read_text()), "certificate")
+
+
 def test_the_cli_files_validate(tmp_path, capsys):
     data, model, cert = (str(tmp_path / n) for n in ("d.json", "m.json", "c.json"))
     assert main(["generate", "points", "--N", "10", "--d", "2", "--C", "3", "--out", data]) == 0
