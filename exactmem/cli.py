@@ -800,7 +800,8 @@ def parser() -> argparse.ArgumentParser:
         "--unit",
         default="char",
         choices=("char", "word"),
-        help="zen and text units: characters, or words and punctuation marks (default char)",
+        help="zen and text: windows of characters or of words (text: punctuation marks are units "
+        "too; default char)",
     )
     g.add_argument("--file", metavar="TEXT", help="text: a UTF-8 text file (at most 1 MiB)")
     g.add_argument("--window", type=int, metavar="W", help="text: units per window (W ≥ 1)")
