@@ -284,6 +284,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from exactmem.sequences import random_sequences, zen_of_python
 
     check_output(args.out, "--out")
+    if (args.file is not None or args.window is not None) and args.family != "text":
+        raise InputError("--file and --window belong to generate text")
     for name in ("N", "n", "d", "C", "vocab"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InputError(f"--{name} must be ≥ 1")
@@ -322,6 +324,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elif args.family == "zen":
         ds = zen_of_python(args.n or 32, unit=args.unit)
         what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"
+    elif args.family == "text":
+        what, ds = _generate_text(args)
     else:
         if args.N is None:
             raise InputError(f"generate {args.family} needs --N")
@@ -341,6 +345,27 @@ def cmd_generate(args: argparse.Namespace) -> int:
     save_dataset(ds, args.out)
     print(f"wrote {args.out}: {what}, C = {ds.num_classes}")
     return EXIT_VERIFIED
+
+
+def _generate_text(args: argparse.Namespace):
+    """``generate text``: the windows of a text file (:mod:`exactmem.text`); says on stderr when
+    the tokens carry their positions, and why."""
+    from exactmem.text import read_text, windows
+
+    if args.file is None or args.window is None:
+        raise InputError("generate text needs --file FILE and --window W")
+    ds = windows(read_text(args.file), args.window, args.unit, source=args.file)
+    if ds.meta["position_aware"]:
+        print(
+            f"note: tokens carry their position (symbol id, k) in Q^2, because "
+            f"{ds.meta['positions_because']}",
+            file=sys.stderr,
+        )
+    what = (
+        f"{ds.size} windows of {args.window} {args.unit}s of {args.file} "
+        f"({len(ds.meta['symbols'])} symbols, tokens in Q^{ds.dim})"
+    )
+    return what, ds
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -754,10 +779,11 @@ def parser() -> argparse.ArgumentParser:
             "attention",
             "associations",
             "zen",
+            "text",
         ),
         help="random points; random sequences labelled at the last position (next-token), at "
         "every position (seq2seq) or by multiset (multisets, for deep sets); windows of the Zen "
-        "of Python (next character or word)",
+        "of Python (next character or word); windows of your own text (text: --file, --window)",
     )
     g.add_argument("--N", type=int, help="number of points or sequences")
     g.add_argument("--n", type=int, help="sequence length (next-token: 16, zen: 32)")
@@ -775,7 +801,15 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="attention: every example shares one context (Proposition 2)",
     )
-    g.add_argument("--unit", default="char", choices=("char", "word"), help="zen tokens")
+    g.add_argument(
+        "--unit",
+        default="char",
+        choices=("char", "word"),
+        help="zen and text: windows of characters or of words (text: punctuation marks are units "
+        "too; default char)",
+    )
+    g.add_argument("--file", metavar="TEXT", help="text: a UTF-8 text file (at most 1 MiB)")
+    g.add_argument("--window", type=int, metavar="W", help="text: units per window (W ≥ 1)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument(
         "--coord-bound",
