@@ -270,8 +270,8 @@ def _colors(count: int, start: int = 0) -> list:
     _matplotlib()
     from matplotlib import colormaps
 
-    palette = colormaps["tab20"].colors
-    return [palette[(start + 2 * k) % 20 if k < 10 else (2 * k + 1) % 20] for k in range(count)]
+    palette = colormaps["tab20"]  # 20 colours in pairs: the strong ones first, then the pale
+    return [palette((start + 2 * k) % 20 if k < 10 else (2 * k + 1) % 20) for k in range(count)]
 
 
 # --------------------------------------------------------------------------- plot certificate
@@ -353,7 +353,7 @@ def read_certificate(path: str | os.PathLike) -> CertificateView:
         raise InputError(
             f"certificate file {where}: {size} bytes, more than the {CERTIFICATE_BYTES} allowed"
         )
-    obj = read_json_file(path, "certificate")
+    obj = read_json_file(Path(path), "certificate")
     fmt = _get(obj, "format", str, where)
     if fmt != CERTIFICATE_FORMAT:
         raise InputError(f"{where}.format: {fmt[:60]!r}, expected {CERTIFICATE_FORMAT!r}")
@@ -452,7 +452,11 @@ def plot_certificate(cert_path: str | os.PathLike, out: str | os.PathLike) -> st
         ax_m.axhline(low, color="crimson", lw=1, ls="--", label="smallest margin")
         span = max(margins) - low
         ax_m.set_ylim(low - max(0.25, 0.1 * span), max(margins) + max(0.25, 0.1 * span))
-    distinct = {r.log10_margin: r.margin for r in layers if r.margin is not None}
+    distinct = {
+        r.log10_margin: r.margin
+        for r in layers
+        if r.margin is not None and r.log10_margin is not None
+    }
     if len(distinct) <= 8 and all(len(t) <= 12 for t in distinct.values()):
         # few margins: tick each at its exact value
         ax_m.set_yticks(sorted(distinct), [distinct[v] for v in sorted(distinct)])
@@ -480,8 +484,8 @@ def plot_certificate(cert_path: str | os.PathLike, out: str | os.PathLike) -> st
         fontsize=11,
     )
     size = _save(fig, out, fmt)
-    with_margin = [r for r in layers if r.log10_margin is not None]
-    smallest = min(with_margin, key=lambda r: r.log10_margin or 0.0) if with_margin else None
+    measured = [r for r in layers if r.log10_margin is not None]
+    smallest = min(measured, key=lambda r: r.log10_margin or 0.0) if measured else None
     return (
         f"wrote {os.fspath(out)} ({fmt}, {size} bytes): {len(layers)} ReLU layers of a "
         f"{view.verdict} certificate"
