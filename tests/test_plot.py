@@ -152,6 +152,21 @@ def test_plot_certificate_in_every_format(tmp_path, certificate, capsys):
     assert (tmp_path / "c.pdf").read_bytes()[:5] == b"%PDF-"
 
 
+def test_a_refuted_certificate_is_drawn_too(tmp_path, certificate, capsys):
+    folder = certificate.parent
+    obj = json.loads((folder / "seqs.json").read_text())
+    obj["labels"][0] = obj["labels"][0] % 10 + 1
+    (tmp_path / "relabelled.json").write_text(json.dumps(obj))
+    cert = tmp_path / "refuted.json"
+    assert main(["verify", str(folder / "model.json"), "--data", str(tmp_path / "relabelled.json"),
+                 "--construction", "ks25-next-token", "--certificate", str(cert),
+                 "--evaluator", "reference", "--jobs", "1", "--quiet"]) == 1  # fmt: skip
+    capsys.readouterr()
+    assert main(["plot", "certificate", str(cert), "--out", str(tmp_path / "r.png")]) == 0
+    assert "ReLU layers of a refuted certificate" in capsys.readouterr().out
+    check_png(tmp_path / "r.png")
+
+
 def test_the_same_certificate_gives_the_same_picture(tmp_path, certificate):
     for ext in ("png", "svg", "pdf"):
         a, b = tmp_path / f"a.{ext}", tmp_path / f"b.{ext}"
