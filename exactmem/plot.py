@@ -259,10 +259,11 @@ def plot_bounds(
     )
     size = _save(fig, out, fmt)
     skipped = f"; left out: {'; '.join(left_out)}" if left_out else ""
+    at = ", ".join(str(N) for N in sorted(set(measure_Ns)))
+    built = f"{len(builds)} builds at N = {at}" if builds else "no builds"
     return (
         f"wrote {os.fspath(out)} ({fmt}, {size} bytes): {len(params)} table rows on "
-        f"{N_min}..{N_max}, {len(builds)} builds at N = "
-        f"{', '.join(str(N) for N in sorted(set(measure_Ns)))}{skipped}"
+        f"{N_min}..{N_max}, {built}{skipped}"
     )
 
 
