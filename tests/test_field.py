@@ -143,3 +143,27 @@ def test_log_rows_need_two_points(capsys):
     rows = {r["key"]: r for r in evaluate_rows(dict(N=1, n=2, d=3, omega=5, C=2))}
     assert rows["vys22-upper"]["status"] == "n/a: needs N ≥ 2 (log N)"
     assert rows["ks25-thm4.3"]["status"] == "evaluated"
+
+
+def test_measured_rows_stand_against_the_papers_and_the_fitted_constants():
+    """`bounds --measure`'s extra columns: dense parameters over the paper row at the measured
+    sizes, and the constants of the claim's [tight] table (they move with the claim file)."""
+    from exactmem.constructions import ks25
+    from exactmem.field import against_paper, fitted_constants
+    from exactmem.model import resources
+    from exactmem.proofs import load_claim, shipped_proofs_dir
+    from exactmem.sequences import random_sequences
+
+    ds = random_sequences(60, 4, 3, 20, 4, seed=2)
+    model, _ = ks25.build(ds, {"seed": 0})
+    dense = resources(model).dense_parameters
+    figures = against_paper("ks25-next-token", ds, dense)
+    assert figures["paper_row"] == "ks25-thm4.1"
+    assert float(figures["measured_over_paper"]) > 0
+    twice = against_paper("ks25-next-token", ds, 2 * dense)
+    assert float(twice["measured_over_paper"]) > float(figures["measured_over_paper"])
+    tight = load_claim(shipped_proofs_dir() / "ks25_theorem_4_1.toml").tight
+    constants = fitted_constants("ks25-next-token")
+    assert tight["depth"].startswith(constants["depth"]["constant"] + "*(")
+    assert figures["fitted_constants"]["depth"] == constants["depth"]["constant"]
+    assert fitted_constants("no-such-construction") == {}
