@@ -418,7 +418,7 @@ def memorizer_layout(mlp: MLP, layout, prefix: str) -> dict:
     lanes, and the gadget's segment lanes. The layout is written by the (untrusted)
     construction; a missing or inconsistent one refutes the checklist (ChecklistStructureError)."""
     who = f"memorizer {prefix.rstrip('.')}" if prefix else "the memorizer"
-    if not isinstance(layout, dict):
+    if not isinstance(layout, dict) or not layout:
         raise ChecklistStructureError(f"{who}: no memorizer layout")
     need = {"group_size": int, "groups": int, "key_bits": int, "label_bits": int, "gadget": str}
     for key, kind in need.items():
