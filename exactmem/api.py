@@ -94,11 +94,14 @@ def build(dataset: Dataset, construction: str, *, seed: int = 0, **options: obje
         raise InputError(f"seed must be an integer, got {seed!r:.40}")
     if not isinstance(dataset, Dataset):
         raise InputError(f"dataset must be an exactmem.Dataset, got {type(dataset).__name__}")
-    parsed = parse_options(
-        construction, [f"{key}={_option_text(key, value)}" for key, value in options.items()]
-    )
-    parsed["seed"] = seed
-    check_option_limits(parsed, dataset)
+    try:
+        parsed = parse_options(
+            construction, [f"{key}={_option_text(key, value)}" for key, value in options.items()]
+        )
+        parsed["seed"] = seed
+        check_option_limits(parsed, dataset)
+    except InputError as exc:  # the command line's messages, in the API's words
+        raise InputError(str(exc).replace("--set ", "option ")) from None
     if construction == "vys":
         from exactmem.constructions import vys
 
