@@ -49,7 +49,8 @@ class Dataset:
     """An exact dataset. For ``points`` only ``points`` is used; else ``vocab`` + ``sequences``.
 
     ``labels`` holds an int per point or sequence (a tuple of ints per sequence for seq2seq).
-    ``num_classes`` is C: given in the file as ``"C"``, else the largest label.
+    ``num_classes`` is C: given in the file as ``"C"``, else the largest label. Make one with
+    :meth:`from_tokens` or :meth:`from_points`, or read a file with :func:`load_dataset`.
     """
 
     task: str
