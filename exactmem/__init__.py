@@ -8,7 +8,8 @@ The public API, in the order of a session (each name is documented where it is d
 * models: :func:`build` (runs an untrusted construction), :func:`run` (exact outputs),
   :func:`load_model`, :func:`save_model`, :class:`Transformer`;
 * verdicts: :func:`certify` (the trusted core: ``exactmem.certify(model, dataset,
-  construction=NAME, tolerance=Q)``) returning a :class:`Certificate` of :class:`Check`\\ s;
+  construction=NAME, tolerance=Q)``), which returns a :class:`Certificate`: the verdict and
+  the :class:`Check` results it rests on;
 * errors: :class:`InputError` (bad input, exit code 2), :class:`InconclusiveError` (exact
   arithmetic cannot decide, exit code 4), both :class:`ExactmemError`.
 

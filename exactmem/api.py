@@ -148,10 +148,29 @@ def _inputs(
     Tokens get their position k + 1 appended when the model reads one more coordinate than
     they have (position-aware models, as :func:`exactmem.certify.certify` feeds them)."""
     if isinstance(inputs, Dataset):
+        if model.token_inputs:
+            if inputs.task == "points" or len(inputs.vocab) > model.input_dim:
+                what = "points" if inputs.task == "points" else f"{len(inputs.vocab)} tokens"
+                raise InputError(
+                    f"the model's embedding table has {model.input_dim} tokens, the dataset "
+                    f"has {what}"
+                )
+            return inputs.vocab, inputs.sequences
         if inputs.task == "points":
+            if inputs.dim != model.input_dim:
+                raise InputError(
+                    f"the model reads inputs of dimension {model.input_dim}, the dataset's "
+                    f"points have {inputs.dim}"
+                )
             return inputs.points, [[i] for i in range(inputs.size)]
-        if not model.token_inputs and model.input_dim == inputs.dim + 1:
-            inputs = with_positions(inputs)
+        if model.input_dim == inputs.dim + 1:
+            aware = with_positions(inputs)
+            return aware.vocab, aware.sequences
+        if inputs.dim != model.input_dim:
+            raise InputError(
+                f"the model reads inputs of dimension {model.input_dim}, the dataset's tokens "
+                f"have {inputs.dim} (or {inputs.dim + 1} with their position appended)"
+            )
         return inputs.vocab, inputs.sequences
     if isinstance(inputs, str | bytes) or not isinstance(inputs, Sequence) or not inputs:
         raise InputError("inputs: expected a Dataset or a non-empty list of sequences")

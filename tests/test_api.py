@@ -283,6 +283,15 @@ def test_run_appends_positions_as_certification_does(sentences):
     assert exactmem.run(aware, with_k, positions="last") == want
 
 
+def test_run_refuses_a_dataset_that_does_not_fit(points, vys_model, sentences, ks25_model):
+    wide = exactmem.Dataset.from_points([[0, 1, 2], [2, 3, 4]], [1, 2])
+    with pytest.raises(InputError, match="dimension 2, the dataset's points have 3"):
+        exactmem.run(vys_model, wide)
+    line = exactmem.build(exactmem.Dataset.from_points([[0], [3]], [1, 2]), "vys")
+    with pytest.raises(InputError, match="dimension 1, the dataset's tokens have 2 .or 3 with"):
+        exactmem.run(line, sentences)
+
+
 def test_run_token_ids():
     ds = exactmem.Dataset.from_tokens(
         [[0, 1], [1, 0], [2, 2]], [1, 2, 2], vocab=[[1, 0], [0, 1], [1, 1]]
@@ -294,6 +303,12 @@ def test_run_token_ids():
     assert exactmem.run(model, [[0, 1], [1, 0], [2, 2]], positions="last") == want
     with pytest.raises(InputError, match=r"inputs\[1\]\[0\]: 3 is not a token id .*\(0..2\)"):
         exactmem.run(model, [[0, 1], [3, 0]])
+    more = replace(ds, vocab=(*ds.vocab, (mpq(5), mpq(5))))
+    with pytest.raises(InputError, match="embedding table has 3 tokens, the dataset has 4 tokens"):
+        exactmem.run(model, more)
+    flat = exactmem.Dataset.from_points([[0], [1]], [1, 2])
+    with pytest.raises(InputError, match="embedding table has 3 tokens, the dataset has points"):
+        exactmem.run(model, flat)
 
 
 @pytest.mark.parametrize(
