@@ -100,25 +100,28 @@ def build(dataset: Dataset, construction: str, *, seed: int = 0, **options: obje
         )
         parsed["seed"] = seed
         check_option_limits(parsed, dataset)
+        return _construct(dataset, construction, parsed)
     except InputError as exc:  # the command line's messages, in the API's words
         raise InputError(str(exc).replace("--set ", "option ")) from None
+
+
+def _construct(dataset: Dataset, construction: str, options: dict) -> Transformer:
+    """Run the construction's own code (as ``build --construction NAME`` does)."""
     if construction == "vys":
         from exactmem.constructions import vys
 
-        model, _ = vys.build(dataset, parsed)
-    elif construction == "mahdavi24":
+        return vys.build(dataset, options)[0]
+    if construction == "mahdavi24":
         from exactmem.constructions import mahdavi24
 
-        model, _ = mahdavi24.build(dataset, parsed)
-    elif construction == "dana25":
+        return mahdavi24.build(dataset, options)[0]
+    if construction == "dana25":
         from exactmem.constructions import dana25
 
-        model, _ = dana25.build(dataset, parsed)
-    else:
-        from exactmem.constructions import ks25
+        return dana25.build(dataset, options)[0]
+    from exactmem.constructions import ks25
 
-        model, _ = ks25.build(dataset, parsed, construction)
-    return model
+    return ks25.build(dataset, options, construction)[0]
 
 
 # --------------------------------------------------------------------------- run

@@ -231,6 +231,7 @@ def test_build_takes_options_as_python_values(sentences, points):
         ("vys", {"group_size": 2.0}, "option group_size=2.0: expected an int, a bool"),
         ("vys", {"seed": "1"}, "seed must be an integer"),
         ("ks25-next-token", {}, "ks25-next-token needs task 'next-token'"),
+        ("ks25-bit-budget", {}, "ks25-bit-budget needs option bit_budget=B"),
     ],
 )
 def test_build_refuses_bad_input(points, construction, options, message):
