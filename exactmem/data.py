@@ -353,6 +353,7 @@ def dataset_to_json(ds: Dataset) -> dict:
 
 
 def save_dataset(ds: Dataset, path: str | Path) -> None:
+    """Write ``ds`` as a dataset file (gzip-compressed if the name ends in ``.gz``)."""
     _write_json(dataset_to_json(ds), Path(path))
 
 
