@@ -3,8 +3,8 @@ certify what the theorems promise.
 
 The public API, in the order of a session (each name is documented where it is defined):
 
-* datasets: :class:`Dataset` (with :meth:`Dataset.from_tokens` and
-  :meth:`Dataset.from_points`), :func:`load_dataset`, :func:`save_dataset`;
+* datasets: :class:`Dataset` (with :meth:`Dataset.from_tokens`, :meth:`Dataset.from_text`
+  and :meth:`Dataset.from_points`), :func:`load_dataset`, :func:`save_dataset`;
 * models: :func:`build` (runs an untrusted construction), :func:`run` (exact outputs),
   :func:`load_model`, :func:`save_model`, :class:`Transformer`;
 * verdicts: :func:`certify` (the trusted core: ``exactmem.certify(model, dataset,

@@ -50,7 +50,8 @@ class Dataset:
 
     ``labels`` holds an int per point or sequence (a tuple of ints per sequence for seq2seq).
     ``num_classes`` is C: given in the file as ``"C"``, else the largest label. Make one with
-    :meth:`from_tokens` or :meth:`from_points`, or read a file with :func:`load_dataset`.
+    :meth:`from_tokens`, :meth:`from_points` or :meth:`from_text`, or read a file with
+    :func:`load_dataset`.
     """
 
     task: str
@@ -142,6 +143,22 @@ class Dataset:
             "meta": meta,
         }
         return _built(obj, num_classes, allow_floats, "Dataset.from_tokens")
+
+    @classmethod
+    def from_text(
+        cls, text: str, *, window: int, unit: str = "char", positions: str = "auto"
+    ) -> Dataset:
+        """Next-token sequences of your own text: every window of ``window`` units
+        (``unit``: ``char`` or ``word``), labelled by the unit that follows it.
+
+        The token vectors are chosen exactly and automatically, with each token's position
+        appended when two windows need it (``positions``: ``auto``, ``always`` or ``never``);
+        ``meta`` records the symbols and says whether and why (:func:`exactmem.text.windows`).
+        Identical windows followed by different units are refused with an
+        :class:`~exactmem.errors.InputError` naming both places."""
+        from exactmem.text import windows
+
+        return windows(text, window, unit, positions=positions, source="Dataset.from_text")
 
 
 # --------------------------------------------------------------------------- file format

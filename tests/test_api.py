@@ -424,3 +424,21 @@ def test_the_api_is_typed_for_its_users(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 1 and 'Unexpected keyword argument "constructoin"' in errors[0]
+
+
+STORY = "the cat sat on the mat. the cat ran."
+
+
+def test_from_text_is_the_text_windows():
+    from exactmem.text import windows
+
+    ds = exactmem.Dataset.from_text(STORY, window=3, unit="word")
+    assert ds == windows(STORY, 3, "word")
+    assert ds.meta["symbols"] == ["the", "cat", "sat", "on", "mat", ".", "ran"]
+    assert ds.meta["source"] == "Dataset.from_text"
+    with pytest.raises(InputError, match="window must be an integer ≥ 1, got 0"):
+        exactmem.Dataset.from_text(STORY, window=0)
+    with pytest.raises(InputError, match="unit must be one of char, word"):
+        exactmem.Dataset.from_text(STORY, window=2, unit="line")
+    with pytest.raises(InputError, match="Dataset.from_text: the windows at line 1, column 1"):
+        exactmem.Dataset.from_text("aab aac", window=1)
