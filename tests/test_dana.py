@@ -1,5 +1,5 @@
 """Dana, Pydi & Chevaleyre 2025: exactly H heads, the + d from the skip connection, the paper's
-parameter count, and a checklist that refutes broken models (issue 17, point 1)."""
+parameter count, and a checklist that refutes broken models."""
 
 from dataclasses import replace
 
