@@ -1,7 +1,7 @@
 """The fast evaluator against the reference: identical outputs, lanes, statistics and streams.
 
-The fast evaluator's acceptance: on every quick-tier claim instance and on hypothesis-generated models
-whose values cross 2^63, both ways, through int64 rows, multi-limb class-shared lanes, class
+The fast evaluator's acceptance: on every quick-tier claim instance and on hypothesis-generated
+models whose values cross 2^63, both ways, through int64 rows, multi-limb class-shared lanes, class
 refinement and the reference fallback.
 """
 

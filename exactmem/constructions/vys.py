@@ -15,8 +15,8 @@ Three stages (Vardi, Yehudai & Shamir 2022, Theorem 3.1; Kajitsuka & Sato 2025, 
   matched pad would output 0 anyway.
 * **Stage III** — bit extraction (Lemma G.6 with G.4/G.5). Three gadgets:
 
-  - ``keyed`` (default): the integer bit-peel (Lemma G.3, reconstructed) with the slot's key and label
-    assembled in small group-shared lanes, matched on t − key: no unit that reads the input's
+  - ``keyed`` (default): the integer bit-peel (Lemma G.3, reconstructed) with the slot's key
+    and label assembled in small group-shared lanes, matched on t − key: no unit that reads the input's
     key t ever sees a packed integer, so the fast evaluator keeps inputs in int64 and computes
     the packed integers once per group (:func:`_stage3_keyed`).
   - ``peel``: the integer bit-peel (Lemma G.3, reconstructed). Slot k's match is read
@@ -27,7 +27,8 @@ Three stages (Vardi, Yehudai & Shamir 2022, Theorem 3.1; Kajitsuka & Sato 2025, 
     with the affine read-out b_k = ½ − 2^{n−k}·D_k, then a two-layer hat for the match and a
     select unit σ(y − 2^c(1 − m)).
 
-ρ = bitlen(max key) and c = bitlen(C) — the paper swaps the two (docs/check.md, the Lemma C.1 erratum).
+ρ = bitlen(max key) and c = bitlen(C) — the paper swaps the two (docs/check.md, the Lemma C.1
+erratum).
 The group size K is chosen to minimise the actual depth; the paper's ⌈√(N / log₂ N)⌉ is
 reported beside it.
 """
