@@ -16,9 +16,9 @@ Three stages (Vardi, Yehudai & Shamir 2022, Theorem 3.1; Kajitsuka & Sato 2025, 
 * **Stage III** — bit extraction (Lemma G.6 with G.4/G.5). Three gadgets:
 
   - ``keyed`` (default): the integer bit-peel (Lemma G.3, reconstructed) with the slot's key
-    and label assembled in small group-shared lanes, matched on t − key: no unit that reads the input's
-    key t ever sees a packed integer, so the fast evaluator keeps inputs in int64 and computes
-    the packed integers once per group (:func:`_stage3_keyed`).
+    and label assembled in small group-shared lanes, matched on t − key: no unit that reads the
+    input's key t ever sees a packed integer, so the fast evaluator keeps inputs in int64 and
+    computes the packed integers once per group (:func:`_stage3_keyed`).
   - ``peel``: the integer bit-peel (Lemma G.3, reconstructed). Slot k's match is read
     without assembling its key: with U the remaining packed keys (slot k on top, at bit
     P = ρ(K−1−k)), ``t = key_k  ⇔  0 ≤ U − t·2^P < 2^P``. Label bits are gated by the match
