@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 from gmpy2 import mpq
 
-from exactmem.exact import parameter_bits
+from exactmem.exact import parameter_bits, parse_rational
 
 __all__ = [
     "MLP",
+    "Problem",
     "Affine",
     "Attention",
     "AttentionHead",
@@ -29,7 +30,11 @@ __all__ = [
     "Probe",
     "Resources",
     "Transformer",
+    "mlp_meta_problem",
+    "model_meta_problem",
     "resources",
+    "shape_problem",
+    "validate",
 ]
 
 Row = tuple[tuple[int, int], ...]  # ((column, integer coefficient), ...), non-zero, sorted
@@ -345,3 +350,217 @@ def resources(model: Transformer) -> Resources:
         max_bits=max(max_bits, 1),
         total_bits=total_bits,
     )
+
+
+# --------------------------------------------------------------------------- validation
+#
+# What the evaluators take for granted about a model, checked once where a model enters from a
+# file: every shape relation, so that the reference and fast evaluators never meet a model on
+# which one would truncate (numpy broadcasting, a sum over the shorter of two lists) where the
+# other fails. Problems are (path, message) with the path of the model file's JSON.
+
+Problem = tuple[str, str]
+
+
+def _affine_problem(a: Affine, path: str, *, in_dim: int | None, what: str) -> Problem | None:
+    if in_dim is not None and a.in_dim != in_dim:
+        return path, f"{a.in_dim} input columns, {what} {in_dim}"
+    if a.out_dim < 1:
+        return path, "no rows (an empty map)"
+    for i, row in enumerate(a.rows):
+        cols = [c for c, _ in row]
+        if any(b <= c for c, b in zip(cols, cols[1:], strict=False)):
+            return f"{path}.rows[{i}]", f"columns {cols[:8]} are not strictly increasing"
+    return None
+
+
+def _mlp_problem(mlp: MLP, path: str, width: int) -> Problem | None:
+    if not mlp.layers:
+        return f"{path}.layers", "an MLP needs at least one layer"
+    cols, what = width, "the stream width is"
+    for j, layer in enumerate(mlp.layers):
+        where = f"{path}.layers[{j}]"
+        if problem := _affine_problem(layer, where, in_dim=cols, what=what):
+            return problem
+        cols, what = layer.out_dim, "the layer before has rows:"
+    if mlp.residual and mlp.out_dim != width:
+        return (
+            f"{path}.layers[{len(mlp.layers) - 1}]",
+            f"{mlp.out_dim} rows, a residual MLP must give back the stream width {width}",
+        )
+    for i, probe in enumerate(mlp.probes):
+        where = f"{path}.probes[{i}]"
+        if not 0 <= probe.layer < len(mlp.layers) - 1:
+            return where, f"layer {probe.layer} is not a hidden layer of {len(mlp.layers)} layers"
+        units = mlp.layers[probe.layer].out_dim
+        terms = [c for c, _ in probe.terms]
+        if any(not 0 <= c < units for c in terms):
+            return where, f"unit {max(terms)} is outside hidden layer {probe.layer} of {units}"
+        if any(b <= c for c, b in zip(terms, terms[1:], strict=False)):
+            return where, f"units {terms[:8]} are not strictly increasing"
+    return None
+
+
+def _head_problem(h: AttentionHead, path: str, width: int) -> Problem | None:
+    for name in ("query", "key", "value"):
+        a = getattr(h, name)
+        if problem := _affine_problem(
+            a, f"{path}.{name}", in_dim=width, what="the stream width is"
+        ):
+            return problem
+    if h.key.out_dim != h.query.out_dim:
+        return f"{path}.key", f"{h.key.out_dim} rows, the query map has {h.query.out_dim}"
+    value = "the value map has rows:"
+    if problem := _affine_problem(h.output, f"{path}.output", in_dim=h.value.out_dim, what=value):
+        return problem
+    if h.output.out_dim != width:
+        return f"{path}.output", f"{h.output.out_dim} rows, the stream has width {width}"
+    for name in ("query", "key", "value", "output"):
+        if any(getattr(h, name).bias):
+            return f"{path}.{name}.bias", "attention maps are linear: biases must be zero"
+    return None
+
+
+def _names(names: tuple[str, ...], width: int, path: str) -> Problem | None:
+    if names and len(names) != width:
+        return path, (
+            f"the stream has {width} lanes but {len(names)} names (the reference evaluator names "
+            "a stream by the last non-residual layer's names, else by the names before)"
+        )
+    return None
+
+
+def shape_problem(
+    input_dim: int,
+    sublayers: Sequence[Sublayer],
+    embed: Affine | None,
+    unembed: Affine | None,
+    token_inputs: bool,
+) -> Problem | None:
+    """The first shape relation a model breaks, as (JSON path, message), or None.
+
+    Attention heads: query, key and value read the stream; query and key have the same
+    number of rows; the output map reads the value map's rows and writes the stream width.
+    MLP layers chain from the stream width (back to it when residual); probes read existing
+    hidden units; positional tables have the stream width; embedding tables read ``input_dim``
+    columns; the unembedding reads the final stream. Rows list strictly increasing columns."""
+    if isinstance(input_dim, bool) or input_dim < 1:
+        return "input_dim", f"{input_dim} is not a positive width"
+    if token_inputs and embed is None:
+        return "token_inputs", "token inputs need an embedding table 'embed'"
+    names: tuple[str, ...] = ()
+    width = input_dim
+    if embed is not None:
+        if problem := _affine_problem(embed, "embed", in_dim=input_dim, what="input_dim is"):
+            return problem
+        width, names = embed.out_dim, embed.names
+    for i, s in enumerate(sublayers):
+        path = f"sublayers[{i}]"
+        if isinstance(s, MLP):
+            if problem := _mlp_problem(s, path, width):
+                return problem
+            last = s.layers[-1].names
+            names = names or last if s.residual or not last else last
+            width = s.out_dim
+            if problem := _names(names, width, f"{path}.layers[{len(s.layers) - 1}].names"):
+                return problem
+        elif isinstance(s, PositionalEncoding):
+            if not s.table:
+                return f"{path}.table", "a positional table needs at least one position"
+            for k, row in enumerate(s.table):
+                if len(row) != width:
+                    return f"{path}.table[{k}]", f"{len(row)} entries, the stream has {width}"
+        elif isinstance(s, Attention):
+            if s.score not in SCORE_MODES:
+                return f"{path}.score", f"{s.score!r} is not one of {', '.join(SCORE_MODES)}"
+            if s.mask not in MASKS:
+                return f"{path}.mask", f"{s.mask!r} is not one of {', '.join(MASKS)}"
+            for j, h in enumerate(s.heads):
+                if problem := _head_problem(h, f"{path}.heads[{j}]", width):
+                    return problem
+        else:
+            return path, f"unknown sub-layer type {type(s).__name__}"
+    if unembed is not None:
+        return _affine_problem(unembed, "unembed", in_dim=width, what="the final stream width is")
+    return None
+
+
+def validate(model: Transformer) -> Problem | None:
+    """:func:`shape_problem` of a built model."""
+    return shape_problem(
+        model.input_dim, model.sublayers, model.embed, model.unembed, model.token_inputs
+    )
+
+
+# What the core reads from ``meta`` (the construction's notes), typed where it is read: a model
+# file's meta is untrusted text, and a wrong type there must be an input error, not a crash.
+
+MAX_LAYOUT_BITS = 1 << 20
+READOUTS = ("regression", "classification")
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _layout_problem(layout: object, path: str, probes: int) -> Problem | None:
+    """A memorizer's layout (Lemma C.1): the verifier loops over its K slots and m − 1 steps
+    and reads ρ, c as bit counts, so each is a bounded integer (K and m − 1 probes exist)."""
+    if not isinstance(layout, dict):
+        return path, "a memorizer layout must be an object"
+    for key, low, high in (
+        ("group_size", 1, probes),
+        ("groups", 1, probes + 1),
+        ("key_bits", 0, MAX_LAYOUT_BITS),
+        ("label_bits", 0, MAX_LAYOUT_BITS),
+    ):
+        v = layout.get(key)
+        if not _is_int(v) or not low <= v <= max(high, low):
+            return f"{path}.{key}", f"{v!r:.40} is not an integer in {low}..{max(high, low)}"
+    if not isinstance(layout.get("gadget"), str):
+        return f"{path}.gadget", "expected a string"
+    return None
+
+
+def mlp_meta_problem(mlp: MLP, path: str) -> Problem | None:
+    """The layout keys of an MLP's meta that the verifier reads, typed."""
+    meta = mlp.meta
+    if "subnetworks" in meta:
+        subs = meta["subnetworks"]
+        if not isinstance(subs, list) or not subs:
+            return f"{path}.subnetworks", "expected a non-empty list of layouts"
+        for j, layout in enumerate(subs):
+            if problem := _layout_problem(layout, f"{path}.subnetworks[{j}]", len(mlp.probes)):
+                return problem
+    elif "groups" in meta or "group_size" in meta:
+        return _layout_problem(meta, path, len(mlp.probes))
+    return None
+
+
+def model_meta_problem(meta: dict) -> Problem | None:
+    """The keys of a model's meta that the core reads, typed (their values decide nothing
+    the user did not ask for; a wrong type must still be refused, not crash a check)."""
+    for key, kind, what in (
+        ("construction", str, "a string"),
+        ("options", dict, "an object"),
+        ("readout", str, "a string"),
+        ("tolerance", str, "a string holding a rational"),
+        ("position_aware", bool, "true or false"),
+    ):
+        if key in meta and not isinstance(meta[key], kind):
+            return f"meta.{key}", f"expected {what}, got {type(meta[key]).__name__}"
+    if "readout" in meta and meta["readout"] not in READOUTS:
+        return "meta.readout", f"{meta['readout']!r:.40} is not one of {', '.join(READOUTS)}"
+    if "tolerance" in meta:
+        text = meta["tolerance"]
+        try:  # as strict parsing reads it, and as gmpy2 would
+            tol = parse_rational(text, "meta.tolerance")
+            same = mpq(text) == tol
+        except ValueError:  # InputError included
+            same = False
+        if not same or tol < 0:
+            return "meta.tolerance", f"{text!r:.40} is not a non-negative rational like '1/1000'"
+    gap = meta.get("token_id_gap", 1)
+    if not _is_int(gap) or not 0 <= gap <= MAX_LAYOUT_BITS:
+        return "meta.token_id_gap", f"{gap!r:.40} is not a small non-negative integer"
+    return None
