@@ -16,7 +16,9 @@ from exactmem.data import read_json_file
 from exactmem.errors import InputError
 from exactmem.exact import from_hex, to_hex
 from exactmem.model import (
+    MASKS,
     MLP,
+    SCORE_MODES,
     Affine,
     Attention,
     AttentionHead,
@@ -24,6 +26,7 @@ from exactmem.model import (
     Probe,
     Transformer,
     mlp_meta_problem,
+    mlp_problem,
     model_meta_problem,
     shape_problem,
 )
@@ -256,6 +259,8 @@ def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncod
         )
         residual = _field(obj, "residual", bool, where)
         meta = _field(obj, "meta", dict, where)
+        if problem := mlp_problem(layers, residual, probes, where):
+            raise InputError(f"{problem[0]}: {problem[1]}")
         mlp = _checked(lambda: MLP(layers, residual, probes, label, meta), where)
         if problem := mlp_meta_problem(mlp, f"{where}.meta"):
             raise InputError(f"{problem[0]}: {problem[1]}")
@@ -266,9 +271,15 @@ def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncod
             at = f"{where}.heads[{i}]"
             _only(h, HEAD_FIELDS, at)
             parts = {k: _affine_from(_field(h, k, dict, at), f"{at}.{k}") for k in HEAD_FIELDS}
+            for k, a in parts.items():
+                if any(a.bias):
+                    raise InputError(f"{at}.{k}.bias: attention maps are linear: biases must be 0")
             heads.append(AttentionHead(**parts))
         score = _field(obj, "score", str, where)
         mask = _field(obj, "mask", str, where)
+        for key, value, allowed in (("score", score, SCORE_MODES), ("mask", mask, MASKS)):
+            if value not in allowed:
+                raise InputError(f"{where}.{key}: {value!r:.40} is not one of {', '.join(allowed)}")
         return _checked(lambda: Attention(tuple(heads), score, label, mask), where)
     table = []
     for k, row in enumerate(_field(obj, "table", list, where)):

@@ -31,6 +31,7 @@ __all__ = [
     "Resources",
     "Transformer",
     "mlp_meta_problem",
+    "mlp_problem",
     "model_meta_problem",
     "resources",
     "shape_problem",
@@ -374,25 +375,34 @@ def _affine_problem(a: Affine, path: str, *, in_dim: int | None, what: str) -> P
     return None
 
 
-def _mlp_problem(mlp: MLP, path: str, width: int) -> Problem | None:
-    if not mlp.layers:
+def mlp_problem(
+    layers: Sequence[Affine],
+    residual: bool,
+    probes: Sequence[Probe],
+    path: str,
+    width: int | None = None,
+) -> Problem | None:
+    """The first shape an MLP's parts break: layers chain (from the stream ``width`` when
+    given), a residual MLP gives back its input width, probes read existing hidden units."""
+    if not layers:
         return f"{path}.layers", "an MLP needs at least one layer"
     cols, what = width, "the stream width is"
-    for j, layer in enumerate(mlp.layers):
+    for j, layer in enumerate(layers):
         where = f"{path}.layers[{j}]"
         if problem := _affine_problem(layer, where, in_dim=cols, what=what):
             return problem
         cols, what = layer.out_dim, "the layer before has rows:"
-    if mlp.residual and mlp.out_dim != width:
+    start = layers[0].in_dim if width is None else width
+    if residual and layers[-1].out_dim != start:
         return (
-            f"{path}.layers[{len(mlp.layers) - 1}]",
-            f"{mlp.out_dim} rows, a residual MLP must give back the stream width {width}",
+            f"{path}.layers[{len(layers) - 1}]",
+            f"{layers[-1].out_dim} rows, a residual MLP must give back the stream width {start}",
         )
-    for i, probe in enumerate(mlp.probes):
+    for i, probe in enumerate(probes):
         where = f"{path}.probes[{i}]"
-        if not 0 <= probe.layer < len(mlp.layers) - 1:
-            return where, f"layer {probe.layer} is not a hidden layer of {len(mlp.layers)} layers"
-        units = mlp.layers[probe.layer].out_dim
+        if not 0 <= probe.layer < len(layers) - 1:
+            return where, f"layer {probe.layer} is not a hidden layer of {len(layers)} layers"
+        units = layers[probe.layer].out_dim
         terms = [c for c, _ in probe.terms]
         if any(not 0 <= c < units for c in terms):
             return where, f"unit {max(terms)} is outside hidden layer {probe.layer} of {units}"
@@ -457,7 +467,7 @@ def shape_problem(
     for i, s in enumerate(sublayers):
         path = f"sublayers[{i}]"
         if isinstance(s, MLP):
-            if problem := _mlp_problem(s, path, width):
+            if problem := mlp_problem(s.layers, s.residual, s.probes, path, width):
                 return problem
             last = s.layers[-1].names
             names = names or last if s.residual or not last else last
