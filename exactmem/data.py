@@ -310,7 +310,13 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
 def load_dataset(path: str | Path, *, allow_floats: bool = False) -> Dataset:
     """Load and validate a dataset file (``.json`` or ``.json.gz``)."""
     obj = read_json_file(path, "dataset")
-    return parse_dataset(obj, allow_floats=allow_floats, source=f"dataset file {path}")
+    source = f"dataset file {path}"
+    try:
+        return parse_dataset(obj, allow_floats=allow_floats, source=source)
+    except InputError as exc:
+        if str(exc).startswith(source):
+            raise
+        raise InputError(f"{source}: {exc}") from None
 
 
 def dataset_to_json(ds: Dataset) -> dict:
