@@ -113,7 +113,17 @@ def _marking_keys(pairs: list[tuple[str, object]]) -> dict:
 def _duplicate_path(text: str) -> tuple[str, str]:
     """(JSON path of the first object with a repeated key, the key): a second parse that
     marks such objects, then a walk to find one."""
-    stack: list[tuple[object, str]] = [(json.loads(text, object_pairs_hook=_marking_keys), "")]
+    try:  # numbers and constants are not needed to find the path: not converted
+        top = json.loads(
+            text,
+            object_pairs_hook=_marking_keys,
+            parse_int=len,
+            parse_constant=len,
+            parse_float=len,
+        )
+    except (ValueError, RecursionError):
+        return "?", "?"
+    stack: list[tuple[object, str]] = [(top, "")]
     while stack:
         obj, path = stack.pop()
         if isinstance(obj, dict):

@@ -357,3 +357,20 @@ def test_datasets_load_or_raise_input_errors(tmp_path, obj, allow_floats, compre
 @given(st.binary(max_size=64), st.booleans())
 def test_random_bytes_are_input_errors(tmp_path, raw, compress):
     _load(tmp_path, gzip.compress(raw) if compress else raw, False)
+
+
+def test_found_by_the_fuzz_uniform_attention_beyond_int64():
+    """The fast evaluator's equal-score shortcut multiplied int64 sums by the output map's
+    weights: 2⁶² wrapped around (a different refutation), 2⁶⁴ + 1 overflowed (exit 3)."""
+    from exactmem.io import model_from_json
+
+    base, ds = bases()["mahdavi"]
+    for weight in (2**62, 2**64 + 1, -(2**63)):
+        obj = json.loads(json.dumps(base))
+        obj["model"]["sublayers"][0]["score"] = "uniform"
+        output = obj["model"]["sublayers"][0]["heads"][0]["output"]
+        next(row for row in output["rows"] if row)[0][1] = hex(weight)
+        model = model_from_json(obj["model"])
+        fast = outcome(model, ds, "fast")
+        assert fast == outcome(model, ds, "reference")
+        assert fast[1]["verdict"] == "refuted"
