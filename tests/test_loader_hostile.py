@@ -490,6 +490,9 @@ def test_json_constants_and_recursion(tmp_path):
     p = _dataset(tmp_path, "c.json", _points_with("Infinity"))
     with pytest.raises(InputError, match="Infinity is not a finite number"):
         load_dataset(p, allow_floats=True)
+    p = _dataset(tmp_path, "u.json", _points_with("1e-400"))
+    with pytest.raises(InputError, match="1e-400 underflows to 0"):
+        load_dataset(p, allow_floats=True)
     deep = _dataset(tmp_path, "d.json", b"[" * 5000 + b"]" * 5000)
     with use(Limits(max_depth=10**7)), pytest.raises(InputError, match="nested too deeply"):
         load_dataset(deep)  # past the parser's recursion: still an input error
