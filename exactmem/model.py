@@ -452,13 +452,15 @@ def shape_problem(
     Attention heads: query, key and value read the stream; query and key have the same
     number of rows; the output map reads the value map's rows and writes the stream width.
     MLP layers chain from the stream width (back to it when residual); probes read existing
-    hidden units; positional tables have the stream width; embedding tables read ``input_dim``
-    columns; the unembedding reads the final stream. Rows list strictly increasing columns."""
+    hidden units and have distinct names; positional tables have the stream width; embedding
+    tables read ``input_dim`` columns; the unembedding reads the final stream. Rows list
+    strictly increasing columns."""
     if isinstance(input_dim, bool) or input_dim < 1:
         return "input_dim", f"{input_dim} is not a positive width"
     if token_inputs and embed is None:
         return "token_inputs", "token inputs need an embedding table 'embed'"
     names: tuple[str, ...] = ()
+    probes: dict[str, str] = {}  # full probe name → where it is defined
     width = input_dim
     if embed is not None:
         if problem := _affine_problem(embed, "embed", in_dim=input_dim, what="input_dim is"):
@@ -469,6 +471,14 @@ def shape_problem(
         if isinstance(s, MLP):
             if problem := mlp_problem(s.layers, s.residual, s.probes, path, width):
                 return problem
+            for k, p in enumerate(s.probes):
+                full = f"{s.label}.{p.name}" if s.label else p.name
+                if full in probes:  # a trace keeps one lane per name: one would be lost
+                    return (
+                        f"{path}.probes[{k}]",
+                        f"probe {full!r} is defined twice ({probes[full]})",
+                    )
+                probes[full] = f"{path}.probes[{k}]"
             last = s.layers[-1].names
             names = names or last if s.residual or not last else last
             width = s.out_dim

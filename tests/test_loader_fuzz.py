@@ -161,7 +161,10 @@ def _sublayer(draw, model):
             "mask": st.sampled_from(["none", "context", "causal"]),
             "kind": st.sampled_from(["mlp", "attention", "positional"]),
         }
-        if key == "probes" and s["probes"]:
+        if key == "probes" and len(s["probes"]) > 1 and draw(st.booleans()):
+            p, q = draw(st.permutations(s["probes"]))[:2]
+            p[0] = q[0]  # two lanes of one name
+        elif key == "probes" and s["probes"]:
             p = draw(st.sampled_from(s["probes"]))
             p[draw(st.integers(1, 2))] = draw(
                 st.one_of(st.integers(-1, 40), st.just([[0, "0x1"], [0, "0x2"]]), JUNK)

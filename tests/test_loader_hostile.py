@@ -197,7 +197,13 @@ def _first_layer(o):
     widen(_mlp(o)["layers"][0], 1)
 
 
+def _probe_twice(o):
+    probes = _mlp(o)["probes"]
+    probes[3][0] = probes[1][0]
+
+
 MLP_SHAPES = [
+    (_probe_twice, r"sublayers\[0\]\.probes\[3\]: probe 'memorizer\.\S+' is defined twice"),
     (_break_chain, r"sublayers\[0\]\.layers\[1\]: \d+ input columns, the layer before has rows"),
     (_probe_unit, r"sublayers\[0\]\.probes\[0\]: unit 1000000 is outside hidden layer"),
     (_probe_layer, r"probes\[0\]: layer \d+ is not a hidden layer"),
