@@ -98,15 +98,17 @@ def read_limited(path: Path, what: str) -> bytes:
     ``max_gzip_ratio``; every failure is an :class:`InputError` naming the file."""
     lim = current()
     where = f"{what} file {path}"
+    too_big = f"more than the limit of {lim.max_bytes} (--max-bytes)"
     try:
-        size = os.stat(path).st_size
+        size = os.stat(path).st_size  # a pipe or device says 0: the read below is capped too
         if size > lim.max_bytes:
-            raise InputError(
-                f"{where}: {size} bytes, more than the limit of {lim.max_bytes} (--max-bytes)"
-            )
-        raw = path.read_bytes()
+            raise InputError(f"{where}: {size} bytes, {too_big}")
+        with open(path, "rb") as f:
+            raw = f.read(lim.max_bytes + 1)
     except OSError as exc:
         raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > lim.max_bytes:
+        raise InputError(f"{where}: {too_big}")
     if raw[:2] != b"\x1f\x8b":
         return raw
     by_ratio = max(lim.max_gzip_ratio * len(raw), GZIP_FLOOR)

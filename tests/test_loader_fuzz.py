@@ -1,10 +1,11 @@
 """Fuzzing the loaders (issue 16, acceptance 4 and 9).
 
-Models: small VYS (points), Theorem 4.1 (ks25-next-token) and Mahdavi (hardmax) models are
-saved, mutated at the JSON level — rows and columns added to or removed from any map (the
-attention maps included), denominators set to 0 or negative, weights changed, fields dropped
-or added, keys repeated, digits made non-ASCII, meta retyped — and loaded with the real loader.
-Each mutant is either refused with an InputError, or certified by the fast and the reference
+Models: small VYS (points), Theorem 4.1 (ks25-next-token), Mahdavi (hardmax) and Dana
+(positional encoding, softmax) models are saved, mutated at the JSON level — rows and columns
+added to or removed from any map (the attention maps included), positional tables reshaped,
+denominators set to 0 or negative, weights changed, fields dropped or added, keys or probe
+names repeated, digits made non-ASCII, meta retyped — and loaded with the real loader. Each
+mutant is either refused with an InputError, or certified by the fast and the reference
 evaluator with identical certificates (or the same input error from both).
 
 Datasets: random JSON structures, near-valid datasets with junk in every field, and random
@@ -39,7 +40,7 @@ FUZZ = settings(
 @functools.cache
 def bases() -> dict:
     """name → (model file object, dataset), built once."""
-    from exactmem.constructions import ks25, mahdavi24, vys
+    from exactmem.constructions import dana25, ks25, mahdavi24, vys
     from exactmem.sequences import random_sequences
 
     out = {}
@@ -49,6 +50,8 @@ def bases() -> dict:
     out["ks25"] = (ks25.build(ds, {}, "ks25-next-token")[0], ds)
     ds = mahdavi24.random_instance(5, 3, 5, 3, seed=1)
     out["mahdavi"] = (mahdavi24.build(ds, {"heads": 2})[0], ds)
+    ds = dana25.random_associations(6, 3, 8, seed=1)
+    out["dana"] = (dana25.build(ds, {"d": 2, "heads": 3})[0], ds)
     return {
         name: ({"format": MODEL_FORMAT, "sha256": "", "model": model_to_json(m)}, ds)
         for name, (m, ds) in out.items()
@@ -207,7 +210,27 @@ def _model_level(draw, model):
         model[key] = None
 
 
-MODEL_OPS = [_drop_field, _add_field, _sublayer, _meta, _model_level]
+def _positional(draw, model):
+    tables = [s["table"] for s in model.get("sublayers", []) if isinstance(s.get("table"), list)]
+    if not tables or not tables[0]:
+        return
+    table = draw(st.sampled_from(tables))
+    k = draw(st.integers(0, len(table) - 1))
+    change = draw(st.sampled_from(["entry", "drop entry", "add entry", "drop row", "add row"]))
+    if change == "entry" and table[k]:
+        j = draw(st.integers(0, len(table[k]) - 1))
+        table[k][j] = [draw(HEX), hex(draw(st.sampled_from([0, -1, 1, 3, 2**64])))]
+    elif change == "drop entry" and table[k]:
+        table[k].pop()
+    elif change == "add entry":
+        table[k].append(["0x1", "0x1"])
+    elif change == "drop row":
+        table.pop(k)
+    else:
+        table.append(list(table[k]))
+
+
+MODEL_OPS = [_drop_field, _add_field, _sublayer, _meta, _model_level, _positional]
 
 
 def _text_mutation(draw, text: str) -> str:
@@ -272,7 +295,7 @@ def test_mutated_models_are_refused_or_judged_alike(tmp_path, data):
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.sampled_from(["vys", "ks25", "mahdavi"]), st.integers(0, 10**6))
+@given(st.sampled_from(["vys", "ks25", "mahdavi", "dana"]), st.integers(0, 10**6))
 def test_unmutated_models_load_and_verify(name, seed):
     """The fuzz above starts from models both evaluators verify."""
     base, ds = bases()[name]
