@@ -365,7 +365,7 @@ Problem = tuple[str, str]
 
 def _affine_problem(a: Affine, path: str, *, in_dim: int | None, what: str) -> Problem | None:
     if in_dim is not None and a.in_dim != in_dim:
-        return path, f"{a.in_dim} input columns, {what} {in_dim}"
+        return path, f"{a.in_dim} input columns, {what.format(in_dim)}"
     if a.out_dim < 1:
         return path, "no rows (an empty map)"
     for i, row in enumerate(a.rows):
@@ -386,12 +386,12 @@ def mlp_problem(
     given), a residual MLP gives back its input width, probes read existing hidden units."""
     if not layers:
         return f"{path}.layers", "an MLP needs at least one layer"
-    cols, what = width, "the stream width is"
+    cols, what = width, "the stream width is {}"
     for j, layer in enumerate(layers):
         where = f"{path}.layers[{j}]"
         if problem := _affine_problem(layer, where, in_dim=cols, what=what):
             return problem
-        cols, what = layer.out_dim, "the layer before has rows:"
+        cols, what = layer.out_dim, "the layer before outputs {}"
     start = layers[0].in_dim if width is None else width
     if residual and layers[-1].out_dim != start:
         return (
@@ -415,12 +415,12 @@ def _head_problem(h: AttentionHead, path: str, width: int) -> Problem | None:
     for name in ("query", "key", "value"):
         a = getattr(h, name)
         if problem := _affine_problem(
-            a, f"{path}.{name}", in_dim=width, what="the stream width is"
+            a, f"{path}.{name}", in_dim=width, what="the stream width is {}"
         ):
             return problem
     if h.key.out_dim != h.query.out_dim:
         return f"{path}.key", f"{h.key.out_dim} rows, the query map has {h.query.out_dim}"
-    value = "the value map has rows:"
+    value = "the value map outputs {}"
     if problem := _affine_problem(h.output, f"{path}.output", in_dim=h.value.out_dim, what=value):
         return problem
     if h.output.out_dim != width:
@@ -463,7 +463,7 @@ def shape_problem(
     probes: dict[str, str] = {}  # full probe name → where it is defined
     width = input_dim
     if embed is not None:
-        if problem := _affine_problem(embed, "embed", in_dim=input_dim, what="input_dim is"):
+        if problem := _affine_problem(embed, "embed", in_dim=input_dim, what="input_dim is {}"):
             return problem
         width, names = embed.out_dim, embed.names
     for i, s in enumerate(sublayers):
@@ -501,7 +501,9 @@ def shape_problem(
         else:
             return path, f"unknown sub-layer type {type(s).__name__}"
     if unembed is not None:
-        return _affine_problem(unembed, "unembed", in_dim=width, what="the final stream width is")
+        return _affine_problem(
+            unembed, "unembed", in_dim=width, what="the final stream width is {}"
+        )
     return None
 
 

@@ -135,10 +135,10 @@ def _bias_in_attention(o):
 SHAPES = [
     (_key_taller, r"sublayers\[0\]\.heads\[0\]\.key: 6 rows, the query map has 5"),
     (_key_wider, r"heads\[0\]\.key: 8 input columns, the stream width is 6"),
-    (_value_taller, r"heads\[0\]\.output: 1 input columns, the value map has rows: 2"),
+    (_value_taller, r"heads\[0\]\.output: 1 input columns, the value map outputs 2"),
     (_query_wider, r"heads\[1\]\.query: 7 input columns"),
     (_output_taller, r"heads\[0\]\.output: 7 rows, the stream has width 6"),
-    (_output_wider, r"heads\[0\]\.output: 2 input columns, the value map has rows: 1"),
+    (_output_wider, r"heads\[0\]\.output: 2 input columns, the value map outputs 1"),
     (_value_narrower, r"heads\[0\]\.value: 5 input columns"),
     (_embed_wider, r"model\.embed: 6 input columns, input_dim is 5"),
     (_unembed_wider, r"model\.unembed: 7 input columns, the final stream width is 6"),
@@ -204,7 +204,10 @@ def _probe_twice(o):
 
 MLP_SHAPES = [
     (_probe_twice, r"sublayers\[0\]\.probes\[3\]: probe 'memorizer\.\S+' is defined twice"),
-    (_break_chain, r"sublayers\[0\]\.layers\[1\]: \d+ input columns, the layer before has rows"),
+    (
+        _break_chain,
+        r"sublayers\[0\]\.layers\[1\]: \d+ input columns, the layer before outputs \d+",
+    ),
     (_probe_unit, r"sublayers\[0\]\.probes\[0\]: unit 1000000 is outside hidden layer"),
     (_probe_layer, r"probes\[0\]: layer \d+ is not a hidden layer"),
     (_residual, r"a residual MLP must give back the stream width 2"),
