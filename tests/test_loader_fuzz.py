@@ -412,3 +412,35 @@ def test_found_by_the_fuzz_zeros_times_a_factor_beyond_int64():
     zeros = np.zeros(3, np.int64)
     assert times(zeros, 2**64 + 1).tolist() == [0, 0, 0]
     assert ratio_equal(zeros, 2**70, zeros, 3).all()
+
+
+NUMERALS = st.builds(
+    lambda sign, whole, frac, exp: f"{sign}{whole}{frac}{exp}",
+    st.sampled_from(["", "-", "+"]),
+    st.from_regex(r"[0-9]{0,30}", fullmatch=True),
+    st.one_of(st.just(""), st.from_regex(r"\.[0-9]{0,30}", fullmatch=True)),
+    st.one_of(st.just(""), st.from_regex(r"[eE][+-]?[0-9]{1,3}", fullmatch=True)),
+)
+FRACTIONS = st.from_regex(r"[+-]?[0-9]{1,30}/[0-9]{1,30}", fullmatch=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(NUMERALS, FRACTIONS))
+def test_strict_numbers_agree_with_fraction_on_ascii(text):
+    """The ASCII grammar gives Python's exact value wherever Python's Fraction accepts the
+    text, and an InputError (never another exception) wherever it does not."""
+    from fractions import Fraction
+
+    from exactmem.exact import parse_rational
+
+    try:
+        expected = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        expected = None
+    try:
+        got = parse_rational(text, "x")
+    except InputError:
+        got = None
+    assert (got is None) == (expected is None)
+    if got is not None:
+        assert Fraction(int(got.numerator), int(got.denominator)) == expected
