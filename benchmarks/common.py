@@ -21,11 +21,14 @@ def timed(fn: Callable):
     return result, time.perf_counter() - t0
 
 
-def timed_verdict(model, dataset, run: bool) -> tuple[str, str]:
-    """(seconds as text, verdict) of an exact certification, or ("—", "not run")."""
+def timed_verdict(model, dataset, run: bool, construction: str) -> tuple[str, str]:
+    """(seconds as text, verdict) of an exact certification with ``construction``'s full
+    checklist, or ("—", "not run")."""
     if not run:
         return "—", "not run"
-    cert, seconds = timed(lambda: certify(model, dataset, per_layer=False))
+    cert, seconds = timed(
+        lambda: certify(model, dataset, construction=construction, per_layer=False)
+    )
     return f"{seconds:.1f}", cert.verdict
 
 

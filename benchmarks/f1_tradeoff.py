@@ -50,7 +50,9 @@ def main() -> None:
             for s in model.sublayers
             if hasattr(s, "meta") and s.meta
         ]
-        cert, verify = timed(lambda m=model: certify(m, ds, per_layer=False))
+        cert, verify = timed(
+            lambda m=model, c=name: certify(m, ds, construction=c, per_layer=False)
+        )
         r = cert.resources
         print(
             f"| {B or 'unconstrained'} | {subs[0]}, {subs[-1]} | {r.width} | {r.depth} | "

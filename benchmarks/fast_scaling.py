@@ -80,7 +80,9 @@ def one(N: int, verify: bool, jobs: int) -> dict:
     r = resources(model)
     t_verify, verdict = None, None
     if verify:  # first, so the peak is generating + building + certifying
-        cert, t_verify = timed(lambda: certify(model, ds, per_layer=False, jobs=jobs))
+        cert, t_verify = timed(
+            lambda: certify(model, ds, construction="ks25-next-token", per_layer=False, jobs=jobs)
+        )
         verdict = cert.verdict
         del cert
     rss = peak_rss_gb()

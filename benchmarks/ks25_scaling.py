@@ -79,7 +79,7 @@ def main() -> None:
         (model, w), build = timed(lambda ds=ds: ks25.build(ds, {"seed": 0}))
         res = resources(model)
         depth_bound, bits_bound = theorem_bounds(ds)
-        verify, verdict = timed_verdict(model, ds, N <= args.verify_max)
+        verify, verdict = timed_verdict(model, ds, N <= args.verify_max, "ks25-next-token")
         rows.append((N, res))
         print(
             f"| {N} | {len(w.witness_tokens)} | {res.width} | {res.depth} | {depth_bound:.0f} | "

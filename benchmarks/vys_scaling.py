@@ -58,7 +58,7 @@ def main() -> None:
         ds = random_points(N, args.d, args.C, seed=N)
         (model, w), build = timed(lambda ds=ds: vys.build(ds, {"gadget": args.gadget, "seed": 0}))
         res = resources(model)
-        verify, verdict = timed_verdict(model, ds, N <= args.verify_max)
+        verify, verdict = timed_verdict(model, ds, N <= args.verify_max, "vys")
         rows.append((N, res))
         print(
             f"| {N} | {w.group_size} ({w.paper_group_size}) | {w.groups} | {w.key_bits} | "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from gmpy2 import mpq
@@ -22,7 +23,6 @@ from exactmem.data import (
     squared_separation,
 )
 from exactmem.errors import InconclusiveError, InputError
-from exactmem.evaluate.reference import Outputs
 from exactmem.evaluate.reference import run as reference_run
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, ratio_equal
@@ -34,9 +34,9 @@ from exactmem.verify import (
     MAX_EXAMPLES,
     Certificate,
     Check,
+    ChecklistStructureError,
     activation_summary,
     check_memorizer,
-    check_outputs,
     outputs_verdict,
     step_folds,
 )
@@ -48,7 +48,16 @@ from exactmem.verify_attention import (
 )
 from exactmem.verify_ks25 import check_ks25
 
-__all__ = ["certify", "library_versions", "point_conflicts"]
+__all__ = [
+    "CHECKLISTS",
+    "CONSTRUCTIONS",
+    "Criteria",
+    "certificate_json",
+    "certify",
+    "library_versions",
+    "output_width",
+    "point_conflicts",
+]
 
 
 def library_versions() -> dict:
@@ -94,10 +103,58 @@ def _geometry(vectors, what: str) -> dict:
     return figures
 
 
+CONSTRUCTIONS = (
+    "vys",
+    "ks25-next-token",
+    "ks25-seq2seq",
+    "ks25-token-ids",
+    "ks25-deep-sets",
+    "ks25-bit-budget",
+    "mahdavi24",
+    "dana25",
+)
+"""The constructions whose checklists the verifier knows (``verify --construction NAME``)."""
+
+CHECKLISTS = {
+    "vys": "Lemma C.1 stages I–III of the memorizer (points)",
+    "ks25-next-token": "Theorem 4.1 items 3–9, both memorizers' Lemma C.1 stages, Theorem 4.2",
+    "ks25-seq2seq": "Corollary 4.1: Theorem 4.1's checklist at every position",
+    "ks25-token-ids": "Theorem E.1: Theorem 4.1's checklist with token ids ≥ 1 apart",
+    "ks25-deep-sets": "Theorem D.1: Theorem 4.1's checklist on multisets (set ids)",
+    "ks25-bit-budget": "Theorem F.1: Theorem 4.1's checklist, memorizers checked per sub-network",
+    "mahdavi24": "Mahdavi et al. 2024: n < d, A1, A2, feature rank (hardmax), capacity, "
+    "Proposition 2's ceiling",
+    "dana25": "Dana et al. 2025: Lemma 2's feature rank (Arb), capacity H·d_h + d",
+}
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """What the user asked the verdict to mean: printed in every certificate.
+
+    ``construction``: whose full checklist is demanded (None: the construction-independent
+    checks only). ``tolerance``: how far a regression output may be from its label (None:
+    exactly). Nothing here is read from the model file."""
+
+    construction: str | None = None
+    tolerance: mpq | None = None
+
+    def __post_init__(self) -> None:
+        if self.construction is not None and self.construction not in CONSTRUCTIONS:
+            raise InputError(
+                f"--construction {self.construction!r} is unknown; available: "
+                f"{', '.join(CONSTRUCTIONS)}"
+            )
+        if self.tolerance is not None and mpq(self.tolerance) < 0:
+            raise InputError(f"--tolerance {self.tolerance}: must be ≥ 0")
+
+
 def certify(
     model: Transformer,
     dataset: Dataset,
     *,
+    construction: str | None = None,
+    tolerance: mpq | str | None = None,
     progress: Callable[[str], None] | None = None,
     per_layer: bool = True,
     jobs: int = 1,
@@ -105,29 +162,54 @@ def certify(
 ) -> Certificate:
     """Evaluate ``model`` on ``dataset`` exactly and judge it.
 
+    The verdict's criteria come from the caller, never from ``model.meta``: ``construction``
+    demands that construction's full checklist (a model lacking a stage it needs is refuted);
+    ``tolerance`` (an exact rational) loosens regression labels from exact equality to
+    |output − label| ≤ tolerance. How inputs are fed (token vectors, vectors with their position
+    appended, token ids) and how outputs are read (one value: a label; C values: logits, argmax
+    with a positive margin) are recomputed from the weights and printed in the certificate.
+
     ``evaluator`` is ``fast`` (:mod:`exactmem.evaluate.fast`: int64 rows and class-shared
     multi-limb lanes, falling back to the reference wherever it cannot prove int64 safety) or
     ``reference`` (plain Python integers, in ``jobs`` processes for the token-wise sub-layers).
     Both compute the same values, lanes and statistics."""
+    criteria = Criteria(construction, None if tolerance is None else mpq(tolerance))
     run = _evaluator(evaluator)
+    readout = _readout(model, dataset)
+    feed = "vectors"
     if dataset.task == "points":
-        checks, trace, data = _points(model, dataset, progress, jobs, run)
+        _require_task(criteria, dataset)
+        checks, trace, data = _points(model, dataset, progress, jobs, run, criteria, readout)
         stats = trace.stats
     elif dataset.task in ("next-token", "seq2seq"):
-        if model.meta.get("position_aware"):
+        _require_task(criteria, dataset)
+        feed = _feed(model, dataset)
+        if feed == "vectors with positions":
             dataset = with_positions(dataset)
-        checks, stats, data = _sequences(model, dataset, progress, jobs, run)
+        checks, stats, data = _sequences(
+            model, dataset, progress, jobs, run, criteria, readout, feed
+        )
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
     subject = {
         "task": dataset.task,
         "dataset_sha256": dataset_hash(dataset),
         "model_sha256": model_hash(model),
-        "construction": model.meta.get("construction"),
-        "options": model.meta.get("options", {}),
-        "layout": [
-            {"label": s.label, **s.meta} for s in model.sublayers if isinstance(s, MLP) and s.meta
-        ],
+        "construction": criteria.construction,
+        "criteria": {
+            "construction": criteria.construction,
+            "checklist": CHECKLISTS.get(
+                criteria.construction or "",
+                "construction-independent checks only (no --construction given)",
+            ),
+            "tolerance": None
+            if criteria.tolerance is None
+            else format_rational(criteria.tolerance),
+            "readout": readout,
+            "inputs": "token ids" if model.token_inputs else feed,
+            "checks_run": [c.name for c in checks],
+        },
+        "model_says": _untrusted_labels(model),
         "evaluator": evaluator,
         "versions": library_versions(),
         "argv": sys.argv[1:],
@@ -138,6 +220,78 @@ def certify(
         activation=activation_summary(stats, per_layer=per_layer),
         subject=subject,
         data=data,
+    )
+
+
+def _untrusted_labels(model: Transformer) -> dict:
+    """What the model file says about itself — printed as a label, never read by a check."""
+    meta = model.meta if isinstance(model.meta, dict) else {}
+    said = {k: meta[k] for k in ("construction", "theorem", "options") if k in meta}
+    said["layout"] = [
+        {"label": s.label, **s.meta}
+        for s in model.sublayers
+        if isinstance(s, MLP) and isinstance(s.meta, dict) and s.meta
+    ]
+    return said
+
+
+TASKS = {
+    "vys": ("points",),
+    "ks25-seq2seq": ("seq2seq",),
+    "mahdavi24": ("next-token",),
+    "dana25": ("next-token",),
+}
+
+
+def _require_task(criteria: Criteria, dataset: Dataset) -> None:
+    name = criteria.construction
+    if name is None:
+        return
+    tasks = TASKS.get(name, ("next-token",))
+    if dataset.task not in tasks:
+        raise InputError(
+            f"--construction {name} certifies task {' or '.join(tasks)}; the dataset has task "
+            f"{dataset.task!r}"
+        )
+
+
+def output_width(model: Transformer) -> int:
+    """How many values the model outputs per position, from its weights."""
+    if model.unembed is not None:
+        return model.unembed.out_dim
+    width = model.embed.out_dim if model.embed else model.input_dim
+    for s in model.sublayers:
+        if isinstance(s, MLP):
+            width = s.out_dim
+    return width
+
+
+def _readout(model: Transformer, dataset: Dataset) -> str:
+    """``label`` (one output: the label itself) or ``argmax`` (C outputs: logits), from the
+    model's output width; anything else cannot be judged."""
+    width = output_width(model)
+    if width == 1:
+        return "label"
+    if width == dataset.num_classes:
+        return "argmax"
+    raise InputError(
+        f"the model outputs {width} values per position; expected 1 (the label) or "
+        f"C = {dataset.num_classes} (logits)"
+    )
+
+
+def _feed(model: Transformer, dataset: Dataset) -> str:
+    """How the dataset's tokens enter the model, from its input width: the token vectors, or
+    the vectors with their position k + 1 appended (position-aware models)."""
+    if model.token_inputs:
+        return "token ids"
+    if model.input_dim == dataset.dim:
+        return "vectors"
+    if model.input_dim == dataset.dim + 1:
+        return "vectors with positions"
+    raise InputError(
+        f"the model takes inputs of dimension {model.input_dim}, the dataset's tokens have "
+        f"{dataset.dim} (or {dataset.dim + 1} with their position appended)"
     )
 
 
@@ -162,7 +316,29 @@ def _evaluator(name: str) -> Callable:
     raise InputError(f"evaluator {name!r} is not one of {', '.join(EVALUATORS)}")
 
 
-def _points(model, dataset, progress, jobs=1, run=None):
+def _checklist(name: str, run_checks: Callable[[], list[Check]]) -> list[Check]:
+    """Run a construction's checklist; a model without the parts it reads is refuted by a
+    failed ``NAME.structure`` check, never judged on fewer checks."""
+    try:
+        return run_checks()
+    except ChecklistStructureError as exc:
+        why = str(exc)
+    except (KeyError, ValueError, IndexError, StopIteration) as exc:  # a lane or stage missing
+        why = f"{type(exc).__name__}: {exc}"
+    return [
+        Check(
+            f"{name}.structure",
+            False,
+            f"the model does not have the structure the {name} checklist reads ({why})",
+        )
+    ]
+
+
+def _not_exactly_uniform() -> list[Check]:
+    raise ChecklistStructureError("its attention is not exactly uniform on this dataset")
+
+
+def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: str):
     _require_dim(model, dataset.dim, "points")
     point_conflicts(dataset)
     if model.has_attention:
@@ -175,33 +351,39 @@ def _points(model, dataset, progress, jobs=1, run=None):
         jobs=jobs,
         folds=step_folds(model),
     )
-    outs = []
-    for i, (out, y) in enumerate(zip(trace.outputs, dataset.labels, strict=True)):
-        if len(out[0]) != 1:
-            raise InputError(f"the model outputs {len(out[0])} values per input, expected 1")
-        outs.append((f"points[{i}]", out[0][0], y))
-    checks = [check_outputs("labels", outs)]
+    if readout == "argmax":
+        checks = [exact_classification_check(trace.outputs, dataset.labels)]
+    else:
+        got, den = trace.outputs.first_lane()
+        checks = [_label_check(got, den, dataset.labels, criteria.tolerance, "points")]
     checks += lower_bound_checks(model, dataset)
-    first = model.sublayers[0] if model.sublayers else None
-    if isinstance(first, MLP) and "group_size" in first.meta:
+    if criteria.construction == "vys":
         expected = {i: y for i, y in enumerate(dataset.labels)}
-        checks += check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
+
+        def memorizer() -> list[Check]:
+            first = model.sublayers[0] if model.sublayers else None
+            if not isinstance(first, MLP):
+                raise ChecklistStructureError("the first sub-layer is not an MLP")
+            return check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
+
+        checks += _checklist("vys", memorizer)
     data = {**_geometry(dataset.points, "N"), "C": dataset.num_classes, "d": dataset.dim}
     return checks, trace, data
 
 
-def _consistency_mode(model, dataset) -> str:
-    construction = model.meta.get("construction") or ""
-    if construction == "ks25-deep-sets":
+def _consistency_mode(model, dataset, criteria: Criteria, feed: str) -> str:
+    if criteria.construction == "ks25-deep-sets":
         return "multiset"
-    if any(isinstance(s, PositionalEncoding) for s in model.sublayers):
+    if feed == "vectors with positions" or any(
+        isinstance(s, PositionalEncoding) for s in model.sublayers
+    ):
         return "sequence"  # positions break permutation equivariance: only equal sequences
     return dataset.task
 
 
-def _sequences(model, dataset, progress, jobs=1, run=None):
+def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, feed: str):
     """Next-token (judged at the last position) and seq-to-seq (every position)."""
-    construction = model.meta.get("construction") or ""
+    construction = criteria.construction or ""
     if model.token_inputs:
         if len(dataset.vocab) > model.input_dim:
             raise InputError(
@@ -211,10 +393,12 @@ def _sequences(model, dataset, progress, jobs=1, run=None):
     else:
         _require_dim(model, dataset.dim, "tokens")
     sv = check_consistency(
-        dataset, _consistency_mode(model, dataset), view(dataset, by_index=model.token_inputs)
+        dataset,
+        _consistency_mode(model, dataset, criteria, feed),
+        view(dataset, by_index=model.token_inputs),
+        position_advice=not model.token_inputs and feed != "vectors with positions",
     )
     seq2seq = dataset.task == "seq2seq"
-    readout = model.meta.get("readout", "regression")
     try:
         trace = run(
             model,
@@ -230,18 +414,29 @@ def _sequences(model, dataset, progress, jobs=1, run=None):
             raise
         trace = None  # unequal softmax scores: certify on Arb enclosures instead
     if trace is None:
-        checks = [ball_label_check(model, dataset)]
-    elif readout == "classification":
+        checks = [ball_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)]
+    elif readout == "argmax":
         checks = [exact_classification_check(trace.outputs, dataset.labels)]
     else:
-        checks = [_label_check(trace.outputs, dataset.labels, seq2seq)]
+        got, den = trace.outputs.first_lane()
+        if not seq2seq:
+            got = got[:, -1:]
+        where = "seq2seq" if seq2seq else "sequences"
+        checks = [_label_check(got, den, dataset.labels, criteria.tolerance, where)]
     if construction.startswith("ks25-"):
-        checks += check_ks25(trace, model, dataset, sv)
+        if trace is None:
+            checks += _checklist(construction, _not_exactly_uniform)
+        else:
+            checks += _checklist(
+                construction, lambda: check_ks25(trace, model, dataset, sv, construction)
+            )
     if construction == "mahdavi24":
-        checks += mahdavi_checks(model, dataset)
+        checks += _checklist(construction, lambda: mahdavi_checks(model, dataset))
     if construction == "dana25":
-        checks += dana_checks(model, dataset)
-    checks += lower_bound_checks(model, dataset, sv, run)
+        checks += _checklist(construction, lambda: dana_checks(model, dataset))
+    checks += lower_bound_checks(
+        model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")
+    )
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {
         "N": dataset.size,
@@ -250,29 +445,48 @@ def _sequences(model, dataset, progress, jobs=1, run=None):
         "C": dataset.num_classes,
         **_geometry(tokens, "tokens"),
         "distinct_multisets": len(sv.first_of_multiset),
-        "position_aware": bool(model.meta.get("position_aware")),
+        "position_aware": feed == "vectors with positions",
         "vocabulary": len(dataset.vocab),
     }
     stats = trace.stats if trace is not None else []
     return checks, stats, data
 
 
-def _label_check(outputs: Outputs, labels, seq2seq: bool) -> Check:
-    """Every judged output equals its label exactly, compared on the numerator arrays;
-    rationals are built only for the outputs reported wrong."""
-    if len(outputs.columns) != 1:
-        raise InputError(f"the model outputs {len(outputs.columns)} values per token, expected 1")
-    got, den = outputs.first_lane()
+def _label_check(got: np.ndarray, den: int, labels, tolerance: mpq | None, where: str) -> Check:
+    """Every judged output equals its label exactly — or, with a user's ``tolerance``, lies
+    within it — compared on the numerator arrays (|p/den − y| ≤ a/b ⇔ b·|p − y·den| ≤ a·den);
+    rationals are built only for the outputs reported wrong. Labels are exact integers of any
+    size."""
     want = exact(np.array(labels, dtype=object)).reshape(len(labels), -1)
-    if not seq2seq:
-        got = got[:, -1:]
-    wrong = np.argwhere(~ratio_equal(exact(got), den, want, 1))
+    got = got.reshape(want.shape)
+    if tolerance is None or tolerance == 0:
+        wrong = np.argwhere(~ratio_equal(exact(got), den, want, 1))
+    else:
+        tol = mpq(tolerance)
+        a, b = int(tol.numerator), int(tol.denominator)
+        diff = np.abs(np.asarray(got, dtype=object) - np.asarray(want, dtype=object) * den)
+        wrong = np.argwhere(diff * b > a * den)
+
+    def name(i: int, k: int) -> str:
+        if where == "seq2seq":
+            return f"sequences[{i}][{k}]"
+        return f"{where}[{i}]"
+
     bad = [
-        f"{f'sequences[{i}][{k}]' if seq2seq else f'sequences[{i}]'}: output "
-        f"{format_rational(mpq(int(got[i, k]), den))}, expected {int(want[i, k])}"
+        f"{name(i, k)}: output {format_rational(mpq(int(got[i, k]), den))}, "
+        f"expected {int(want[i, k])}"
         for i, k in wrong[: MAX_EXAMPLES + 1].tolist()
     ]
-    return outputs_verdict("labels", bad, len(wrong), want.size)
+    check = outputs_verdict("labels", bad, len(wrong), want.size)
+    if tolerance is not None and check.passed:
+        return Check(
+            "labels",
+            True,
+            f"all {want.size} outputs within {format_rational(mpq(tolerance))} of their labels "
+            "(--tolerance)",
+            {"count": want.size, "tolerance": format_rational(mpq(tolerance))},
+        )
+    return check
 
 
 def certificate_json(cert: Certificate) -> dict:

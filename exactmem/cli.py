@@ -10,16 +10,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
 
 from exactmem.errors import (
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_REFUTED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
     EXIT_VERIFIED,
     ExactmemError,
     InputError,
+    Terminated,
 )
 
 CONSTRUCTIONS = {
@@ -45,6 +50,10 @@ CONSTRUCTIONS["dana25"] = (
 )
 
 
+NUMBER_CHARS = 64  # --set numbers: 2⁶⁴ and p/q with p, q < 2⁶⁴ fit, 10⁷-digit strings do not
+VALUE_CHARS = 10_000  # any --set value (paper_direction lists a rational per coordinate)
+
+
 def _choice(*allowed: str):
     def parse(key: str, value: str):
         if value not in allowed:
@@ -55,8 +64,12 @@ def _choice(*allowed: str):
 
 
 def _positive(key: str, value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise InputError(f"--set {key}={value}: expected a positive integer")
+    # ASCII only: str.isdigit also accepts "²" (which int() refuses) and "١٢" (which it reads)
+    if not (value.isascii() and value.isdigit()) or len(value) > NUMBER_CHARS or int(value) < 1:
+        raise InputError(
+            f"--set {key}={value:.{NUMBER_CHARS}}: expected a positive integer in ASCII digits "
+            f"(at most {NUMBER_CHARS} characters)"
+        )
     return int(value)
 
 
@@ -77,8 +90,9 @@ MEMORIZER_OPTIONS = {
 KS25_OPTIONS = {
     "gadget": MEMORIZER_OPTIONS["gadget"],
     "sequence_weights": (
-        "random (default; Lemma B.2 fixed) | paper (Lemma B.2 as printed)",
-        _choice("random", "paper"),
+        "random (default) | union (Lemma B.2's statement by a union bound) | paper (the "
+        "printed construction, which fails)",
+        _choice("random", "union", "paper"),
     ),
     "paper_direction": (
         "unit direction for sequence_weights=paper, e.g. 4/5,-3/5 (default: random, checked "
@@ -113,7 +127,10 @@ OPTIONS = {
     "dana25": {
         "d": ("embedding dimension (default 2)", _positive),
         "head_dim": ("d_h ≤ d (default d)", _positive),
-        "heads": ("H (default: the fewest with H·d_h + d ≥ T₀)", _positive),
+        "heads": (
+            "H (default: the fewest with H·d_h + min(d, k) ≥ T₀, k distinct last tokens)",
+            _positive,
+        ),
         "scale": ("λ_U: the target residual is λ_U·w_g (default 100)", _positive),
         "precision": ("bits of the Arb readout solve (default 256, doubled on failure)", _positive),
     },
@@ -152,14 +169,18 @@ OPTIONS = {
 def _rational_option(key: str, value: str):
     from exactmem.exact import parse_rational
 
+    if len(value) > NUMBER_CHARS:
+        raise InputError(f"--set {key}: more than {NUMBER_CHARS} characters")
     q = parse_rational(value, f"--set {key}")
     if q <= 0:
         raise InputError(f"--set {key}={value}: expected a positive rational")
     return str(q)
 
 
-EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input, 3 internal error,
-4 inconclusive, 5 nothing selected"""
+EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input (output paths are
+checked before any work), 3 internal error, 4 inconclusive, 5 nothing selected,
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM); files are written atomically, so an
+interrupted or failed write leaves the previous file as it was"""
 
 
 class Progress:
@@ -184,25 +205,91 @@ def parse_options(construction: str, items: Sequence[str]) -> dict:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise InputError(f"--set {item!r}: expected KEY=VALUE")
+            raise InputError(f"--set {item[:80]!r}: expected KEY=VALUE")
         if key not in known:
             raise InputError(
-                f"--set {key}: unknown option for {construction!r}; known: {', '.join(known)}"
+                f"--set {key[:80]}: unknown option for {construction!r}; known: {', '.join(known)}"
             )
+        if key in options:
+            raise InputError(f"--set {key}: given twice; give each option once")
+        if len(value) > VALUE_CHARS:
+            raise InputError(f"--set {key}: the value has more than {VALUE_CHARS} characters")
         options[key] = known[key][1](key, value)
     return options
+
+
+def _items(dataset) -> int:
+    """What a memorizer stores at most: N points or sequences, N·n positions for seq2seq."""
+    if dataset.task == "seq2seq":
+        return dataset.size * len(dataset.sequences[0])
+    return dataset.size
+
+
+# Upper bounds of the numeric options, checked against the dataset before building: past them
+# an option only adds work (a group_size of 10⁶ on 20 points ran for minutes) or size.
+OPTION_LIMITS = {
+    "group_size": (_items, "a group cannot hold more slots than the {limit} items to memorize"),
+    "bit_budget": (
+        lambda ds: max(2, _items(ds)),
+        "B = {limit} already puts every item in one sub-network (B² ≥ {limit})",
+    ),
+    "direction_bound": (lambda ds: max(ds.size**2, 2**64), "at most max(N², 2⁶⁴) = {limit}"),
+    "heads": (lambda ds: ds.size, "more heads than the {limit} examples have nothing to store"),
+    "d": (
+        lambda ds: max(2, ds.size),
+        "d ≥ {limit} (the number of examples) stores every association without heads",
+    ),
+    "head_dim": (lambda ds: max(2, ds.size), "d_h ≤ d ≤ {limit}"),
+    "scale": (lambda ds: 2**64, "at most 2⁶⁴"),
+    "precision": (lambda ds: 2**16, "at most 65536 bits (it is doubled up to 7 times)"),
+    "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
+}
+
+
+LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
+for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d, head_dim ≤ max(2, N); direction_bound
+≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536; numbers ≤ 64 characters"""
+
+
+def check_option_limits(options: dict, dataset) -> None:
+    """Refuse option values beyond what the dataset can use (exit 2 naming the limit)."""
+    from fractions import Fraction
+
+    for key, (limit_of, why) in OPTION_LIMITS.items():
+        if options.get(key) is None:
+            continue
+        limit = limit_of(dataset)
+        if Fraction(options[key]) > limit:
+            raise InputError(
+                f"--set {key}={options[key]}: too large for this dataset of {dataset.size} "
+                f"items; " + why.format(limit=limit)
+            )
 
 
 # --------------------------------------------------------------------------- commands
 
 
+# the N = 10⁷ benchmark dataset fits; 10¹² points would run until memory is exhausted
+GENERATE_LIMITS = {"N": 10**8, "n": 10**4, "d": 10**4, "vocab": 10**8}
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from exactmem.data import random_points, save_dataset
+    from exactmem.outputs import check_output
     from exactmem.sequences import random_sequences, zen_of_python
 
+    check_output(args.out, "--out")
     for name in ("N", "n", "d", "C", "vocab"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InputError(f"--{name} must be ≥ 1")
+    if args.coord_bound < 0:
+        raise InputError(f"--coord-bound must be ≥ 0, got {args.coord_bound}")
+    for name, limit in GENERATE_LIMITS.items():
+        if (getattr(args, name) or 0) > limit:
+            raise InputError(
+                f"--{name} {getattr(args, name)}: at most {limit} (the random generators keep "
+                "every item in memory; write larger datasets with your own tools)"
+            )
     if args.family == "points":
         if args.N is None:
             raise InputError("generate points needs --N")
@@ -256,7 +343,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from exactmem.data import load_dataset
     from exactmem.io import save_model
     from exactmem.model import resources
+    from exactmem.outputs import check_output
 
+    check_output(args.out, "--out", [args.data])
     if args.construction not in CONSTRUCTIONS:
         raise InputError(
             f"--construction {args.construction!r} is unknown; available: "
@@ -266,6 +355,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     options = parse_options(args.construction, args.set or [])
     options["seed"] = args.seed
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    check_option_limits(options, dataset)
     progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
     if args.construction == "vys":
         model, _ = vys.build(dataset, options)
@@ -303,15 +393,19 @@ def _print_certificate(cert) -> None:
     else:
         what = f"{data['N']} points in Q^{data['d']}"
     print(f"dataset: {what}, C = {data['C']}, r² = {data['r2']}, δ² = {data['delta2']}")
+    said = cert.subject.get("model_says", {})
     print(
-        f"model: sha256 {cert.subject['model_sha256'][:16]}…, "
-        f"construction {cert.subject.get('construction')}"
+        f"model: sha256 {cert.subject['model_sha256'][:16]}… (its file says construction "
+        f"{said.get('construction')}; a label only, never a criterion)"
     )
-    for layout in cert.subject.get("layout") or []:
-        if "group_size" in layout:
-            skip = ("lemma", "bit_widths", "label")
-            shown = [f"{k} {v}" for k, v in layout.items() if k not in skip]
-            print(f"  memorizer {layout['label']}: " + ", ".join(shown))
+    crit = cert.subject["criteria"]
+    print(f"criteria: {crit['checklist']}")
+    tol = crit["tolerance"]
+    print(
+        f"  readout {crit['readout']}"
+        + (f", within --tolerance {tol}" if tol is not None else ", exact")
+        + f"; inputs: {crit['inputs']}"
+    )
     print(
         f"resources: width {res.width}, depth {res.depth}, {res.dense_parameters} dense / "
         f"{res.nonzero_parameters} non-zero parameters, max {res.max_bits} bits per parameter, "
@@ -331,49 +425,91 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from exactmem.certify import certificate_json, certify
     from exactmem.data import load_dataset
     from exactmem.io import load_model, save_certificate
+    from exactmem.outputs import OutputError, check_output
 
+    tolerance = None  # the criteria are checked before any work, like the output path
+    if args.tolerance is not None:
+        from exactmem.exact import parse_rational
+
+        tolerance = parse_rational(args.tolerance, "--tolerance")
+        if tolerance < 0:
+            raise InputError(f"--tolerance {args.tolerance}: must be ≥ 0")
+    if args.construction is not None and args.construction not in CONSTRUCTIONS:
+        raise InputError(
+            f"--construction {args.construction!r} is unknown; available: "
+            f"{', '.join(CONSTRUCTIONS)}"
+        )
+    if args.certificate:
+        check_output(args.certificate, "--certificate", [args.model, args.data])
     progress = Progress(not args.quiet)
     model, _ = load_model(args.model)
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
-    cert = certify(model, dataset, progress=progress, jobs=args.jobs, evaluator=args.evaluator)
+    cert = certify(
+        model,
+        dataset,
+        construction=args.construction,
+        tolerance=tolerance,
+        progress=progress,
+        jobs=args.jobs,
+        evaluator=args.evaluator,
+    )
     content = certificate_json(cert)
-    if args.certificate:
-        save_certificate(content, args.certificate)
-        progress(f"certificate written to {args.certificate}", force=True)
+    unwritten = None
+    if args.certificate:  # before stdout, which may be a pipe closed early
+        try:
+            save_certificate(content, args.certificate)
+            progress(f"certificate written to {args.certificate}", force=True)
+        except OutputError as exc:  # the verdict is still printed: the work is not lost
+            unwritten = exc
     args.pending_exit = EXIT_VERIFIED if cert.verdict == "verified" else EXIT_REFUTED
+    if unwritten is not None:
+        args.pending_exit = EXIT_USAGE
     if args.json:
         json.dump(content, sys.stdout, indent=1)
         print()
     else:
         _print_certificate(cert)
+    if unwritten is not None:
+        sys.stdout.flush()
+        print(f"error: {unwritten} (the verdict above was not saved)", file=sys.stderr)
     return args.pending_exit
 
 
 def _latex(rows: list[dict], measured: list[dict]) -> str:
     def esc(text: str) -> str:
-        return text.replace("&", r"\&").replace("_", r"\_").replace("%", r"\%")
+        for old, new in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("_", r"\_"), ("%", r"\%")):
+            text = text.replace(old, new)
+        return text.replace("#", r"\#").replace("^", r"\^{}")
 
     lines = [
-        r"\begin{tabular}{llllr}",
+        r"\begin{tabular}{lllllr}",
         r"\toprule",
-        r"work & setting & bound & constants & parameters \\",
+        r"work & source & setting & bound & constant & value \\",
         r"\midrule",
     ]
     for r in rows:
-        kind = "explicit" if r["explicit"] else "order only"
         lines.append(
-            f"{esc(r['work'])} & {esc(r['setting'])} & {r['kind']} & {kind} & {r['value']} \\\\"
+            f"{esc(r['work'])} & {esc(r['source'])} & {esc(r['setting'])} & "
+            f"{r['kind']}, {r['quantity']}, {esc(r['order'])} & {esc(r['constant'])} & "
+            f"{esc(r['value'] or r['status'])} \\\\"
         )
+        lines.append(rf"\multicolumn{{6}}{{l}}{{\quad\texttt{{{esc(r['formula'])}}}}} \\")
     if measured:
         lines.append(r"\midrule")
         for m in measured:
             lines.append(
-                f"exactmem {esc(m['construction'])} & {m['task']} & measured & "
+                f"exactmem {esc(m['construction'])} & & {m['task']} & measured & "
                 f"{m['verdict']} & {m['dense_parameters']} \\\\"
             )
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines)
+
+
+def _print_columns(head: tuple, table: list[tuple]) -> None:
+    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(head)]
+    for t in (head, *table):
+        print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
 
 
 def cmd_bounds(args: argparse.Namespace) -> int:
@@ -396,28 +532,24 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     elif args.latex:
         print(_latex(rows, measured))
     else:
-        print(
-            "parameters at N = {N}, n = {n}, d = {d}, ω = {omega}, C = {C} "
-            "(order-only rows set hidden constants to 1)\n".format(**sizes)
-        )
-        head = ("work", "setting", "bound", "constants", "parameters")
+        at = "N = {N}, n = {n}, d = {d}, ω = {omega}, C = {C}".format(**sizes)
+        print(f"{at}, r = δ = 1; logarithms to base 2\n")
+        head = ("#", "work", "setting", "bound", "constant", "value")
         table = [
             (
+                str(k),
                 r["work"],
                 r["setting"],
-                r["kind"],
-                "explicit" if r["explicit"] else "order only",
-                r["value"] or "?",
+                f"{r['kind']}, {r['quantity']}",
+                r["constant"],
+                r["value"] or r["status"],
             )
-            for r in rows
+            for k, r in enumerate(rows, 1)
         ]
-        widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(head)]
-        for t in (head, *table):
-            print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
-        print(
-            "\nTheorem 4.3 exactly: "
-            + next(r["exact"] for r in rows if r["work"].endswith("Theorem 4.3"))
-        )
+        _print_columns(head, table)
+        print("\n#   source; order; formula")
+        for k, r in enumerate(rows, 1):
+            print(f"{k:<3} {r['source']}; {r['order']}\n    {r['formula']}")
         if measured:
             print("\nmeasured (exactmem, random data of these sizes):")
             keys = (
@@ -431,10 +563,7 @@ def cmd_bounds(args: argparse.Namespace) -> int:
                 "eq72_max_N",
                 "verdict",
             )
-            table = [tuple(str(m[k]) for k in keys) for m in measured]
-            widths = [max(len(k), *(len(t[i]) for t in table)) for i, k in enumerate(keys)]
-            for t in (keys, *table):
-                print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
+            _print_columns(keys, [tuple(str(m[k]) for k in keys) for m in measured])
             print(
                 "eq72_max_N: the largest N the model's block architecture could shatter by "
                 "the eq. (72) count (labels per sequence: n for seq2seq, 1 otherwise)"
@@ -514,7 +643,12 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     c = sub.add_parser(
-        "check", help="run the claim files in proofs/ (the proof regression)", epilog=EPILOG
+        "check",
+        help="run the claim files shipped with the package (the proof regression)",
+        description="Run claim files: build, verify and bound every selected instance and "
+        "compare each verdict with the one the claim expects. Without --proofs, the claims "
+        "shipped with the package run (never ./proofs of the current folder).",
+        epilog=EPILOG,
     )
     c.add_argument("-k", metavar="PATTERN", help="only claims whose name contains PATTERN")
     c.add_argument(
@@ -527,7 +661,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--proofs",
         metavar="DIR",
-        help="claim directory (default: ./proofs or the copy shipped with the package)",
+        help="run the claim files (*.toml) in DIR instead of the claims shipped with the "
+        "package; their formulas are parsed as data (docs/check.md)",
     )
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_jobs(c)
@@ -544,6 +679,8 @@ def parser() -> argparse.ArgumentParser:
             "(--set KEY=VALUE):\n" + "\n".join(f"  {k:<17} {h}" for k, (h, _) in opts.items())
             for opts in {id(o): o for o in OPTIONS.values()}.values()
         )
+        + "\n\n"
+        + LIMITS_HELP
         + "\n\n"
         + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -570,6 +707,20 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("model", metavar="MODEL")
     v.add_argument("--data", required=True, metavar="FILE")
     _add_evaluator(v)
+    v.add_argument(
+        "--construction",
+        metavar="NAME",
+        help="demand NAME's full checklist (its stages, margins and lanes; a model lacking one "
+        "is refuted). Without it only the construction-independent checks run (labels, lower "
+        "bounds); the model file's own claims are never a criterion. NAME: "
+        + ", ".join(CONSTRUCTIONS),
+    )
+    v.add_argument(
+        "--tolerance",
+        metavar="Q",
+        help="judge one-value (regression) outputs within the exact rational Q of their labels "
+        "(default: exactly); printed in the certificate",
+    )
     v.add_argument("--json", action="store_true", help="certificate as JSON on stdout")
     v.add_argument("--certificate", metavar="OUT", help="also write the certificate file")
     v.add_argument(
@@ -648,9 +799,34 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stop_workers() -> None:
+    """Kill this process's worker processes (the reference evaluator's pool): its shutdown
+    would otherwise wait for every queued chunk, and the workers write nothing to disk."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        child.kill()
+
+
+def _terminate(signum, frame) -> None:
+    _stop_workers()
+    raise Terminated
+
+
+def _interrupt(signum, frame) -> None:
+    _stop_workers()
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     sys.set_int_max_str_digits(0)
+    # SIGTERM raises, as Ctrl-C does, so the atomic writer removes its temporary file
+    previous = _install(signal.SIGTERM, _terminate)
+    # Ctrl-C as Python's own handler, plus the workers; an ignored SIGINT stays ignored
+    keyboard = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        keyboard = _install(signal.SIGINT, _interrupt)
     try:
         with _limits(args):
             return args.func(args)
@@ -659,7 +835,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERNAL
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except BrokenPipeError:
         # stdout was closed early (`| head`): stay quiet and keep the verdict's exit code
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -672,3 +851,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if keyboard is not None:
+            signal.signal(signal.SIGINT, keyboard)
+
+
+def _install(signum: int, handler):
+    """Install ``handler``; returns the handler to restore, or None off the main thread (where
+    ``signal.signal`` is not allowed: the default stays)."""
+    previous = signal.getsignal(signum)
+    try:
+        signal.signal(signum, handler)
+    except ValueError:
+        return None
+    # None: a handler not installed from Python; the default is the closest restorable one
+    return signal.SIG_DFL if previous is None else previous

@@ -80,7 +80,9 @@ def _write_json(obj: object, path: Path) -> None:
     data = text.encode()
     if path.name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
-    path.write_bytes(data)
+    from exactmem.outputs import write_atomic
+
+    write_atomic(path, data)
 
 
 def _vector(raw: object, where: str, dim: int | None, allow_floats: bool) -> Vector:

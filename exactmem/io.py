@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 MODEL_FORMAT = "exactmem.model/1"
-CERTIFICATE_FORMAT = "exactmem.certificate/1"
+CERTIFICATE_FORMAT = "exactmem.certificate/2"
 
 
 def canonical_hash(obj: object) -> str:
@@ -127,7 +127,9 @@ def _write(obj: dict, path: Path) -> None:
     data = json.dumps(obj, separators=(",", ":")).encode()
     if path.name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
-    path.write_bytes(data)
+    from exactmem.outputs import write_atomic
+
+    write_atomic(path, data)
 
 
 def save_model(model: Transformer, path: str | Path) -> str:

@@ -211,11 +211,14 @@ def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None)
     )
 
 
-def lower_bound_checks(model: Transformer, dataset, sv=None, run=None) -> list:
+def lower_bound_checks(
+    model: Transformer, dataset, sv=None, run=None, *, theorem_4_2: bool = False
+) -> list:
     """The lower bounds that apply to a certified model on ``dataset``.
 
-    Always: bit counting (P·b ≥ the number of labels). Sequence tasks with a Kajitsuka–Sato
-    model: Theorem 4.2 on the constant sequences of (up to 50 of) the dataset's tokens.
+    Always: bit counting (P·b ≥ the number of labels). With ``theorem_4_2`` (the caller demands
+    a Kajitsuka–Sato checklist): Theorem 4.2 on the constant sequences of (up to 50 of) the
+    dataset's tokens.
     Seq-to-seq with all nN tokens pairwise distinct (Theorem 4.3's hypothesis): W ≥ the
     Theorem 4.3 bound, and nN within the eq. (72) count of the model's block architecture.
     ``run``: the exact evaluator for Theorem 4.2 (:func:`constant_sequence_check`).
@@ -244,7 +247,7 @@ def lower_bound_checks(model: Transformer, dataset, sv=None, run=None) -> list:
     if dataset.task == "points" or sv is None:
         return checks
     n = len(dataset.sequences[0])
-    if str(model.meta.get("construction", "")).startswith("ks25-"):
+    if theorem_4_2:
         tokens = list(sv.tokens)[:50]
         checks.append(constant_sequence_check(model, dataset.vocab, tokens, n, run))
     if dataset.task == "seq2seq" and _all_distinct(dataset, sv, labels):

@@ -5,11 +5,17 @@ dataset instances (generator, sizes, seed, tier), the expected verdict (``verifi
 ``refuted`` for an erratum, with the checks that must fail), and bounds on the measured
 resources as formulas with explicit constants. ``check`` builds, verifies and bounds every
 selected instance and fails when any verdict differs from the expected one.
+
+A claim file is untrusted input: every field is checked as data (types, known keys, value
+ranges; an error names the file and the key path), and formulas are read by the grammar of
+:mod:`exactmem.formula`, never run. Without ``--proofs``, ``check`` runs the claims shipped with
+the package, never a ``proofs/`` folder of the current directory.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 import tomllib
@@ -25,7 +31,16 @@ from exactmem.errors import (
     InputError,
 )
 
-__all__ = ["Claim", "Instance", "load_claims", "run_check", "run_instance"]
+__all__ = [
+    "Claim",
+    "Instance",
+    "find_proofs_dir",
+    "load_claim",
+    "load_claims",
+    "run_check",
+    "run_instance",
+    "shipped_proofs_dir",
+]
 
 METRICS = (
     "width",
@@ -36,32 +51,6 @@ METRICS = (
     "max_bits",
     "total_bits",
 )
-KS25_OPTIONS = {
-    "gadget",
-    "sequence_weights",
-    "paper_direction",
-    "attention",
-    "position_aware",
-    "bit_budget",
-}
-CONSTRUCTION_OPTIONS = {
-    "vys": {"gadget", "group_size", "direction_bound", "bit_widths"},
-    "ks25-next-token": KS25_OPTIONS,
-    "ks25-seq2seq": KS25_OPTIONS,
-    "ks25-deep-sets": KS25_OPTIONS,
-    "ks25-bit-budget": KS25_OPTIONS,
-    "ks25-token-ids": KS25_OPTIONS - {"position_aware"},
-    "mahdavi24": {
-        "heads",
-        "score",
-        "readout",
-        "temperature",
-        "readout_solve",
-        "tolerance",
-        "over_capacity",
-    },
-    "dana25": {"d", "head_dim", "heads", "scale", "precision"},
-}
 
 
 def _build(construction: str, dataset, options: dict):
@@ -205,79 +194,277 @@ GENERATORS: dict[str, Callable] = {
 # --------------------------------------------------------------------------- claim files
 
 
-def _require(obj: dict, key: str, kind: type, where: str):
-    if key not in obj:
-        raise InputError(f"{where}: missing key '{key}'")
-    if not isinstance(obj[key], kind):
-        raise InputError(f"{where}: '{key}' must be a {kind.__name__}")
-    return obj[key]
+MAX_CLAIM_BYTES = 64 * 1024  # a claim file is a few kB; the cap bounds TOML parsing
+MAX_DEFINES = 32
+MAX_PARAMETER = 10**9  # sizes and seeds of a generator
+VARIABLES = ("N", "d", "C", "r", "delta", "n", "omega", "B")  # the values a formula may use
+CLAIM_KEYS: dict[str, type] = {
+    "name": str,
+    "paper": str,
+    "statement": str,
+    "construction": str,
+    "expect": str,
+    "refuted_by": list,
+    "options": dict,
+    "define": dict,
+    "bounds": dict,
+    "instance": list,
+}
+REQUIRED_KEYS = ("paper", "statement", "construction", "expect", "instance")
+_POINTS = {"N": int, "d": int, "C": int, "seed": int, "coord_bound": int, "denominator": int}
+GENERATOR_PARAMS: dict[str, dict[str, type | tuple[str, ...]]] = {
+    "random_points": _POINTS,
+    "label_extremes": _POINTS,
+    "random_sequences": {
+        "N": int,
+        "n": int,
+        "d": int,
+        "C": int,
+        "vocab": int,
+        "seed": int,
+        "coord_bound": int,
+        "family": ("random", "permuted", "same_multiset", "near_delta", "distinct"),
+        "task": ("next-token", "seq2seq"),
+        "labels_by": ("key", "multiset"),
+    },
+    "lemma_b2_counterexample": {"seed": int},  # a fixed dataset; the seed is the build's
+    "zen": {"n": int, "unit": ("char", "word"), "limit": int, "seed": int},
+    "attention": {"T": int, "n": int, "d": int, "C": int, "seed": int, "shared_context": bool},
+    "associations": {"vocab": int, "S": int, "T": int, "seed": int},
+}
+REQUIRED_PARAMS = {
+    "random_points": ("N", "d", "C"),
+    "label_extremes": ("N", "d", "C"),
+    "random_sequences": ("N", "n", "d", "C"),
+    "lemma_b2_counterexample": (),
+    "zen": (),
+    "attention": ("T", "n", "d", "C"),
+    "associations": ("vocab", "S", "T"),
+}
+_KIND_NAMES = {
+    str: "a string",
+    int: "an integer",
+    bool: "true or false",
+    list: "an array",
+    dict: "a table",
+}
+_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,100}", re.ASCII)  # printed in reports: no escapes
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+def _is(value, kind: type) -> bool:
+    """``isinstance`` without TOML's booleans passing as integers."""
+    if kind is int:
+        return type(value) is int
+    return isinstance(value, kind)
+
+
+def _typed(value, kind: type, where: str):
+    if not _is(value, kind):
+        raise InputError(f"{where}: must be {_KIND_NAMES[kind]}, got {_toml_kind(value)}")
+    return value
+
+
+def _toml_kind(value) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    for kind, text in _KIND_NAMES.items():
+        if kind is not bool and isinstance(value, kind):
+            return text
+    return f"a {type(value).__name__}"
+
+
+def _read_toml(path: Path, where: str) -> dict:
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CLAIM_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_CLAIM_BYTES:
+        raise InputError(f"{where}: larger than {MAX_CLAIM_BYTES} bytes")
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{where}: not valid TOML ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # a huge integer literal, deep nesting
+        raise InputError(f"{where}: not valid TOML ({type(exc).__name__})") from None
+
+
+def _claim_options(construction: str, options: dict, where: str) -> dict:
+    """Options of a claim or instance, checked by the parsers of ``build --set``; the TOML type
+    must be the parsed type (``heads = "3"`` is refused: a string where an integer belongs)."""
+    from exactmem.cli import OPTIONS
+
+    known = OPTIONS[construction]
+    out = {}
+    for key, value in options.items():
+        at = f"{where}.{key}"
+        if key not in known:
+            raise InputError(
+                f"{at}: unknown option for {construction!r}; known: {', '.join(known)}"
+            )
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif type(value) is int or isinstance(value, str):
+            text = str(value)
+        else:
+            raise InputError(f"{at}: must be a string, integer or boolean, got {_toml_kind(value)}")
+        try:
+            parsed = known[key][1](key, text)
+        except InputError as exc:
+            reason = str(exc).split(": ", 1)[-1]
+            raise InputError(f"{at} = {value!r}: {reason}") from None
+        if type(parsed) is not type(value):
+            raise InputError(f"{at}: must be {_toml_kind(parsed)}, got {_toml_kind(value)}")
+        out[key] = parsed
+    return out
+
+
+def _instance(obj, construction: str, where: str) -> Instance:
+    inst = dict(_typed(obj, dict, where))
+    tier = _typed(inst.pop("tier", "quick"), str, f"{where}.tier")
+    if tier not in ("quick", "full"):
+        raise InputError(f"{where}.tier: must be 'quick' or 'full', got {tier!r}")
+    if "generator" not in inst:
+        raise InputError(f"{where}: missing key 'generator'")
+    gen = _typed(inst.pop("generator"), str, f"{where}.generator")
+    if gen not in GENERATORS:
+        raise InputError(f"{where}.generator: must be one of {', '.join(GENERATORS)}")
+    overrides = _typed(inst.pop("options", {}), dict, f"{where}.options")
+    overrides = _claim_options(construction, overrides, f"{where}.options")
+    known = GENERATOR_PARAMS[gen]
+    for key, value in inst.items():
+        at = f"{where}.{key}"
+        if key not in known:
+            listed = ", ".join(["tier", "generator", "options", *known])
+            raise InputError(f"{at}: unknown key for generator {gen!r}; known: {listed}")
+        kind = known[key]
+        if isinstance(kind, tuple):
+            if not isinstance(value, str) or value not in kind:
+                raise InputError(f"{at}: must be one of {', '.join(kind)}, got {value!r}")
+        elif kind is int:
+            _typed(value, int, at)
+            least = 0 if key == "seed" else 1
+            if not least <= value <= MAX_PARAMETER:
+                raise InputError(f"{at}: must be an integer in [{least}, {MAX_PARAMETER}]")
+        else:
+            _typed(value, kind, at)
+    for key in REQUIRED_PARAMS[gen]:
+        if key not in inst:
+            raise InputError(f"{where}: missing key {key!r} (generator {gen!r})")
+    return Instance(tier, gen, inst, overrides)
+
+
+def _formulas(table: dict, where: str, known: list[str], *, defines: bool) -> dict:
+    """``define`` or ``bounds``: formula strings, checked against the grammar now (the values
+    of the variables come with each instance)."""
+    from exactmem.formula import RESERVED, check_formula
+
+    out = {}
+    for key, text in table.items():
+        at = f"{where}.{key}"
+        if defines:
+            if not _IDENTIFIER.fullmatch(key):
+                raise InputError(f"{at}: a define's name must be an ASCII identifier")
+            if key in RESERVED or key in VARIABLES:
+                raise InputError(f"{at}: {key!r} is a variable, function or constant")
+        elif key not in METRICS:
+            raise InputError(f"{at}: bound on unknown metric {key!r}; known: {', '.join(METRICS)}")
+        _typed(text, str, at)
+        check_formula(text, known, at)
+        if defines:
+            known.append(key)
+        out[key] = text
+    return out
 
 
 def load_claim(path: Path) -> Claim:
+    """One claim file, every field checked as data (types, known keys, formulas by the grammar
+    of :mod:`exactmem.formula`); an :class:`InputError` names the file and the key path."""
     where = f"claim file {path}"
-    try:
-        obj = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{where}: cannot read ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{where}: not valid TOML ({exc})") from None
-    construction = _require(obj, "construction", str, where)
-    if construction not in CONSTRUCTION_OPTIONS:
-        raise InputError(f"{where}: unknown construction {construction!r}")
-    options = obj.get("options", {})
-    unknown = set(options) - CONSTRUCTION_OPTIONS[construction]
-    if unknown:
-        raise InputError(f"{where}: unknown options {', '.join(sorted(unknown))}")
-    expect = _require(obj, "expect", str, where)
+    obj = _read_toml(path, where)
+    for key, value in obj.items():
+        if key not in CLAIM_KEYS:
+            raise InputError(f"{where}: unknown key {key!r}; known: {', '.join(CLAIM_KEYS)}")
+        _typed(value, CLAIM_KEYS[key], f"{where}: {key}")
+    for key in REQUIRED_KEYS:
+        if key not in obj:
+            raise InputError(f"{where}: missing key {key!r}")
+    name = obj.get("name", path.stem)
+    if "name" in obj and not _NAME.fullmatch(name):
+        raise InputError(f"{where}: name: must be letters, digits, '_', '.', '+' or '-' (≤ 100)")
+    construction = obj["construction"]
+    from exactmem.cli import OPTIONS  # the options of `build --set`, one table for both
+
+    if construction not in OPTIONS:
+        raise InputError(
+            f"{where}: construction: unknown {construction!r}; known: {', '.join(OPTIONS)}"
+        )
+    options = _claim_options(construction, obj.get("options", {}), f"{where}: options")
+    expect = obj["expect"]
     if expect not in ("verified", "refuted"):
-        raise InputError(f"{where}: expect must be 'verified' or 'refuted'")
-    refuted_by = tuple(obj.get("refuted_by", ()))
+        raise InputError(f"{where}: expect: must be 'verified' or 'refuted', got {expect!r}")
+    refuted_by = obj.get("refuted_by", [])
+    for i, check in enumerate(refuted_by):
+        _typed(check, str, f"{where}: refuted_by[{i}]")
     if expect == "refuted" and not refuted_by:
         raise InputError(f"{where}: an expected refutation must name the checks in refuted_by")
-    instances = []
-    for i, inst in enumerate(_require(obj, "instance", list, where)):
-        iw = f"{where}: instance[{i}]"
-        inst = dict(inst)
-        tier = inst.pop("tier", "quick")
-        if tier not in ("quick", "full"):
-            raise InputError(f"{iw}: tier must be 'quick' or 'full'")
-        gen = inst.pop("generator", None)
-        if gen not in GENERATORS:
-            raise InputError(f"{iw}: generator must be one of {', '.join(GENERATORS)}")
-        overrides = inst.pop("options", {})
-        if not isinstance(overrides, dict) or set(overrides) - CONSTRUCTION_OPTIONS[construction]:
-            raise InputError(f"{iw}: options must be a table of known options")
-        instances.append(Instance(tier, gen, inst, overrides))
-    bounds = obj.get("bounds", {})
-    for key in bounds:
-        if key not in METRICS:
-            raise InputError(f"{where}: bound on unknown metric {key!r}; known: {METRICS}")
+    instances = tuple(
+        _instance(inst, construction, f"{where}: instance[{i}]")
+        for i, inst in enumerate(obj["instance"])
+    )
+    if not instances:
+        raise InputError(f"{where}: instance: no instances")
+    defines = obj.get("define", {})
+    if len(defines) > MAX_DEFINES:
+        raise InputError(f"{where}: define: more than {MAX_DEFINES} defines")
+    from exactmem.cli import OPTIONS
+
+    # the construction's options, as the instance sets them (option_heads, …), beside the
+    # dataset's figures: Dana's bounds are in H, d_h and the model's width d
+    known = list(VARIABLES) + [f"option_{key}" for key in OPTIONS[construction]]
+    defines = _formulas(defines, f"{where}: define", known, defines=True)
+    bounds = _formulas(obj.get("bounds", {}), f"{where}: bounds", known, defines=False)
     return Claim(
-        name=obj.get("name", path.stem),
+        name=name,
         path=path,
-        paper=_require(obj, "paper", str, where),
-        statement=_require(obj, "statement", str, where),
+        paper=obj["paper"],
+        statement=obj["statement"],
         construction=construction,
         options=options,
         expect=expect,
-        refuted_by=refuted_by,
-        instances=tuple(instances),
-        defines=obj.get("define", {}),
+        refuted_by=tuple(refuted_by),
+        instances=instances,
+        defines=defines,
         bounds=bounds,
     )
 
 
+def shipped_proofs_dir() -> Path:
+    """The claim files shipped with the running package: ``exactmem/proofs/`` of an installed
+    wheel (setuptools maps the package ``exactmem.proofs`` there), else ``proofs/`` of the
+    source tree this package was imported from (an editable install, or a checkout on
+    ``sys.path``). Never the current directory: a checkout someone else wrote is not trusted."""
+    package = Path(__file__).resolve().parent
+    installed = package / "proofs"
+    if installed.is_dir():
+        return installed
+    checkout = package.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "proofs").is_dir():
+        return checkout / "proofs"
+    raise InputError(f"no claim files shipped with the package at {package}; pass --proofs DIR")
+
+
 def find_proofs_dir(given: str | None) -> Path:
+    """``--proofs DIR`` when given, else the claims shipped with the package."""
     if given:
         path = Path(given)
         if not path.is_dir():
             raise InputError(f"--proofs {given}: not a directory")
         return path
-    here = Path(__file__).resolve().parent
-    for candidate in (Path.cwd() / "proofs", here / "proofs", here.parent / "proofs"):
-        if candidate.is_dir():
-            return candidate
-    raise InputError("no proofs/ directory here; run from the repository or pass --proofs DIR")
+    return shipped_proofs_dir()
 
 
 def load_claims(directory: Path) -> list[Claim]:
@@ -306,6 +493,9 @@ def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
         names["omega"] = sympy.Integer(data["vocabulary"])
     if options.get("bit_budget"):
         names["B"] = sympy.Integer(options["bit_budget"])
+    for key, value in options.items():  # the claim's integer options (Dana's heads, head_dim, d)
+        if type(value) is int:
+            names[f"option_{key}"] = sympy.Integer(value)
     delta2 = data.get("delta2")
     if delta2 is None:  # fewer than two distinct inputs: every δ is a valid separation
         names["delta"] = sympy.Integer(1)
@@ -345,9 +535,24 @@ def run_instance(
     start = time.perf_counter()
     dataset = GENERATORS[inst.generator](inst.params)
     options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
+    from exactmem.cli import check_option_limits
+
+    try:  # the limits `build --set` has: a claim cannot ask for a group larger than its data
+        check_option_limits(options, dataset)
+    except InputError as exc:
+        raise InputError(f"claim file {claim.path}: instance {inst.label}: {exc}") from None
     model, _ = _build(claim.construction, dataset, options)
+    # the claim is the user's criterion: its construction's full checklist, and the tolerance
+    # it states (a construction option the build also aims for), never the model's meta
     cert = certify(
-        model, dataset, progress=progress, per_layer=False, jobs=jobs, evaluator=evaluator
+        model,
+        dataset,
+        construction=claim.construction,
+        tolerance=options.get("tolerance"),
+        progress=progress,
+        per_layer=False,
+        jobs=jobs,
+        evaluator=evaluator,
     )
     bound_checks = _bound_checks(claim, cert, dataset, options)
     cert.checks.extend(c for c, _ in bound_checks)

@@ -119,13 +119,20 @@ CONSISTENCY = {
 
 
 def check_consistency(
-    ds: Dataset, mode: str = "next-token", sv: SequenceView | None = None
+    ds: Dataset,
+    mode: str = "next-token",
+    sv: SequenceView | None = None,
+    *,
+    position_advice: bool = True,
 ) -> SequenceView:
     """Reject labels that a permutation-equivariant model cannot produce: exit 2 naming both.
 
     ``next-token``: labels are a function of (last token, multiset) (Kajitsuka & Sato 2025,
     eq. (5)); ``seq2seq``: of (token, multiset) at every position (eq. (10)); ``multiset``: of
-    the multiset alone (deep sets, Theorem D.1).
+    the multiset alone (deep sets, Theorem D.1). Identical inputs with different labels are
+    named as such (no model memorizes them); the advice to append positions is given only for
+    inputs that differ as sequences, and only when ``position_advice`` holds and the dataset
+    does not carry positions already (token-id inputs take no positions).
     """
     expected_task = {"seq2seq": "seq2seq"}.get(mode, "next-token")
     if ds.task != expected_task:
@@ -156,12 +163,43 @@ def check_consistency(
     if conflicts:
         shown = "; ".join(f"{a} and {b} (labels {x} and {y})" for a, b, x, y in conflicts[:5])
         more = f" and {total - 5} more" if total > 5 else ""
-        raise InputError(
-            f"{total} label conflicts: {shown}{more} have {CONSISTENCY[mode]} but "
-            "different labels. A Transformer without positional encoding cannot tell them "
-            "apart; append positions to the tokens (--set position_aware=true) or fix the labels"
-        )
+        same = _identical(ds, sv, clash, owner[clash], width if mode == "seq2seq" else 0)
+        parts = [f"{total} label conflicts: {shown}{more}."]
+        if same.any():
+            m = int(clash[same][0])
+            parts.append(
+                f"{where(int(owner[m]))} and {where(m)} are identical but labelled differently"
+                f" ({int(same.sum())} such pairs): identical inputs cannot be memorized by any "
+                "model, fix the labels."
+            )
+        if not same.all():
+            m = int(clash[~same][0])
+            advise = position_advice and not ds.meta.get("position_aware")
+            parts.append(
+                f"{where(int(owner[m]))} and {where(m)} differ but have {CONSISTENCY[mode]} "
+                f"({int((~same).sum())} such pairs): a Transformer without positional "
+                "encoding cannot tell them apart; "
+                + (
+                    "append positions to the tokens (--set position_aware=true) or fix the labels"
+                    if advise
+                    else "fix the labels"
+                )
+            )
+        raise InputError(" ".join(parts))
     return sv
+
+
+def _identical(
+    ds: Dataset, sv: SequenceView, items: np.ndarray, owners: np.ndarray, width: int
+) -> np.ndarray:
+    """Per conflicting item, whether it and its owner are the same input: equal canonical
+    sequences (and, for seq-to-seq items, ``width`` > 0, the same position)."""
+    canon = canonical_tokens(ds, sv.canonical)
+    if not width:
+        return (canon[items] == canon[owners]).all(axis=1)
+    rows, owner_rows = items // width, owners // width
+    same_place = items % width == owners % width
+    return same_place & (canon[rows] == canon[owner_rows]).all(axis=1)
 
 
 def check_next_token_consistency(ds: Dataset, sv: SequenceView | None = None) -> SequenceView:

@@ -17,10 +17,13 @@ from gmpy2 import mpq
 
 from exactmem.evaluate.reference import LayerStat, Trace
 from exactmem.exact import format_rational
+from exactmem.exact_arrays import exact
 from exactmem.model import MLP, Resources
 
 __all__ = [
     "Certificate",
+    "ChecklistStructureError",
+    "memorizer_layout",
     "MatchFold",
     "StepFold",
     "Check",
@@ -34,6 +37,11 @@ __all__ = [
 ]
 
 MAX_EXAMPLES = 5
+
+
+class ChecklistStructureError(Exception):
+    """The model lacks a part that a demanded checklist reads (a lane, a layout, a stage): the
+    checklist is refuted, never skipped."""
 
 
 @dataclass(frozen=True)
@@ -135,8 +143,11 @@ def _segments(trace: Trace, prefix: str, lane: str, K: int, bits: int, rows: int
 def check_any_memorizer(
     trace: Trace, mlp: MLP, expected: Mapping[int, int], describe: Callable[[int], str] = str
 ) -> list[Check]:
-    """Lemma C.1 checks for a memorizer, or for each sub-network of a Theorem F.1 split one."""
-    if "subnetworks" in mlp.meta:
+    """Lemma C.1 checks for a memorizer, or for each sub-network of a Theorem F.1 split one.
+
+    Which of the two the model is comes from its lanes (a split memorizer's probes are named
+    ``net{j}.``), and every layout number is checked against them (:func:`memorizer_layout`)."""
+    if any(p.name.startswith("net0.") for p in mlp.probes):
         return check_split_memorizer(trace, mlp, expected, describe)
     return check_memorizer(trace, mlp, expected, describe)
 
@@ -148,7 +159,22 @@ def check_split_memorizer(
     extra inputs by none; then every sub-network satisfies Lemma C.1 with its own points
     labelled and all others as extra points. Ownership is read from the match lanes."""
     base = f"{mlp.label}." if mlp.label else ""
-    subs = mlp.meta["subnetworks"]
+    subs = mlp.meta.get("subnetworks") if isinstance(mlp.meta, dict) else None
+    nets = len({p.name.split(".", 1)[0] for p in mlp.probes if p.name.startswith("net")})
+    if not isinstance(subs, list) or len(subs) != nets:
+        return [
+            Check(
+                f"{base}split.layout",
+                False,
+                f"the model has {nets} sub-networks' lanes but its layout lists "
+                f"{len(subs) if isinstance(subs, list) else 'none'}",
+            )
+        ]
+    for j, layout in enumerate(subs):
+        try:
+            memorizer_layout(mlp, layout, f"{base}net{j}.")
+        except ChecklistStructureError as exc:
+            return [Check(f"{base}net{j}.layout", False, str(exc))]
     claims: dict[int, list[int]] = {r: [] for r in expected}
     for j, layout in enumerate(subs):
         hits = _match_fold(trace, f"{base}net{j}.", layout["group_size"]).hits
@@ -167,7 +193,7 @@ def check_split_memorizer(
             _examples(bad)
             if bad
             else f"each labelled input is matched by exactly one of {len(subs)} sub-networks",
-            {"subnetworks": len(subs), "budget": mlp.meta.get("budget")},
+            {"subnetworks": len(subs)},
         )
     ]
     for j, layout in enumerate(subs):
@@ -361,14 +387,77 @@ def step_folds(model) -> list[StepFold | MatchFold]:
         if not isinstance(sub, MLP):
             continue
         base = f"{sub.label}." if sub.label else ""
-        if "subnetworks" in sub.meta:
-            for j, layout in enumerate(sub.meta["subnetworks"]):
-                folds.append(StepFold(f"{base}net{j}.", layout["groups"] - 1))
-                folds.append(MatchFold(f"{base}net{j}.", layout["group_size"]))
-        elif "groups" in sub.meta:
-            folds.append(StepFold(base, sub.meta["groups"] - 1))
-            folds.append(MatchFold(base, sub.meta["group_size"]))
+        nets = sorted({p.name.split(".", 1)[0] for p in sub.probes if p.name.startswith("net")})
+        for prefix in [f"{base}{net}." for net in nets] or [base]:
+            K, steps = _lane_counts(sub, prefix)
+            if K or steps:  # a fold only reads lanes: counted from the probes, not the meta
+                folds.append(StepFold(prefix, steps))
+                folds.append(MatchFold(prefix, K))
     return folds
+
+
+def _lane_counts(mlp: MLP, prefix: str) -> tuple[int, int]:
+    """(match lanes, step lanes) that ``mlp`` probes under ``prefix`` (its label included)."""
+    base = f"{mlp.label}." if mlp.label else ""
+    local = prefix[len(base) :]
+    K = steps = 0
+    for p in mlp.probes:
+        if p.name.startswith(local + "match[") and p.name[len(local) + 6 : -1].isdigit():
+            K += 1
+        elif p.name.startswith(local + "step[") and p.name[len(local) + 5 : -1].isdigit():
+            steps += 1
+    return K, steps
+
+
+GADGETS = ("keyed", "peel", "tent")
+
+
+def memorizer_layout(mlp: MLP, layout, prefix: str) -> dict:
+    """The layout a memorizer's checks read (group size K, groups m, bit widths ρ and c, the
+    gadget), validated against the lanes the model actually probes: K match lanes, m − 1 step
+    lanes, and the gadget's segment lanes. The layout is written by the (untrusted)
+    construction; a missing or inconsistent one refutes the checklist (ChecklistStructureError)."""
+    who = f"memorizer {prefix.rstrip('.')}" if prefix else "the memorizer"
+    if not isinstance(layout, dict):
+        raise ChecklistStructureError(f"{who}: no memorizer layout")
+    need = {"group_size": int, "groups": int, "key_bits": int, "label_bits": int, "gadget": str}
+    for key, kind in need.items():
+        value = layout.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ChecklistStructureError(
+                f"{who}: layout field {key!r} is missing or not "
+                f"{'an integer' if kind is int else 'a string'}"
+            )
+    K, m = layout["group_size"], layout["groups"]
+    if K < 0 or m < 1 or layout["key_bits"] < 1 or layout["label_bits"] < 1:
+        raise ChecklistStructureError(f"{who}: layout out of range")
+    if layout["gadget"] not in GADGETS:
+        raise ChecklistStructureError(
+            f"{who}: gadget {layout['gadget']!r} not one of {', '.join(GADGETS)}"
+        )
+    lanes_K, lanes_steps = _lane_counts(mlp, prefix)
+    if (lanes_K, lanes_steps) != (K, m - 1):
+        raise ChecklistStructureError(
+            f"{who}: the layout says K = {K} slots and {m} groups, the "
+            f"model probes {lanes_K} match lanes and {lanes_steps} step lanes"
+        )
+    base = f"{mlp.label}." if mlp.label else ""
+    local = prefix[len(base) :]
+    names = {p.name for p in mlp.probes}
+    segments = ("U", "W") if layout["gadget"] == "peel" else ("key", "label")
+    missing = [
+        f"{local}{lane}[{k}]"
+        for lane in segments
+        for k in range(K)
+        if f"{local}{lane}[{k}]" not in names
+    ]
+    if f"{local}key" not in names:
+        missing.insert(0, f"{local}key")
+    if missing:
+        raise ChecklistStructureError(
+            f"{who}: the {layout['gadget']} gadget's lanes {', '.join(missing[:3])} are not probed"
+        )
+    return layout
 
 
 def check_memorizer(
@@ -387,9 +476,12 @@ def check_memorizer(
     sub-network of a split memorizer. Every check runs on whole arrays of rows (the fast
     evaluator's lanes are NumPy integers), messages name the first offending rows.
     """
-    layout = layout or mlp.meta
     if prefix is None:
         prefix = f"{mlp.label}." if mlp.label else ""
+    try:
+        layout = memorizer_layout(mlp, mlp.meta if layout is None else layout, prefix)
+    except ChecklistStructureError as exc:
+        return [Check(prefix + "layout", False, str(exc))]
     K, m = layout["group_size"], layout["groups"]
     rho, c = layout["key_bits"], layout["label_bits"]
     if not expected:
@@ -401,7 +493,8 @@ def check_memorizer(
             )
         ]
     rows = np.array(sorted(expected), dtype=np.int64)
-    want = np.array([expected[int(r)] for r in rows], dtype=np.int64)
+    # labels are exact integers of any size: int64 only when they fit (exact_arrays.exact)
+    want = exact(np.array([expected[int(r)] for r in rows], dtype=object))
     checks: list[Check] = []
 
     # Stage I: keys are integers ≥ 2, pairwise ≥ 2 apart across distinct labels.
@@ -429,8 +522,18 @@ def check_memorizer(
         bad.append(f"two keys only {_fmt(gap)} apart")
         failed += 1
     labelled = keys[want != 0]
-    if labelled.size and labelled.max() >= 2**rho:
-        bad.append(f"key {_fmt(labelled.max())} needs more than ρ = {rho} bits")
+    top = labelled.max() if labelled.size else None
+    top = int(top) if isinstance(top, np.integer) else top
+    top = int(top) if top is not None and _is_int(top) else None
+    if top is not None and top.bit_length() != rho:
+        # ρ is not taken on the layout's word: Lemma C.1 packs keys in ρ = bitlen(max key) bits
+        bad.append(
+            f"the layout says ρ = {rho} key bits; the largest labelled key {_fmt(top)} has "
+            f"{top.bit_length()} (Lemma C.1: ρ is the bit length of the largest key)"
+        )
+        failed += 1
+    if want.size and int(want.max()).bit_length() > c:
+        bad.append(f"label {int(want.max())} needs more than c = {c} label bits")
         failed += 1
     figures = {
         "min_key": _fmt(keys.min()),

@@ -9,24 +9,42 @@ margin). When an enclosure is too wide at every precision up to the limit, the a
 
 from __future__ import annotations
 
+import gmpy2
 from gmpy2 import mpq
 
+from exactmem.assumptions import (
+    mahdavi_assumptions,
+    mahdavi_capacity,
+    mahdavi_examples,
+    rank_of,
+    shared_context_rank_ceiling,
+)
 from exactmem.errors import InconclusiveError
 from exactmem.evaluate.softmax import ball_bounds, decide, run_balls
 from exactmem.exact import format_rational
-from exactmem.verify import Check, _examples
+from exactmem.model import Attention, PositionalEncoding
+from exactmem.verify import Check, ChecklistStructureError, _examples
 
-__all__ = ["ball_label_check", "exact_classification_check", "mahdavi_checks"]
+__all__ = [
+    "ball_label_check",
+    "brief",
+    "dana_checks",
+    "exact_classification_check",
+    "mahdavi_checks",
+]
 
 
 def _judge_labels(trace, labels, readout: str, tol: mpq):
+    """Regression: certified when the enclosure of output − label lies in [−tol, tol], refuted
+    when it lies outside; argmax: certified when the target logit's lead is certified
+    positive."""
     """(verdict or None, worst figure, bad items) for one ball trace."""
     undecided = False
     bad = []
     worst = None
     for i, (out, y) in enumerate(zip(trace.outputs, labels, strict=True)):
         col = out[-1]
-        if readout == "classification":
+        if readout == "argmax":
             target = col[y - 1]
             margin_lo = None
             for c, other in enumerate(col):
@@ -44,21 +62,55 @@ def _judge_labels(trace, labels, readout: str, tol: mpq):
             lo, hi = ball_bounds(col[0] - y)
             err = max(abs(lo), abs(hi))
             worst = err if worst is None else max(worst, err)
-            if lo >= tol or hi <= -tol:
+            if lo > tol or hi < -tol:
                 bad.append(
                     f"sequences[{i}]: output off the label {y} by more than {format_rational(tol)}"
+                    f" (by at least {brief(min(abs(lo), abs(hi)), up=False)})"
                 )
-            elif not (-tol < lo and hi < tol):
+            elif not (-tol <= lo and hi <= tol):
                 undecided = True
     if bad:
         return False, worst, bad
     return (None if undecided else True), worst, bad
 
 
-def ball_label_check(model, ds, *, limit: int = 1 << 12) -> Check:
-    """Labels at the last position, certified on Arb balls with rising precision."""
-    readout = model.meta.get("readout", "regression")
-    tol = mpq(model.meta.get("tolerance", "0"))
+def brief(q: mpq, *, up: bool = True, digits: int = 3) -> str:
+    """An exact rational as a short decimal *bound*: rounded up (``up``) or down to ``digits``
+    significant digits, so "worst ≤ brief(x)" and "margin ≥ brief(x, up=False)" stay true. Never
+    a float: a refuted output may lie far beyond 10³⁰⁸."""
+    q = mpq(q)
+    if q == 0:
+        return "0"
+    p, d = abs(int(q.numerator)), int(q.denominator)
+    e = int((p.bit_length() - d.bit_length()) * 0.30102999566398120)  # ≈ ⌊log₁₀|q|⌋
+    while p < d * _pow10(e):  # correct the estimate exactly: 10^e ≤ |q| < 10^(e+1)
+        e -= 1
+    while p >= d * _pow10(e + 1):
+        e += 1
+    shift = e - digits + 1  # |q| / 10^shift has `digits` digits before the point
+    scaled = q / _pow10(shift) if shift >= 0 else q * _pow10(-shift)
+    m = int(gmpy2.ceil(scaled)) if up else int(gmpy2.floor(scaled))
+    if abs(m) == 10**digits:  # rounding carried into one more digit
+        m, shift = m // 10, shift + 1
+    text = str(abs(m))
+    mantissa = text[0] + ("." + text[1:].rstrip("0") if text[1:].rstrip("0") else "")
+    exponent = shift + len(text) - 1
+    sign = "-" if m < 0 else ""
+    return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
+
+
+def _pow10(e: int) -> mpq:
+    return mpq(10) ** e if e >= 0 else mpq(1, 10 ** (-e))
+
+
+def ball_label_check(
+    model, ds, *, readout: str = "label", tolerance: mpq | None = None, limit: int = 1 << 12
+) -> Check:
+    """Labels at the last position, certified on Arb balls with rising precision.
+
+    ``readout`` (``label`` or ``argmax``) and ``tolerance`` come from the caller (the output
+    width and the user's ``--tolerance``), never from the model file."""
+    tol = mpq(0) if tolerance is None else mpq(tolerance)
     state: dict = {}
 
     def evaluate(precision):
@@ -73,14 +125,20 @@ def ball_label_check(model, ds, *, limit: int = 1 << 12) -> Check:
     if verdict is None:
         raise InconclusiveError(
             f"the enclosures of the outputs stay too wide at {precision} bits to decide every "
-            "label; raise the temperature (saturation) or the precision limit"
+            "label"
+            + (
+                " exactly; pass --tolerance Q to judge real-valued outputs within Q"
+                if readout == "label" and tol == 0
+                else "; raise the temperature (saturation) or the precision limit"
+            )
         )
     worst = state["worst"]
-    if readout == "classification":
+    figures: dict[str, str | int | None]
+    if readout == "argmax":
         figures = {"min_margin_lower_bound": None if worst is None else format_rational(worst)}
         detail = (
             f"all {ds.size} argmax labels certified, target logit ahead by ≥ "
-            f"{figures['min_margin_lower_bound']} (Arb, {precision} bits)"
+            f"{None if worst is None else brief(worst, up=False)} (Arb, {precision} bits)"
         )
     else:
         figures = {
@@ -89,7 +147,7 @@ def ball_label_check(model, ds, *, limit: int = 1 << 12) -> Check:
         }
         detail = (
             f"all {ds.size} labels within {format_rational(tol)} (worst ≤ "
-            f"{float(worst):.3g}; Arb, {precision} bits)"
+            f"{None if worst is None else brief(worst)}; Arb, {precision} bits)"
         )
     figures["precision"] = precision
     if not verdict:
@@ -125,19 +183,14 @@ def exact_classification_check(outputs, labels) -> Check:
 def mahdavi_checks(model, ds) -> list[Check]:
     """A1/A2 as measured, capacity, and — for the exact hardmax model — the rank of the
     features the model's own attention produces, or the shared-context rank ceiling."""
-    from exactmem.constructions.mahdavi24 import (
-        capacity,
-        check_assumptions,
-        examples,
-        rank_ceiling,
-        rank_of,
-    )
-
-    queries, contexts = examples(ds)
-    report = check_assumptions(queries, contexts)
-    T, n, d = len(queries), len(contexts[0]), len(queries[0])
+    queries, contexts = mahdavi_examples(ds)
+    report = mahdavi_assumptions(queries, contexts)
+    T, n = len(queries), len(contexts[0])
     att = model.sublayers[0]
+    if not isinstance(att, Attention) or not att.heads:
+        raise ChecklistStructureError("its first sub-layer is not a multi-head attention layer")
     H = len(att.heads)
+    d_h = min(h.query.out_dim for h in att.heads)  # the head dimension, from the weights
     checks = [
         Check(
             "mahdavi.assumptions",
@@ -146,8 +199,8 @@ def mahdavi_checks(model, ds) -> list[Check]:
             {"subsets_tried": report.subsets_tried, "exhaustive": report.exhaustive},
         )
     ]
-    cap = capacity(H, n, d)
-    ceiling = rank_ceiling(contexts, H)
+    cap = mahdavi_capacity(H, n, d_h)
+    ceiling = shared_context_rank_ceiling(contexts, H)
     if att.score == "hardmax":
         Z = _hardmax_features(att, queries, contexts)
         rank = rank_of(Z)
@@ -180,7 +233,7 @@ def mahdavi_checks(model, ds) -> list[Check]:
             "mahdavi.capacity",
             T <= cap,
             f"T = {T} {'≤' if T <= cap else '>'} H(min(n, d_h) − 1) + 1 = {cap}",
-            {"capacity": cap, "heads": H},
+            {"capacity": cap, "heads": H, "head_dim": d_h},
         )
     )
     return checks
@@ -213,80 +266,134 @@ def _hardmax_features(att, queries, contexts) -> list[list[mpq]]:
     return Z
 
 
-def dana_checks(model, ds, precision: int = 256) -> list[Check]:
-    """Lemma 2's rank, certified: the attention features Φ(t) = [W_V^h A_h(t)]_h that the model's
-    own weights produce at the last position form a T₀ × (H d_h + d) matrix whose first T₀
-    columns are non-singular (Arb solve); and the capacity H·d_h + d."""
-    from flint import arb_mat, ctx
+def dana_checks(model, ds, precision: int = 256, limit: int = 2048) -> list[Check]:
+    """Dana et al. 2025, Lemma 2 and Theorem 1, from the model's weights.
 
-    from exactmem.evaluate.softmax import softmax_balls, to_ball
-    from exactmem.model import Attention, PositionalEncoding
+    The features of a sequence t are what the attention layer adds up at the last position:
+    F(t) = [W_V^h A_h(t)]_h ++ x_S(t), the heads' value vectors and the skip term x_S(t) (the
+    stream entering the layer, which returns Z + Σ_h head_h(Z)). ``dana.feature_rank``
+    certifies on Arb balls that the T₀ distinct sequences give features of rank T₀ (precision
+    doubled from ``precision`` up to ``limit`` bits); ``dana.capacity`` checks T₀ ≤ H·d_h + d
+    with H the number of heads, d_h their value widths (at most d each) and d the stream width,
+    all counted from the weights."""
+    from flint import ctx
 
-    pos = next(s for s in model.sublayers if isinstance(s, PositionalEncoding))
-    att = next(s for s in model.sublayers if isinstance(s, Attention))
-    pairs = {tuple(s): y for s, y in zip(ds.sequences, ds.labels, strict=True)}
-    T0 = len(pairs)
+    att, tables = _dana_layers(model)
+    d = model.embed.out_dim
+    seqs = list(dict.fromkeys(tuple(s) for s in ds.sequences))
+    T0 = len(seqs)
+    # W_V^h A_h is an image of A_h ∈ R^d: a head gives at most d features, whatever its d_h
+    widths = [min(h.value.out_dim, d) for h in att.heads]
+    cap = sum(widths) + d
     old = ctx.prec
-    ctx.prec = precision
+    ok, bits = False, precision
     try:
-        rows = []
-        for seq in pairs:
-            xs = []
-            for k, t in enumerate(seq):
-                col = [
-                    sum(
-                        (to_ball(mpq(c, model.embed.denominator)) for j, c in row if j == t),
-                        to_ball(mpq(0)),
-                    )
-                    for row in model.embed.rows
-                ]
-                xs.append([a + to_ball(b) for a, b in zip(col, pos.table[k], strict=True)])
-            feats = []
-            for h in att.heads:
-
-                def lin(a, v):
-                    return [
-                        sum(
-                            (v[j] * to_ball(mpq(c, a.denominator)) for j, c in row), to_ball(mpq(0))
-                        )
-                        for row in a.rows
-                    ]
-
-                q = lin(h.query, xs[-1])
-                scores = [
-                    sum((x * y for x, y in zip(lin(h.key, x_), q, strict=True)), to_ball(mpq(0)))
-                    for x_ in xs
-                ]
-                a = softmax_balls(scores)
-                A = [
-                    sum((a[s] * xs[s][i] for s in range(len(xs))), to_ball(mpq(0)))
-                    for i in range(len(xs[0]))
-                ]
-                feats += lin(h.value, A)
-            rows.append(feats[:T0])
-        try:
-            if len(rows[0]) < T0:  # fewer features than associations: rank < T₀ for sure
-                raise ZeroDivisionError
-            arb_mat(rows).solve(
-                arb_mat([[to_ball(mpq(int(i == j))) for j in range(T0)] for i in range(T0)])
-            )
-            ok = True
-        except ZeroDivisionError:
-            ok = False
+        while not ok and bits <= limit and cap >= T0:
+            ctx.prec = bits
+            rows = [_dana_features(model, att, tables, seq) for seq in seqs]
+            ok = _certified_full_row_rank(rows)
+            if not ok:
+                bits *= 2
     finally:
         ctx.prec = old
-    cap = sum(h.value.out_dim for h in att.heads)  # H·d_h + d, read off the model's heads
-    detail = (
-        f"the {T0} attention feature vectors are linearly independent (Arb, {precision} bits)"
-        if ok
-        else f"the {T0} attention features are not certifiably independent at {precision} bits"
-    )
+    bits = min(bits, limit)
+    if ok:
+        detail = (
+            f"the features [W_V^h A_h(t)]_h ++ x_S(t) of the {T0} sequences have rank {T0} "
+            f"(H = {len(att.heads)} heads and the skip term: {cap} features; Arb, {bits} bits)"
+        )
+    elif cap < T0:
+        detail = f"{cap} features for {T0} sequences: rank < T₀"
+    else:
+        detail = (
+            f"the {T0} feature vectors ({cap} features: {len(att.heads)} heads and the skip "
+            f"term) are not certified independent at up to {limit} bits: Lemma 2's rank is not "
+            "shown"
+        )
     return [
-        Check("dana.feature_rank", ok, detail, {"associations": T0}),
+        Check("dana.feature_rank", ok, detail, {"associations": T0, "precision": bits}),
         Check(
             "dana.capacity",
             T0 <= cap,
-            f"T₀ = {T0} {'≤' if T0 <= cap else '>'} H·d_h + d = {cap}",
-            {"capacity": cap, "paper_parameters": model.meta.get("paper_parameters")},
+            f"T₀ = {T0} {'≤' if T0 <= cap else '>'} H·d_h + d = {cap} "
+            f"(H = {len(att.heads)} head{'s' * (len(att.heads) != 1)} of value width "
+            f"{_widths_text(widths)}, skip d = {d})",
+            {"capacity": cap, "heads": len(att.heads), "skip_dim": d},
         ),
     ]
+
+
+def _widths_text(widths: list[int]) -> str:
+    return str(widths[0]) if len(set(widths)) == 1 else ", ".join(map(str, widths))
+
+
+def _dana_layers(model):
+    """The attention-only architecture the checklist reads: token ids through an embedding
+    table, positional encodings, then one softmax attention layer (every position a key) read by
+    the unembedding, and nothing else."""
+    *before, att = model.sublayers or (None,)
+    if (
+        not isinstance(att, Attention)
+        or not att.heads
+        or att.score != "softmax"
+        or att.mask != "none"
+        or not all(isinstance(s, PositionalEncoding) for s in before)
+        or model.embed is None
+        or not model.token_inputs
+    ):
+        raise ChecklistStructureError(
+            "an attention-only Transformer needs token ids, an embedding table, positional "
+            "encodings and then one softmax attention layer with heads, every position a key"
+        )
+    return att, [s.table for s in before]
+
+
+def _dana_features(model, att, tables, seq) -> list:
+    """F(t) on balls at the current precision: the heads' W_V^h A_h(t), then x_S(t)."""
+    from exactmem.balls import softmax_balls, to_ball
+
+    zero = to_ball(mpq(0))
+
+    def lin(a, v):
+        return [
+            sum((v[j] * to_ball(mpq(c, a.denominator)) for j, c in row), zero) for row in a.rows
+        ]
+
+    emb = model.embed
+    xs = []
+    for k, t in enumerate(seq):
+        if not 0 <= t < emb.in_dim:
+            raise ChecklistStructureError(f"token {t} is outside the embedding table")
+        col = [
+            mpq(sum((c for j, c in row if j == t), 0) + b, emb.denominator)
+            for row, b in zip(emb.rows, emb.bias, strict=True)
+        ]
+        for table in tables:
+            col = [a + b for a, b in zip(col, table[k], strict=True)]
+        xs.append([to_ball(x) for x in col])
+    feats = []
+    for h in att.heads:
+        q = lin(h.query, xs[-1])
+        a = softmax_balls(
+            [sum((x * y for x, y in zip(lin(h.key, x_), q, strict=True)), zero) for x_ in xs]
+        )
+        A = [sum((a[s] * xs[s][i] for s in range(len(xs))), zero) for i in range(len(xs[0]))]
+        feats += lin(h.value, A)
+    return feats + xs[-1]
+
+
+def _certified_full_row_rank(rows) -> bool:
+    """Whether the T × F matrix of balls certainly has rank T: a square one is solved, a wide
+    one through its Gram matrix F Fᵀ (non-singular iff the rank is T)."""
+    from flint import arb_mat
+
+    T = len(rows)
+    if T == 0:
+        return True
+    F = arb_mat(rows)
+    G = F if F.ncols() == T else F * F.transpose()
+    try:
+        G.solve(arb_mat([[int(i == j) for j in range(T)] for i in range(T)]))
+    except ZeroDivisionError:
+        return False
+    return True

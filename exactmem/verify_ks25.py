@@ -11,15 +11,22 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
-from exactmem.data import Dataset
+from exactmem.data import SEPARATION_LIMIT, Dataset, squared_radius, squared_separation
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, first_seen_ids, ratio_equal, rational_table
 from exactmem.model import MLP, Attention
 from exactmem.sequences import SequenceView, canonical_tokens, describe_multiset
-from exactmem.verify import MAX_EXAMPLES, Check, _examples, check_any_memorizer
+from exactmem.verify import (
+    MAX_EXAMPLES,
+    Check,
+    ChecklistStructureError,
+    _examples,
+    check_any_memorizer,
+)
 
 __all__ = ["check_ks25"]
 
@@ -37,21 +44,33 @@ def _fmt(v) -> str | None:
     return None if v is None else format_rational(v)
 
 
-def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check]:
+def check_ks25(
+    trace: Trace, model, ds: Dataset, sv: SequenceView, variant: str = "ks25-next-token"
+) -> list[Check]:
     """Items 3–9 of the checklist, plus the Lemma C.1 invariants of both memorizers.
 
     Works for every variant: seq-to-seq (Corollary 4.1) is judged at every position; deep sets
     (Theorem D.1) read only the sum; split memorizers (Theorem F.1) are checked per sub-network.
     Per-sequence checks run on whole arrays (exactmem.exact_arrays): exact integers, int64
-    only where the values are proved to fit.
+    only where the values are proved to fit. ``variant`` is the construction the user demands
+    (never read from the model file); a model without the lanes or stages it reads raises
+    (the caller refutes the checklist).
     """
-    variant = model.meta.get("construction")
     at = next(i for i, s in enumerate(model.sublayers) if isinstance(s, Attention))
+    if at + 1 >= len(model.sublayers) or not isinstance(model.sublayers[at + 1], MLP):
+        raise ChecklistStructureError("no memorizer F2 after the attention layer")
+    if (variant == "ks25-token-ids") != bool(model.token_inputs):
+        raise ChecklistStructureError(
+            "Theorem E.1 reads token ids through an embedding table; the other variants "
+            "read token vectors"
+        )
     phi_mlp = model.sublayers[0] if at == 1 else None
     f2_mlp = model.sublayers[at + 1]
     n = len(ds.sequences[0])
     first = trace.streams[at - 1] if at else trace.embedded
     mixed = trace.streams[at]
+    if first is None:
+        raise ChecklistStructureError("the evaluation kept no stream before the attention layer")
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
 
     canon = canonical_tokens(ds, sv.canonical)  # (N, n) canonical tokens
@@ -66,7 +85,9 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
     checks = [_phi_values(phi, len(ms_first))]
     A = {t for t, v in phi.items() if v != 0}
     token_gap = _min_gap(tid.values())
-    checks.append(_token_ids(tid, token_gap, model.meta.get("token_id_gap", 2)))
+    # Lemma C.2 separates token ids by 2; Theorem E.1's embedding table by 1 (its ids are the
+    # vocabulary indices themselves)
+    checks.append(_token_ids(tid, token_gap, 1 if variant == "ks25-token-ids" else 2))
     checks.append(_witness_set(canon[ms_first], A, ms_first))
     sums, sden = _sums(canon, phi)
     checks.append(_sequence_sums(sums[ms_first], sden, ms_first, sv))
@@ -78,7 +99,13 @@ def check_ks25(trace: Trace, model, ds: Dataset, sv: SequenceView) -> list[Check
         key = tok * len(ms_first) + ms_id[:, None]  # (token, multiset) as one id
         checks.append(_context_ids(mixed, key, positions, n, token_gap))
 
-    if isinstance(phi_mlp, MLP) and ("group_size" in phi_mlp.meta or "subnetworks" in phi_mlp.meta):
+    checks.append(_phi_range(phi, sums[ms_first], sden, len(ms_first), n))
+    if variant == "ks25-token-ids":
+        checks.append(_embedding_ids(tid, len(ds.vocab)))
+    else:
+        checks.append(_token_id_range(tid, [ds.vocab[t] for t in tokens.tolist()]))
+
+    if isinstance(phi_mlp, MLP) and A:  # φ̃ ≠ 0 somewhere: F1 must hold Lemma B.3's memorizer
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
         checks += check_any_memorizer(trace, phi_mlp, expected, lambda r: f"token row {r}")
     labels = exact(np.array(ds.labels, dtype=object)).reshape(ds.size, -1)
@@ -301,4 +328,92 @@ def _set_ids(mixed: Stream, ms_id: np.ndarray, n) -> Check:
         if bad
         else "distinct multisets have set ids ≥ 1/n apart",
         {"min_set_id_gap": _fmt(gap)},
+    )
+
+
+def _below_pi(q: mpq) -> bool:
+    """q < π, decided on Arb balls at rising precision (π is irrational: never equal)."""
+    precision = 64
+    while True:
+        old = ctx.prec
+        ctx.prec = precision
+        try:
+            pi, x = arb.pi(), arb(fmpq(int(q.numerator), int(q.denominator)))
+            if x < pi or x > pi:
+                return bool(x < pi)
+        finally:
+            ctx.prec = old
+        precision *= 2
+
+
+def _at_most_sqrt_pi_times(x: mpq, c: mpq) -> bool:
+    """x ≤ c·√π for c > 0 (x² < c²π when x > 0)."""
+    return x <= 0 or _below_pi(x * x / (c * c))
+
+
+def _phi_range(phi: dict, sums: np.ndarray, den: int, distinct: int, M: int) -> Check:
+    """Lemma B.3's range on the evaluated φ̃: every value in [⌈4N³√π⌉] ∪ {0} and every sum
+    over a sequence (a multiset of M = n tokens) at most 4MN³√π, N the number of distinct
+    multisets (the lemma's N)."""
+    cube = mpq(4 * distinct**3)
+    top = max(phi.values(), default=mpq(0))
+    top_sum = _ratio(sums.max(), den) if len(sums) else mpq(0)
+    bad = []
+    # φ̃ ≤ ⌈4N³√π⌉ ⇔ ⌈φ̃⌉ − 1 < 4N³√π (the bound is irrational)
+    if not _at_most_sqrt_pi_times(mpq(-((-top.numerator) // top.denominator) - 1), cube):
+        bad.append(f"φ̃ reaches {format_rational(top)} > ⌈4N³√π⌉ (N = {distinct} multisets)")
+    if not _at_most_sqrt_pi_times(top_sum, M * cube):
+        bad.append(
+            f"a sequence sums φ̃ to {format_rational(top_sum)} > 4MN³√π "
+            f"(M = {M}, N = {distinct} multisets)"
+        )
+    return Check(
+        "ks25.phi_range",
+        not bad,
+        "; ".join(bad)
+        if bad
+        else f"φ̃ ≤ ⌈4N³√π⌉ and sums ≤ 4MN³√π (M = {M}, N = {distinct} distinct multisets)",
+        {"max_phi": format_rational(top), "max_sum": format_rational(top_sum)},
+    )
+
+
+def _token_id_range(tid: dict, vectors: list) -> Check:
+    """Lemma C.2's range on the evaluated token ids of the M distinct tokens:
+    0 ≤ F(x) ≤ 10·r·M²·δ⁻¹·√(πd), r the largest norm, δ the least distance (exact), taken as
+    Theorem B.1 takes them: r ≥ 1 and δ ≤ 1 (tokens further apart are also 1-separated)."""
+    M, d = len(vectors), len(vectors[0]) if vectors else 0
+    low, high = min(tid.values(), default=mpq(0)), max(tid.values(), default=mpq(0))
+    bad = [f"a token id is {format_rational(low)} < 0"] if low < 0 else []
+    figures = {"max_token_id": format_rational(high)}
+    if M > SEPARATION_LIMIT:
+        detail = (
+            f"token ids ≥ 0; the upper end is not checked (δ of more than {SEPARATION_LIMIT} "
+            "tokens is not measured)"
+        )
+        return Check("ks25.token_id_range", not bad, "; ".join(bad) or detail, figures)
+    r2, delta2 = max(squared_radius(vectors), mpq(1)), squared_separation(vectors)
+    if delta2 is not None and high > 0:
+        delta2 = min(delta2, mpq(1))
+        # F ≤ 10rM²√(πd)/δ ⇔ F²δ²/(100 r² M⁴ d) < π
+        if not _below_pi(high * high * delta2 / (100 * r2 * M**4 * d)):
+            bad.append(
+                f"a token id is {format_rational(high)} > 10rM²√(πd)/δ "
+                f"(M = {M} tokens, r² = {format_rational(r2)}, δ² = {format_rational(delta2)})"
+            )
+    detail = f"0 ≤ token ids ≤ 10rM²√(πd)/δ (M = {M} distinct tokens, r ≥ 1, δ ≤ 1)"
+    return Check("ks25.token_id_range", not bad, "; ".join(bad) or detail, figures)
+
+
+def _embedding_ids(tid: dict, omega: int) -> Check:
+    """Theorem E.1: the embedding column of token x carries its index, an integer in [1, ω]."""
+    bad = [
+        f"vocab[{t}]: token id {format_rational(v)} outside [1, {omega}]"
+        for t, v in tid.items()
+        if not (1 <= v <= omega)
+    ]
+    return Check(
+        "ks25.token_id_range",
+        not bad,
+        _examples(bad) if bad else f"token ids in [1, ω] = [1, {omega}]",
+        {"max_token_id": format_rational(max(tid.values(), default=mpq(0)))},
     )

@@ -86,3 +86,19 @@ def same_folds(a, b):
         for name in names:
             assert getattr(x, name).tolist() == getattr(y, name).tolist(), name
         assert getattr(x, kept) == getattr(y, kept)
+
+
+def certify_built(model: Transformer, dataset: Dataset, **kw):
+    """``certify`` with the criteria of the test that built ``model``: the checklist of the
+    construction it called, and — for a softmax regression readout, whose outputs are
+    transcendental — the tolerance it asked the construction to reach. The test is the user
+    here; the library itself never reads these from a model."""
+    from exactmem.certify import certify
+    from exactmem.model import Attention
+
+    meta = model.meta
+    kw.setdefault("construction", meta.get("construction"))
+    softmax = any(isinstance(s, Attention) and s.score == "softmax" for s in model.sublayers)
+    if meta.get("construction") == "mahdavi24" and softmax and meta.get("readout") == "regression":
+        kw.setdefault("tolerance", meta.get("tolerance"))
+    return certify(model, dataset, **kw)

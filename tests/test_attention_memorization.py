@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 from gmpy2 import mpq
+from support import certify_built
 
-from exactmem.certify import certify
 from exactmem.cli import main
 from exactmem.constructions import dana25, mahdavi24
 from exactmem.data import Dataset, save_dataset
@@ -30,7 +30,7 @@ def test_capacity_formula():
 def test_hardmax_limit_is_exact(instance):
     model, w = mahdavi24.build(instance, {"heads": 4})
     assert w.feature_rank == 9 == w.capacity
-    cert = certify(model, instance)
+    cert = certify_built(model, instance)
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
     labels = next(c for c in cert.checks if c.name == "labels")
     assert "exactly" in labels.detail
@@ -39,7 +39,7 @@ def test_hardmax_limit_is_exact(instance):
 @pytest.mark.parametrize("readout", ["regression", "classification"])
 def test_softmax_is_certified_on_balls(instance, readout):
     model, w = mahdavi24.build(instance, {"heads": 4, "score": "softmax", "readout": readout})
-    cert = certify(model, instance)
+    cert = certify_built(model, instance)
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
     labels = next(c for c in cert.checks if c.name == "labels")
     assert labels.figures["precision"] >= 64
@@ -52,7 +52,7 @@ def test_softmax_is_certified_on_balls(instance, readout):
 def test_too_low_a_temperature_fails(instance):
     """The exact limit readout at temperature 1: attention is not saturated, labels miss."""
     model, _ = mahdavi24.build(instance, {"heads": 4, "score": "softmax", "temperature": "1"})
-    cert = certify(model, instance)
+    cert = certify_built(model, instance)
     assert "labels" in failed(cert)
 
 
@@ -60,13 +60,13 @@ def test_resolved_readout_works_at_low_temperature(instance):
     model, _ = mahdavi24.build(
         instance, {"heads": 4, "score": "softmax", "temperature": "1", "readout_solve": "resolve"}
     )
-    assert certify(model, instance).verdict == "verified"
+    assert certify_built(model, instance).verdict == "verified"
 
 
 def test_shared_context_tightness():
     ok = mahdavi24.random_instance(9, 3, 6, 4, seed=6, shared_context=True)
     model, _ = mahdavi24.build(ok, {"heads": 4})
-    checks = {c.name: c for c in certify(model, ok).checks}
+    checks = {c.name: c for c in certify_built(model, ok).checks}
     assert (
         checks["mahdavi.rank_ceiling"].passed
         and checks["mahdavi.rank_ceiling"].figures["ceiling"] == 9
@@ -75,7 +75,7 @@ def test_shared_context_tightness():
     with pytest.raises(InputError, match="exceed the capacity"):
         mahdavi24.build(over, {"heads": 4})
     model, _ = mahdavi24.build(over, {"heads": 4, "over_capacity": True})
-    cert = certify(model, over)
+    cert = certify_built(model, over)
     assert {"mahdavi.rank_ceiling", "mahdavi.capacity"} <= failed(cert)
 
 
@@ -132,7 +132,7 @@ def test_nudged_readout_is_refuted(instance):
     broken = replace(
         model, sublayers=(Attention((bent,) + att.heads[1:], att.score, att.label, att.mask),)
     )
-    assert "labels" in failed(certify(broken, instance))
+    assert "labels" in failed(certify_built(broken, instance))
 
 
 @pytest.mark.parametrize(
@@ -141,19 +141,20 @@ def test_nudged_readout_is_refuted(instance):
 def test_dana_associations(N, S, T, d, dh, H):
     ds = dana25.random_associations(N, S, T, seed=T)
     model, w = dana25.build(ds, {"d": d, "head_dim": dh, "heads": H})
-    cert = certify(model, ds)
+    cert = certify_built(model, ds)
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
     checks = {c.name: c for c in cert.checks}
     assert checks["dana.feature_rank"].passed
     assert mpq(checks["labels"].figures["min_margin_lower_bound"]) > 0
-    assert model.meta["capacity"] == H * dh + d >= T
+    assert len(model.sublayers[1].heads) == H  # exactly H heads: the + d is the skip term
+    assert checks["dana.capacity"].figures["capacity"] == H * dh + d >= T
 
 
 def test_dana_margin_is_the_circle_margin():
     ds = dana25.random_associations(10, 2, 12, seed=3)
     model, _ = dana25.build(ds, {"d": 2, "heads": 5})
     margin = mpq(
-        next(c for c in certify(model, ds).checks if c.name == "labels").figures[
+        next(c for c in certify_built(model, ds).checks if c.name == "labels").figures[
             "min_margin_lower_bound"
         ]
     )
@@ -192,4 +193,4 @@ def test_dana_nudged_output_is_refuted():
         model,
         sublayers=(model.sublayers[0], Attention(att.heads[:-1] + (bent,), att.score, att.label)),
     )
-    assert "labels" in failed(certify(broken, ds))
+    assert "labels" in failed(certify_built(broken, ds))

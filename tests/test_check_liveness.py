@@ -5,8 +5,8 @@ dana.feature_rank, dana.capacity, memorizer.stage3.segments)."""
 from dataclasses import replace
 
 import pytest
+from support import certify_built
 
-from exactmem.certify import certify
 from exactmem.constructions import dana25, ks25, vys
 from exactmem.data import random_points
 from exactmem.model import MLP, Affine, Attention
@@ -14,7 +14,7 @@ from exactmem.sequences import random_sequences
 
 
 def failed(model, ds):
-    return {c.name for c in certify(model, ds).failed}
+    return {c.name for c in certify_built(model, ds).failed}
 
 
 def with_final_rows(mlp: MLP, change) -> MLP:

@@ -30,13 +30,15 @@ def test_build_verify_json(tmp_path, capsys):
         == 0
     )
     capsys.readouterr()
-    assert main(["verify", str(model), "--data", str(data), "--json", "--quiet"]) == 0
+    argv = ["verify", str(model), "--data", str(data), "--json", "--quiet"]
+    assert main([*argv, "--construction", "vys"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["verdict"] == "verified"
     res = report["resources"]
     assert {"width", "depth", "dense_parameters", "nonzero_parameters", "max_bits"} <= set(res)
     assert report["activation"]["min_nonzero_preactivation"] is not None
-    assert report["subject"]["layout"][0]["gadget"] == "tent"
+    assert report["subject"]["model_says"]["layout"][0]["gadget"] == "tent"
+    assert "memorizer.stage3.match" in report["subject"]["criteria"]["checks_run"]
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):

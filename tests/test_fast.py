@@ -13,9 +13,8 @@ import pytest
 from gmpy2 import mpq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import both, run_folded, same_folds, same_trace
+from support import both, certify_built, run_folded, same_folds, same_trace
 
-from exactmem.certify import certify
 from exactmem.constructions import ks25, vys
 from exactmem.data import random_points
 from exactmem.evaluate import fast, kernels, reference, shared_runs
@@ -47,8 +46,8 @@ def test_fast_equals_reference_on_quick_claims(claim, inst):
         ds = with_positions(dataset) if model.meta.get("position_aware") else dataset
         positions = "all" if ds.task == "seq2seq" else "last"
         both(model, ds.vocab, ds.sequences, positions=positions)
-    a = certify(model, dataset, evaluator="reference")
-    b = certify(model, dataset, evaluator="fast")
+    a = certify_built(model, dataset, evaluator="reference")
+    b = certify_built(model, dataset, evaluator="fast")
     assert [c.as_dict() for c in a.checks] == [c.as_dict() for c in b.checks]
     assert a.activation == b.activation
     assert a.verdict == b.verdict

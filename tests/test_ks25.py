@@ -7,8 +7,8 @@ import pytest
 from gmpy2 import mpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import certify_built
 
-from exactmem.certify import certify
 from exactmem.cli import main
 from exactmem.constructions import ks25
 from exactmem.data import Dataset, save_dataset
@@ -63,7 +63,7 @@ def test_lemma_b2_counterexample_of_the_digest():
 def test_families_are_certified(family, gadget):
     ds = random_sequences(120, 5, 3, 25, 6, seed=len(family), family=family)
     model, w = ks25.build(ds, {"gadget": gadget, "seed": 3})
-    cert = certify(model, ds)
+    cert = certify_built(model, ds)
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
     assert cert.resources.width <= 14
     assert not w.collisions
@@ -73,7 +73,7 @@ def test_families_are_certified(family, gadget):
 def test_attention_modes_agree(score):
     ds = random_sequences(60, 4, 2, 15, 4, seed=9)
     model, _ = ks25.build(ds, {"attention": score})
-    assert certify(model, ds).verdict == "verified"
+    assert certify_built(model, ds).verdict == "verified"
 
 
 def test_paper_scheme_counterexample_is_refuted_naming_the_multisets(tmp_path, capsys):
@@ -83,7 +83,8 @@ def test_paper_scheme_counterexample_is_refuted_naming_the_multisets(tmp_path, c
     data, path = tmp_path / "d.json", tmp_path / "m.json"
     save_dataset(ds, data)
     save_model(model, path)
-    assert main(["verify", str(path), "--data", str(data), "--quiet"]) == 1
+    argv = ["verify", str(path), "--data", str(data), "--quiet", "--construction"]
+    assert main([*argv, "ks25-next-token"]) == 1
     out = capsys.readouterr().out
     assert (
         "sequences[0] {vocab[0], vocab[2], vocab[3]} and sequences[1] {vocab[1]×2, vocab[3]}"
@@ -119,7 +120,7 @@ def test_paper_scheme_is_refuted_exactly_when_its_sums_collide(make, options):
     distinct = set(view(ds).multisets)
     sums = {sum(c * f.get(t, 0) for t, c in ms) for ms in distinct}
     collide = len(sums) < len(distinct)
-    check = next(c for c in certify(model, ds).checks if c.name == "ks25.sequence_sums")
+    check = next(c for c in certify_built(model, ds).checks if c.name == "ks25.sequence_sums")
     assert check.passed is not collide
 
 
@@ -152,7 +153,7 @@ def test_zen_needs_positions():
         ks25.build(ds, {})
     model, _ = ks25.build(ds, {"position_aware": True})
     assert model.input_dim == 2
-    assert certify(model, ds).verdict == "verified"  # certify appends the positions itself
+    assert certify_built(model, ds).verdict == "verified"  # certify appends the positions itself
     assert with_positions(ds).dim == 2
 
 
@@ -164,7 +165,7 @@ def built():
 
 
 def failed(model, ds):
-    return {c.name for c in certify(model, ds).failed}
+    return {c.name for c in certify_built(model, ds).failed}
 
 
 def replace_layer(model, sub, layer, fn):
@@ -226,13 +227,27 @@ def test_certificate_has_the_margins(built, tmp_path):
     save_dataset(ds, data)
     save_model(model, path)
     assert (
-        main(["verify", str(path), "--data", str(data), "--quiet", "--certificate", str(cert)]) == 0
+        main(
+            [
+                "verify",
+                str(path),
+                "--data",
+                str(data),
+                "--quiet",
+                "--construction",
+                "ks25-next-token",
+                "--certificate",
+                str(cert),
+            ]
+        )
+        == 0
     )
     body = json.loads(cert.read_text())["certificate"]
     checks = {c["name"]: c for c in body["checks"]}
     assert checks["ks25.context_ids"]["required"] == "1/25"
     assert checks["ks25.sequence_sums"]["min_sum_gap"] is not None
-    assert body["subject"]["options"]["seed"] == 2
+    assert body["subject"]["model_says"]["options"]["seed"] == 2
+    assert body["subject"]["criteria"]["construction"] == "ks25-next-token"
     assert body["resources"]["width"] <= 14
 
 
@@ -243,7 +258,7 @@ def test_multiplicity_only_differences_are_separated():
         "next-token", (1, 2, 3), 3, vocab=(a, b), sequences=((0, 0, 1), (0, 1, 1), (1, 1, 1))
     )
     model, _ = ks25.build(ds, {})
-    cert = certify(model, ds)
+    cert = certify_built(model, ds)
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
 
 
@@ -260,7 +275,7 @@ def test_all_identical_tokens(n):
         sequences=tuple((i,) * n for i in range(6)),
     )
     model, _ = ks25.build(ds, {})
-    cert = certify(model, ds)
+    cert = certify_built(model, ds)
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
 
 

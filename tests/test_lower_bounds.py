@@ -5,9 +5,9 @@ import json
 import mpmath
 import pytest
 from gmpy2 import mpq
+from support import certify_built
 
 from exactmem.bounds import evaluate_ball
-from exactmem.certify import certify
 from exactmem.cli import main
 from exactmem.constructions import ks25
 from exactmem.lower_bounds import (
@@ -76,12 +76,12 @@ def test_constant_sequences_fail_with_a_positional_encoding(model_and_data):
 
 def test_certificate_holds_constructions_against_the_bounds(model_and_data):
     model, ds = model_and_data
-    names = {c.name: c for c in certify(model, ds).checks}
+    names = {c.name: c for c in certify_built(model, ds).checks}
     assert names["lower_bound.bit_count"].passed
     assert names["lower_bound.theorem_4_2"].passed
     distinct = random_sequences(30, 3, 2, 1, 2, seed=2, task="seq2seq", family="distinct")
     m2, _ = ks25.build(distinct, {"attention": "hardmax"}, "ks25-seq2seq")
-    names = {c.name: c for c in certify(m2, distinct).checks}
+    names = {c.name: c for c in certify_built(m2, distinct).checks}
     assert names["lower_bound.theorem_4_3"].passed
     assert names["lower_bound.sign_patterns"].passed
     assert architecture_of(m2).parameters > 0
@@ -93,7 +93,7 @@ def test_bounds_command_json_and_latex(capsys):
     row = next(r for r in report["bounds"] if r["work"].endswith("Theorem 4.3"))
     assert row["explicit"] and row["value"].startswith("6.6677599645")
     orders = [r for r in report["bounds"] if not r["explicit"]]
-    assert orders and all(r["note"] for r in orders)
+    assert orders and all(r["constant"] == "order only, constant 1" for r in orders)
     assert main(["bounds", "--N", "1000", "--n", "8", "--latex"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("\\begin{tabular}") and "Theorem 4.3" in out

@@ -1,8 +1,8 @@
 """--jobs: the token-wise sub-layers on row chunks in several processes give the same trace."""
 
 import pytest
+from support import certify_built
 
-from exactmem.certify import certify
 from exactmem.cli import main
 from exactmem.constructions import ks25, vys
 from exactmem.data import random_points
@@ -31,7 +31,7 @@ def test_sequences_parallel_equals_serial():
     serial = run(model, ds.vocab, ds.sequences, positions="last")
     parallel = run(model, ds.vocab, ds.sequences, positions="last", jobs=2)
     same_trace(serial, parallel)
-    a, b = certify(model, ds), certify(model, ds, jobs=2)
+    a, b = certify_built(model, ds), certify_built(model, ds, jobs=2)
     assert [c.as_dict() for c in a.checks] == [c.as_dict() for c in b.checks]
     assert a.activation == b.activation
 

@@ -141,7 +141,8 @@ def test_kruskal_sampling_says_so():
 def test_undecidable_enclosure_is_inconclusive(tmp_path, capsys):
     """Unequal softmax scores over values that are all 2: the output is exactly 2, but the
     balls can only straddle it. With tolerance 0 the verdict is inconclusive (exit 4)."""
-    from exactmem.certify import certify
+    from support import certify_built
+
     from exactmem.cli import main
     from exactmem.data import Dataset, save_dataset
     from exactmem.errors import InconclusiveError
@@ -161,7 +162,7 @@ def test_undecidable_enclosure_is_inconclusive(tmp_path, capsys):
     vocab = ((mpq(1), mpq(2)), (mpq(3), mpq(2)))
     ds = Dataset("next-token", (2,), 2, vocab=vocab, sequences=((0, 1),))
     with pytest.raises(InconclusiveError):
-        certify(model, ds)
+        certify_built(model, ds)
     save_model(model, tmp_path / "m.json")
     save_dataset(ds, tmp_path / "d.json")
     assert (

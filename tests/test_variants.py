@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 from gmpy2 import mpq
+from support import certify_built
 
-from exactmem.certify import certify
 from exactmem.cli import main
 from exactmem.constructions import ks25
 from exactmem.data import Dataset, save_dataset
@@ -15,7 +15,7 @@ from exactmem.sequences import random_sequences
 
 
 def verdict(model, ds):
-    cert = certify(model, ds)
+    cert = certify_built(model, ds)
     return cert.verdict, {c.name for c in cert.failed}, cert
 
 
@@ -82,7 +82,7 @@ def test_token_ids_reject_a_vocabulary_larger_than_the_table():
     model, _ = ks25.build(ds, {}, "ks25-token-ids")
     bigger = replace(ds, vocab=ds.vocab + ((mpq(99),),))
     with pytest.raises(InputError, match="embedding table has 10 tokens"):
-        certify(model, bigger)
+        certify_built(model, bigger)
 
 
 def test_deep_sets_labels_by_multiset():
@@ -119,7 +119,7 @@ def test_bit_budget_trades_bits_for_depth():
     rows = []
     for B in (2, 4, 8, 16):
         model, _ = ks25.build(ds, {"bit_budget": B}, "ks25-bit-budget")
-        cert = certify(model, ds)
+        cert = certify_built(model, ds)
         rows.append((cert.resources.max_bits, cert.resources.depth))
     bits = [b for b, _ in rows]
     depths = [d for _, d in rows]

@@ -3,8 +3,8 @@
 from dataclasses import replace
 
 import pytest
+from support import certify_built
 
-from exactmem.certify import certify
 from exactmem.constructions import vys
 from exactmem.data import random_points
 from exactmem.model import MLP, Affine, Transformer
@@ -44,7 +44,7 @@ def set_entry(a: Affine, row, fn_row=None, bias=None, den=None):
 
 def test_correct_model_verifies(built):
     ds, model = built
-    cert = certify(model, ds)
+    cert = certify_built(model, ds)
     assert cert.verdict == "verified"
     assert {c.name for c in cert.checks} >= {
         "labels",
@@ -60,7 +60,7 @@ def test_swapped_label_is_refuted(built):
     labels = list(ds.labels)
     j = next(j for j in range(1, len(labels)) if labels[j] != labels[0])
     labels[0], labels[j] = labels[j], labels[0]
-    cert = certify(model, replace(ds, labels=tuple(labels)))
+    cert = certify_built(model, replace(ds, labels=tuple(labels)))
     assert "labels" in failed(cert)
     assert "points[0]" in next(c.detail for c in cert.checks if c.name == "labels")
 
@@ -69,7 +69,7 @@ def test_nudged_output_weight_is_refuted(built):
     ds, model = built
     last = len(model.sublayers[0].layers) - 1
     broken = mutate_layer(model, last, lambda a: set_entry(a, 0, bias=lambda b: b + 1))
-    assert "labels" in failed(certify(broken, ds))
+    assert "labels" in failed(certify_built(broken, ds))
 
 
 def test_flipped_packed_bit_is_refuted(built):
@@ -79,7 +79,7 @@ def test_flipped_packed_bit_is_refuted(built):
     li = unit_layer(mlp, "s2.1.hi")
     row = mlp.layers[li].names.index("U")
     broken = mutate_layer(model, li, lambda a: set_entry(a, row, bias=lambda b: b ^ (1 << 3)))
-    cert = certify(broken, ds)
+    cert = certify_built(broken, ds)
     assert {"labels", "memorizer.stage3.segments"} & failed(cert)
     assert cert.verdict == "refuted"
 
@@ -93,7 +93,7 @@ def test_projection_collision_fails_stage1(built):
     broken = mutate_layer(
         model, 0, lambda a: Affine(a.in_dim, tuple(rows), a.bias, a.denominator, a.names)
     )
-    assert "memorizer.stage1.keys" in failed(certify(broken, ds))
+    assert "memorizer.stage1.keys" in failed(certify_built(broken, ds))
 
 
 def test_step_on_a_ramp_fails_stage2(built):
@@ -104,7 +104,7 @@ def test_step_on_a_ramp_fails_stage2(built):
     broken = mutate_layer(
         model, li, lambda a: Affine(a.in_dim, a.rows, a.bias, a.denominator * 2, a.names)
     )
-    assert "memorizer.stage2.groups" in failed(certify(broken, ds))
+    assert "memorizer.stage2.groups" in failed(certify_built(broken, ds))
 
 
 def test_broken_match_fails_stage3_match(built):
@@ -114,7 +114,7 @@ def test_broken_match_fails_stage3_match(built):
     li = unit_layer(mlp, "s3.0.g1")
     row = mlp.layers[li].names.index("s3.0.g1")
     broken = mutate_layer(model, li, lambda a: set_entry(a, row, bias=lambda b: b + 2**40))
-    assert "memorizer.stage3.match" in failed(certify(broken, ds))
+    assert "memorizer.stage3.match" in failed(certify_built(broken, ds))
 
 
 def test_layout_lies_are_caught(built):
@@ -124,7 +124,7 @@ def test_layout_lies_are_caught(built):
     lying = replace(
         model, sublayers=(replace(mlp, meta={**mlp.meta, "key_bits": mlp.meta["key_bits"] - 3}),)
     )
-    assert failed(certify(lying, ds))
+    assert failed(certify_built(lying, ds))
 
 
 def test_point_model_must_be_tokenwise_and_fit(built):
@@ -132,9 +132,9 @@ def test_point_model_must_be_tokenwise_and_fit(built):
 
     ds, model = built
     with pytest.raises(InputError, match="dimension"):
-        certify(model, random_points(5, 3, 2))
+        certify_built(model, random_points(5, 3, 2))
     plain = Transformer(4, (MLP((Affine.from_dense([[1, 0, 0, 0]]),), residual=False),))
-    cert = certify(plain, ds)
+    cert = certify_built(plain, ds)
     assert failed(cert) == {"labels", "lower_bound.bit_count"}  # 5 parameters, 60 labels
 
 
@@ -150,14 +150,21 @@ def test_label_check_on_numerator_arrays():
     labels = tuple(range(1, 11))
     numerators = np.array([2 * y for y in labels] + [7], dtype=object)  # over 2; row 10: 7/2
     index = np.array([[0, r] for r in list(range(10))], np.int64)
-    ok = _label_check(Outputs([numerators], 2, index), labels, seq2seq=False)
+
+    def _check(outputs, labels, seq2seq):
+        got, den = outputs.first_lane()
+        if not seq2seq:
+            got = got[:, -1:]
+        return _label_check(got, den, labels, None, "seq2seq" if seq2seq else "sequences")
+
+    ok = _check(Outputs([numerators], 2, index), labels, seq2seq=False)
     assert ok.passed and ok.detail == "all 10 labels reproduced exactly"
     index[:8, 1] = 10  # eight sequences read 7/2 at the last position
-    bad = _label_check(Outputs([numerators], 2, index), labels, seq2seq=False)
+    bad = _check(Outputs([numerators], 2, index), labels, seq2seq=False)
     assert not bad.passed
     assert bad.detail.startswith("8 of 10 wrong — sequences[0]: output 7/2, expected 1;")
     assert bad.detail.endswith("(and 3 more)")
-    seq = _label_check(Outputs([numerators], 2, index[:2]), ((1, 1), (1, 2)), seq2seq=True)
+    seq = _check(Outputs([numerators], 2, index[:2]), ((1, 1), (1, 2)), seq2seq=True)
     assert seq.detail.startswith("2 of 4 wrong — sequences[0][1]: output 7/2, expected 1;")
     assert mpq(7, 2) == Outputs([numerators], 2, index)[0][1][0]
 
@@ -171,7 +178,7 @@ def test_match_indicator_off_0_1_fails_stage3_match_naming_it(built):
     broken = mutate_layer(
         model, li, lambda a: Affine(a.in_dim, a.rows, a.bias, a.denominator * 2, a.names)
     )
-    check = next(c for c in certify(broken, ds).checks if c.name == "memorizer.stage3.match")
+    check = next(c for c in certify_built(broken, ds).checks if c.name == "memorizer.stage3.match")
     assert not check.passed
     assert "match[0] = 1/2" in check.detail
 

@@ -1,22 +1,25 @@
 """Dana, Pydi & Chevaleyre 2025 (AISTATS): an attention-only Transformer memorizes H·d_h + d
 next-token associations at any context length S (Theorem 1 with ε = 0, Corollary 1).
 
-Model (attention_memorization_papers.md §B.1): token embeddings e: [N] → Q^d (a table, token
-inputs), additive positional embeddings, one attention layer read at the last position with H
-heads of dimension d_h (rank-one W_QK = q kᵀ, Remark 2) plus the skip connection, and the
-unembedding W_U whose rows are rational points on the unit circle (in the first two
-coordinates), so the target logit margin λ_U(1 − w_j·w_g) is an exact rational.
+Model (§2 of the paper): token embeddings e: [N] → Q^d (a table, token inputs), additive
+positional embeddings, one attention layer with exactly H heads of dimension d_h (rank-one
+W_QK = q kᵀ, Remark 2) and the skip connection, read at the last position, and the unembedding
+W_U: the logits are W_U (x_S + Σ_h W_O^h W_V^h A_h) with x_S = e(t_S) + pos_S.
 
-Construction (§B.3 with the digest's practical form of step 2, [RECONSTRUCTION]):
+Construction (Theorem 1's proof with ε = 0):
 
-1. generic rational embeddings and positions (Lemma 3: generic reals; random rationals here);
-2. H random rank-one heads with random W_V^h, and head 0 with W_QK = λ₀·I, W_V = I: its output
-   is one more d-dimensional feature block (the "skip as a head" of step 2);
-3. the features Φ(t) = [W_V^h A_h(t)]_h ∈ R^{H d_h + d} of the T₀ = H d_h + d sequences form a
-   square matrix; certify it non-singular (Arb) — Lemma 2's rank;
-4. readout: W_O = (R − X_S) Φ⁻¹ with R(t) = λ_U·w_{g(t)} the target residual and X_S(t) the skip
-   term, solved on balls; the midpoints become the rational W_O, and the verifier certifies
-   every association's argmax on the evaluated model.
+1. generic rational embeddings, positions and heads (Lemma 3: generic reals; random rationals
+   here, redrawn if a solve fails);
+2. the features of an association t are F(t) = [W_V^h A_h(t)]_h ++ x_S(t) ∈ R^{H d_h + d}: the
+   heads' value vectors and the skip term. Lemma 2: on the T₀ ≤ H d_h + d sequences they have
+   rank T₀ (certified non-singular on Arb balls);
+3. the sequence encoder of Proposition 3 with d = 2: the target residual direction is λ_U·w_{g(t)}
+   with w_j rational points on the unit circle. The unembedding is W_U = C·M (C: the N circle
+   points, M ∈ Q^{2×d}), so the d coefficients of the skip term are the columns of M — the paper's
+   "write e(t_S) + pos_S = W_OV(e′ + pos′)" with the free W_OV moved into the readout. The linear
+   system [B, M] F(t) = λ_U w_{g(t)} (T₀ equations per coordinate, H d_h + d unknowns) is solved
+   on balls, and W_O^h = Mᵀ(M Mᵀ)⁻¹ B_h gives M W_O^h = B_h exactly;
+4. the verifier certifies every association's argmax on the evaluated model.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from fractions import Fraction
 from flint import arb_mat, ctx
 from gmpy2 import mpq
 
+from exactmem.balls import ball_midpoint, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.evaluate.softmax import ball_midpoint, softmax_balls, to_ball
 from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
 
 __all__ = [
@@ -42,6 +45,9 @@ __all__ = [
     "paper_parameters",
     "random_associations",
 ]
+
+
+SIGNIFICANT_BITS = 64
 
 
 def circle_points(N: int) -> list[tuple[mpq, mpq]]:
@@ -57,7 +63,9 @@ def circle_points(N: int) -> list[tuple[mpq, mpq]]:
 
 
 def paper_parameters(d: int, d_h: int, H: int, S: int, N: int) -> dict:
-    """The paper's counts: d(S + 2N + 4 d_h H), and d(S + 2N + 2(d_h + 1)H) with rank-one W_QK."""
+    """The paper's counts: d(S + 2N + 4 d_h H) (Theorem 1), and d(S + 2N + 2(d_h + 1)H) with
+    rank-one W_QK (Remark 2): positions S·d, embedding and unembedding 2N·d, per head q, k ∈ Q^d
+    and W_V, W_O of d·d_h entries each."""
     return {
         "theorem_1": d * (S + 2 * N + 4 * d_h * H),
         "rank_one_qk": d * (S + 2 * N + 2 * (d_h + 1) * H),
@@ -77,16 +85,20 @@ def _rand(rng: random.Random, lo: int = 500, hi: int = 1500, den: int = 1000) ->
     return mpq(rng.randint(lo, hi), den)
 
 
-def _features(tokens, emb, pos, heads, lam0, precision):
-    """Φ(t) and the skip term x_S(t) of one sequence, on balls."""
+def _dot(u, v):
+    return sum((a * b for a, b in zip(u, v, strict=True)), mpq(0))
+
+
+def _features(tokens, emb, pos, heads):
+    """The head features [W_V^h A_h(t)]_h (balls) and the skip term x_S(t) (exact) of one
+    sequence, read at its last position."""
     xs = [[e + p for e, p in zip(emb[t], pos[s], strict=True)] for s, t in enumerate(tokens)]
     xS = xs[-1]
     d = len(xS)
     feats = []
     for q, k, V in heads:
-        qS = sum((a * b for a, b in zip(q, xS, strict=True)), mpq(0))
-        scores = [to_ball(qS * sum((a * b for a, b in zip(k, x, strict=True)), mpq(0))) for x in xs]
-        a = softmax_balls(scores)
+        qS = _dot(q, xS)
+        a = softmax_balls([to_ball(qS * _dot(k, x)) for x in xs])
         A = [
             sum((a[s] * to_ball(xs[s][i]) for s in range(len(xs))), to_ball(mpq(0)))
             for i in range(d)
@@ -94,11 +106,6 @@ def _features(tokens, emb, pos, heads, lam0, precision):
         feats += [
             sum((to_ball(V[r][i]) * A[i] for i in range(d)), to_ball(mpq(0))) for r in range(len(V))
         ]
-    scores = [to_ball(lam0 * sum((a * b for a, b in zip(xS, x, strict=True)), mpq(0))) for x in xs]
-    a = softmax_balls(scores)
-    feats += [
-        sum((a[s] * to_ball(xs[s][i]) for s in range(len(xs))), to_ball(mpq(0))) for i in range(d)
-    ]
     return feats, xS
 
 
@@ -121,8 +128,9 @@ def associations(ds: Dataset) -> list[tuple[tuple[int, ...], int]]:
 
 
 def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
-    """``build --construction dana25``: options d, head_dim, heads (default: the fewest with
-    H·d_h + d ≥ T₀), seed, precision, scale (λ_U)."""
+    """``build --construction dana25``: options d, head_dim, heads (default: the fewest H ≥ 1
+    with H·d_h + min(d, k) ≥ T₀, k the number of distinct last tokens), seed, precision, scale
+    (λ_U). The model has exactly H heads."""
     pairs = associations(dataset)
     N, S = len(dataset.vocab), len(dataset.sequences[0])
     T0 = len(pairs)
@@ -130,14 +138,22 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
     d_h = options.get("head_dim", d)
     if d < 2 or not 1 <= d_h <= d:
         raise InputError(f"dana25 needs d ≥ 2 and 1 ≤ d_h ≤ d (got d = {d}, d_h = {d_h})")
-    H = options.get("heads") or max(0, math.ceil((T0 - d) / d_h))
+    # the skip term x_S(t) = e(t_S) + pos_S depends on the last token only: k distinct last
+    # tokens give it rank min(d, k), the most it adds to the heads' H·d_h features
+    skip = min(d, len({tokens[-1] for tokens, _ in pairs}))
+    H = options.get("heads") or max(1, math.ceil((T0 - skip) / d_h))
     if H * d_h + d < T0:
         raise InputError(f"{T0} associations exceed H·d_h + d = {H * d_h + d}")
+    if H * d_h + skip < T0:
+        raise InputError(
+            f"the {T0} sequences end in {skip} distinct tokens, so the skip term "
+            f"e(t_S) + pos_S has rank {skip} < d = {d} and the features rank ≤ H·d_h + {skip} "
+            f"= {H * d_h + skip} < T₀: Theorem 1's exact readout needs d distinct last tokens"
+        )
     if N < 2:
         raise InputError("dana25 needs a vocabulary of at least 2 tokens")
     rng = random.Random(options.get("seed", 0))
     scale = mpq(options.get("scale", 100))
-    lam0 = mpq(options.get("skip_scale", 4))
     W_U = circle_points(N)
     precision = options.get("precision", 256)
     for _attempt in range(8):
@@ -151,48 +167,86 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
             )
             for _ in range(H)
         ]
-        solved = _solve_readout(pairs, emb, pos, heads, lam0, W_U, scale, d, precision)
+        # skip coefficients outside the T₀ unknowns (when T₀ or k < d) stay fixed, generic
+        fixed_M = [[_rand(rng, -1000, 1000) for _ in range(d)] for _ in range(2)]
+        solved = _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision)
         if solved is not None:
             break
         precision *= 2
     else:
         raise InputError(
-            "the attention features stayed singular (or too ill-conditioned) in 8 draws"
+            "the attention and skip features stayed singular (or too ill-conditioned) in 8 "
+            "draws; raise --set precision"
         )
-    W_O = solved
-    model = _model(emb, pos, heads, lam0, W_O, W_U, scale, d, d_h, N, S, options)
+    M, B = solved
+    model = _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options)
     return model, DanaWitness(H, d_h, T0, precision, scale)
 
 
-def _solve_readout(pairs, emb, pos, heads, lam0, W_U, scale, d, precision):
-    """W_O with W_O Φ(t) = λ_U w_{g(t)} − x_S(t) for every association (None if Φ is not
-    certifiably invertible at this precision). Columns beyond T₀ (if H·d_h + d > T₀) are set
-    to zero: the first T₀ feature columns are used."""
+def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision):
+    """(M, B) with [B, M] F(t) = λ_U w_{g(t)} for every association, M of rank 2, or None if the
+    features are not certifiably of rank T₀ at this precision.
+
+    T₀ unknowns: the first min(``skip``, T₀) skip coefficients (``skip`` = the rank the last
+    tokens give the skip term), then the head features in order; the rest are fixed: head
+    coefficients zero, skip coefficients those of ``fixed_M`` (generic)."""
     old = ctx.prec
     ctx.prec = precision
     try:
-        rows, rhs = [], []
         T0 = len(pairs)
+        d = len(fixed_M[0])
+        n_skip = min(skip, T0)
+        rows, rhs = [], []
         for tokens, y in pairs:
-            feats, xS = _features(tokens, emb, pos, heads, lam0, precision)
-            rows.append(feats[:T0])
-            target = list(W_U[y - 1]) + [mpq(0)] * (d - 2)
-            rhs.append([to_ball(scale * target[i] - xS[i]) for i in range(d)])
-        width = len(feats)
+            feats, xS = _features(tokens, emb, pos, heads)
+            rows.append([to_ball(x) for x in xS[:n_skip]] + feats[: T0 - n_skip])
+            rest = [_dot(fixed_M[c][n_skip:], xS[n_skip:]) for c in range(2)]
+            rhs.append([to_ball(scale * W_U[y - 1][c] - rest[c]) for c in range(2)])
         try:
-            X = arb_mat(rows).solve(arb_mat(rhs))  # Φ X = R − X_S, X = W_Oᵀ on T₀ columns
+            X = arb_mat(rows).solve(arb_mat(rhs))  # F X = R: X = [M, B]ᵀ on the unknowns
         except ZeroDivisionError:
             return None
-        W_O = [[mpq(0)] * width for _ in range(d)]
-        for j in range(T0):
-            for i in range(d):
-                W_O[i][j] = ball_midpoint(X[j, i])
-        return W_O
+        width = len(feats)
+        M = [
+            [_short(ball_midpoint(X[i, c])) if i < n_skip else fixed_M[c][i] for i in range(d)]
+            for c in (0, 1)
+        ]
+        B = [
+            [ball_midpoint(X[n_skip + j, c]) if j < T0 - n_skip else mpq(0) for j in range(width)]
+            for c in (0, 1)
+        ]
+        if _gram_det(M) == 0:  # W_U = C·M would lose the circle: redraw
+            return None
+        return M, B
     finally:
         ctx.prec = old
 
 
-def _model(emb, pos, heads, lam0, W_O, W_U, scale, d, d_h, N, S, options) -> Transformer:
+def _short(x: mpq, bits: int = SIGNIFICANT_BITS) -> mpq:
+    """x rounded to ``bits`` significant bits (a dyadic rational): the solve's midpoints and
+    W_O = P·B carry hundreds of bits that no margin needs; the verifier certifies the rounded
+    weights."""
+    if x == 0:
+        return x
+    e = int(abs(x.numerator)).bit_length() - int(x.denominator).bit_length()
+    shift = bits - e
+    scale = mpq(2) ** shift if shift >= 0 else mpq(1, 2 ** (-shift))
+    return mpq(round(x * scale)) / scale
+
+
+def _gram_det(M) -> mpq:
+    return _dot(M[0], M[0]) * _dot(M[1], M[1]) - _dot(M[0], M[1]) ** 2
+
+
+def _right_inverse(M) -> list[list[mpq]]:
+    """P = Mᵀ(M Mᵀ)⁻¹ ∈ Q^{d×2}, so that M P = I₂ exactly."""
+    g = _gram_det(M)
+    a, b, c = _dot(M[0], M[0]), _dot(M[0], M[1]), _dot(M[1], M[1])
+    inv = [[c / g, -b / g], [-b / g, a / g]]
+    return [[M[0][i] * inv[0][j] + M[1][i] * inv[1][j] for j in range(2)] for i in range(len(M[0]))]
+
+
+def _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options) -> Transformer:
     lanes = tuple(f"x{i}" for i in range(d))
     den = math.lcm(*[int(x.denominator) for col in emb for x in col])
     embed = Affine(
@@ -202,44 +256,37 @@ def _model(emb, pos, heads, lam0, W_O, W_U, scale, d, d_h, N, S, options) -> Tra
         den,
         lanes,
     )
+    P = _right_inverse(M)
     att_heads = []
-    col = 0
-    for q, k, V in heads:
-        block = [row[col : col + d_h] for row in W_O]
+    for h, (q, k, V) in enumerate(heads):
+        B_h = [row[h * d_h : (h + 1) * d_h] for row in B]
+        W_O = [
+            [_short(P[i][0] * B_h[0][j] + P[i][1] * B_h[1][j]) for j in range(d_h)]
+            for i in range(d)
+        ]
         att_heads.append(
             AttentionHead(
                 Affine.from_rationals([q], d),
                 Affine.from_rationals([k], d),
                 Affine.from_rationals(V, d),
-                Affine.from_rationals(block, d_h),
+                Affine.from_rationals(W_O, d_h),
             )
         )
-        col += d_h
-    ident = [[mpq(int(i == j)) for j in range(d)] for i in range(d)]
-    att_heads.append(
-        AttentionHead(
-            Affine.from_rationals([[lam0 * x for x in r] for r in ident], d),
-            Affine.from_rationals(ident, d),
-            Affine.from_rationals(ident, d),
-            Affine.from_rationals([row[col : col + d] for row in W_O], d),
-        )
-    )
-    unembed_rows = [list(w) + [mpq(0)] * (d - 2) for w in W_U]
+    unembed_rows = [[w[0] * M[0][i] + w[1] * M[1][i] for i in range(d)] for w in W_U]
     unembed = Affine.from_rationals(unembed_rows, d)
+    H = len(heads)
     meta = {
         "construction": "dana25",
-        "theorem": "Dana, Pydi & Chevaleyre 2025, Theorem 1 / Corollary 1 (reconstruction)",
+        "theorem": "Dana, Pydi & Chevaleyre 2025, Theorem 1 / Corollary 1",
         "options": dict(options),
         "readout": "classification",
-        "heads": len(heads),
+        "heads": H,
         "head_dim": d_h,
-        "capacity": len(heads) * d_h + d,
-        "paper_parameters": paper_parameters(d, d_h, len(heads), S, N),
+        "capacity": H * d_h + d,
+        "paper_parameters": paper_parameters(d, d_h, H, S, N),
         "target_margin": str(
             scale * (1 - max(W_U[0][0] * w[0] + W_U[0][1] * w[1] for w in W_U[1:]))
-        )
-        if N > 1
-        else None,
+        ),
     }
     return Transformer(
         N,

@@ -7,11 +7,14 @@ Step by step (kajitsuka_sato_2025.md §2.3–§2.9, build order §2.12):
 2. token ids: the Stage I projection of the memorizer on V — integers ≥ 2, ≥ 2 apart (Lemma
    C.2; one projection serves both the token id and φ̃'s Stage I, as §2.4 allows);
 3. witness set A (Lemma B.1): greedy, the smallest distinguishing token in vocab order;
-4. integer sequence-id weights f on A (Lemma B.2). The lemma is false as printed (§2.6: the
-   shift does not cancel when restricted multisets differ in size). ``sequence_weights`` =
-   ``random`` (default, the digest's FIX-1): f(x) uniform in [1, N'²], redrawn until the
-   sequence sums are distinct, checked exactly. ``paper``: the printed scheme with a rational
-   unit direction satisfying Park's inequality, kept for the verifier to refute;
+4. integer sequence-id weights f on A (Lemma B.2). The lemma's statement holds, but the
+   printed proof's construction fails: its shift by K = ⌊2N²|S|√π⌋ cancels only between
+   multisets of equal size, and the restricted multisets differ in size. ``sequence_weights`` =
+   ``random`` (default): f(x) uniform in [1, N'²], redrawn until the sequence sums are
+   distinct, checked exactly (what Lemma B.3 needs: sums ≥ 1 apart). ``union``: the statement
+   proved by a union bound — g uniform in [N'²] until the sums are distinct, f = ⌈√|S|⌉·g,
+   sums ≥ √|S| apart within the stated range. ``paper``: the printed construction with a
+   rational unit direction satisfying Park's inequality, kept for the verifier to refute;
 5. φ̃ = Lemma C.1 with labels f on A and the other tokens as zero-labelled extra points;
    F^(FF)_1 = (φ̃, token id, 0) (eqs. (50)–(51));
 6. one attention layer with W_K = W_Q = 0 (all scores 0: weights exactly 1/n under softmax and
@@ -22,6 +25,7 @@ Step by step (kajitsuka_sato_2025.md §2.3–§2.9, build order §2.12):
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,12 +64,13 @@ __all__ = [
     "random_weights",
     "random_weights_on_rows",
     "restrict",
+    "union_bound_weights",
     "sequence_sums",
     "witness_set",
     "witness_set_of_rows",
 ]
 
-SCHEMES = ("random", "paper")
+SCHEMES = ("random", "union", "paper")
 PAPER_SCHEME_LIMIT = 2000  # Park's inequality is checked over all pairs of multisets
 
 
@@ -136,7 +141,7 @@ def sequence_sums(multisets: Sequence[Multiset], f: dict[int, int]) -> list[int]
 def random_weights(
     multisets: Sequence[Multiset], A: Sequence[int], rng: random.Random, attempts: int = 64
 ) -> dict[int, int]:
-    """FIX-1 (digest §2.6): f(x) uniform in [1, Q], Q = N'², redrawn until sums are distinct.
+    """f(x) uniform in [1, Q], Q = N'², redrawn until the sums are distinct.
 
     For one pair of distinct restricted multisets a collision has probability ≤ 1/Q (fix a
     token whose counts differ), so one draw succeeds with probability ≥ ½.
@@ -165,6 +170,27 @@ def random_weights_on_rows(
         if len(np.unique(sums)) == len(sums):
             return f
     raise InputError(f"no separating weights in {attempts} draws (are two multisets equal?)")
+
+
+def union_bound_weights(
+    rows: np.ndarray, A: Sequence[int], rng: random.Random, attempts: int = 64
+) -> dict[int, int]:
+    """Lemma B.2's statement, proved by a union bound instead of the printed shift.
+
+    Take g: S → [N²] uniform (N distinct multisets, S = A: every witness token occurs in a
+    restricted multiset). For two distinct multisets fix a token whose counts differ: given the
+    other values, at most one value of g there makes the two integer sums equal, so they
+    collide with probability ≤ 1/N², and some pair does with probability ≤ (N − 1)/(2N) < ½.
+    Draws are repeated (seeded) until the sums are distinct. Then f = ⌈√|S|⌉·g has integer
+    sums at least ⌈√|S|⌉ ≥ √|S| apart, f ≤ ⌈√|S|⌉·N² ≤ ⌈4N²|S|√π⌉ and every sum of a multiset
+    of size ≤ M is at most M·⌈√|S|⌉·N² ≤ 4MN²|S|√π: the lemma's
+    (4MN²|S|√π, √|S|)-separation.
+    """
+    if not A:
+        return {}
+    g = random_weights_on_rows(rows, A, rng, attempts)
+    scale = math.isqrt(len(A) - 1) + 1  # ⌈√|S|⌉
+    return {x: scale * v for x, v in g.items()}
 
 
 def _ceil_times_sqrt_pi(q: mpq) -> int:
@@ -223,7 +249,8 @@ def paper_weights(
     """Lemma B.2 as printed: v̄_x = ⌈N²|S|√π·v_x⌉, f(x) = v̄_x + ⌊2N²|S|√π⌋ (S = A).
 
     The shift adds ⌊2N²|S|√π⌋·|m| to each sum, which cancels only between multisets of equal
-    size — the erratum of the digest's §2.6. Kept so the verifier can refute it.
+    size: the printed construction fails on restricted multisets of different sizes (the
+    statement itself holds, :func:`union_bound_weights`). Kept so the verifier can refute it.
     """
     s = len(A)
     c0 = mpq(N * N * s)
@@ -314,13 +341,15 @@ def _memorizer(points, labels, *, options, **kw):
 
 
 def _weights(rows, A, options, rng) -> tuple[dict[int, int], tuple[mpq, ...]]:
-    """Lemma B.2: FIX-1 random weights (default) or the printed scheme. ``rows``: the distinct
-    multisets as rows of sorted tokens."""
+    """Lemma B.2: random weights (default), the union-bound construction of the statement, or
+    the printed construction. ``rows``: the distinct multisets as rows of sorted tokens."""
     scheme = options.get("sequence_weights", "random")
     if scheme not in SCHEMES:
         raise InputError(f"sequence_weights must be one of {', '.join(SCHEMES)}")
     if scheme == "random":
         return random_weights_on_rows(rows, A, rng), ()
+    if scheme == "union":
+        return union_bound_weights(rows, A, rng), ()
     in_A = set(A)
     restricted = [restrict(multiset_of(row), in_A) for row in rows.tolist()]
     if not A:
@@ -405,7 +434,10 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
     seed = options.get("seed", 0)
     rng = random.Random(seed)
     sv = check_consistency(
-        dataset, CONSISTENCY_MODE.get(variant, "next-token"), view(dataset, by_index=token_ids)
+        dataset,
+        CONSISTENCY_MODE.get(variant, "next-token"),
+        view(dataset, by_index=token_ids),
+        position_advice=not token_ids,
     )
     n = len(dataset.sequences[0])
     # distinct multisets, first-seen order (int64: the kernels and sums take them so)

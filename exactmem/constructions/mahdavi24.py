@@ -33,52 +33,28 @@ from dataclasses import dataclass
 from flint import arb_mat, ctx, fmpq, fmpq_mat
 from gmpy2 import mpq
 
-from exactmem.assumptions import context_rank_violations, kruskal_rank_at_least
+from exactmem.assumptions import mahdavi_assumptions as check_assumptions
+from exactmem.assumptions import mahdavi_capacity as capacity
+from exactmem.assumptions import mahdavi_examples as examples
+from exactmem.assumptions import rank_of
+from exactmem.assumptions import shared_context_rank_ceiling as rank_ceiling
+from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.evaluate.softmax import ball_bounds, ball_midpoint, softmax_balls, to_ball
 from exactmem.model import Affine, Attention, AttentionHead, Transformer
 
-__all__ = ["MahdaviWitness", "build", "capacity", "examples", "random_instance", "rank_ceiling"]
+__all__ = [
+    "MahdaviWitness",
+    "build",
+    "capacity",
+    "check_assumptions",
+    "examples",
+    "random_instance",
+    "rank_ceiling",
+    "rank_of",
+]
 
 Vec = tuple[mpq, ...]
-
-
-def capacity(H: int, n: int, d_h: int) -> int:
-    """T = H(min(n, d_h) − 1) + 1 (Theorem 1 as digested)."""
-    return H * (min(n, d_h) - 1) + 1
-
-
-def examples(ds: Dataset) -> tuple[list[Vec], list[list[Vec]]]:
-    """(queries, contexts): the last token of each sequence is the query."""
-    if ds.task != "next-token":
-        raise InputError(f"mahdavi24 needs task 'next-token', the dataset has {ds.task!r}")
-    n1 = len(ds.sequences[0])
-    if n1 < 3:
-        raise InputError("mahdavi24 needs sequences of n ≥ 2 context tokens and a query")
-    queries = [tuple(ds.vocab[s[-1]]) for s in ds.sequences]
-    contexts = [[tuple(ds.vocab[t]) for t in s[:-1]] for s in ds.sequences]
-    return queries, contexts
-
-
-def check_assumptions(queries, contexts, *, max_subsets: int = 20_000, seed: int = 0):
-    """A2 then A1, exact; violations are input errors naming the examples."""
-    n, d = len(contexts[0]), len(queries[0])
-    if n >= d:
-        raise InputError(f"Mahdavi et al. assume n < d; the contexts have n = {n} tokens in Q^{d}")
-    bad = context_rank_violations(contexts)
-    if bad:
-        shown = ", ".join(f"sequences[{t}] (rank {r})" for t, r in bad[:5])
-        raise InputError(f"A2 fails: {len(bad)} contexts are not of rank n = {n}: {shown}")
-    report = kruskal_rank_at_least(
-        queries, min(n, len(queries)), max_subsets=max_subsets, seed=seed
-    )
-    if not report.holds:
-        raise InputError(
-            f"A1 fails: the queries of sequences {list(report.violation)} are "
-            f"linearly dependent (Kruskal rank < n = {n})"
-        )
-    return report
 
 
 # --------------------------------------------------------------------------- exact algebra
@@ -114,10 +90,6 @@ def _pivots(rows) -> list[int]:
     for r in _rows(rref)[:rank]:
         piv.append(next(j for j, x in enumerate(r) if x != 0))
     return piv
-
-
-def rank_of(rows) -> int:
-    return _fmat(rows).rank() if rows else 0
 
 
 # --------------------------------------------------------------------------- the design
@@ -415,18 +387,6 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
         temperature,
     )
     return model, witness
-
-
-def rank_ceiling(contexts: Sequence[Sequence[Vec]], H: int) -> int | None:
-    """Proposition 2 (shared context): every attention vector lies in the simplex, so E ᵀa ranges
-    over an affine set of dimension rank([x_j − x_1]_j) and the T rows of Z lie in an affine
-    space of dimension H·that: rank Z ≤ H·dim + 1 whatever the weights. Returns the ceiling
-    when all contexts are equal (None otherwise)."""
-    if any(c != contexts[0] for c in contexts):
-        return None
-    E = contexts[0]
-    diffs = [[a - b for a, b in zip(x, E[0], strict=True)] for x in E[1:]]
-    return H * rank_of(diffs) + 1
 
 
 def random_instance(

@@ -606,7 +606,10 @@ def _projected(projection: Projection, points, scale: int, integral: list[list[i
     proved below 2⁶² (points = integral / scale), point by point otherwise."""
     f = projection.factor * projection.scale
     top = max((abs(x) for row in integral for x in row), default=0)
-    if top * f * sum(abs(w) for w in projection.direction) >= LIMIT or scale >= LIMIT:
+    # every factor bounded on its own too: a zero direction makes the product 0 whatever the
+    # coordinates (one point, 1e20), and the int64 matrix must still hold them
+    reach = top * f * sum(abs(w) for w in projection.direction)
+    if max(reach, top, f, scale) >= LIMIT:
         return [projection.key(p) for p in points]
     num = (np.array(integral, np.int64) @ np.array(projection.direction, np.int64)) * f
     off = np.flatnonzero(num % scale)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
+from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 
 __all__ = [
@@ -30,42 +31,6 @@ __all__ = [
 ]
 
 MAX_PRECISION = 1 << 14
-
-
-def to_ball(value: mpq) -> arb:
-    value = mpq(value)
-    return arb(fmpq(int(value.numerator), int(value.denominator)))
-
-
-def _dyadic(x: arb) -> mpq:
-    man, exp = x.man_exp()
-    return mpq(int(man)) * (mpq(2) ** int(exp)) if exp >= 0 else mpq(int(man), 2 ** (-int(exp)))
-
-
-def ball_midpoint(x: arb) -> mpq:
-    """The exact (dyadic) midpoint of a ball."""
-    return _dyadic(x.mid())
-
-
-def ball_bounds(x: arb) -> tuple[mpq, mpq]:
-    """Exact rational lower and upper bounds of a ball (its midpoint and radius are dyadic)."""
-    mid, rad = _dyadic(x.mid()), _dyadic(x.rad())
-    return mid - rad, mid + rad
-
-
-def softmax_balls(scores: Sequence[arb]) -> list[arb]:
-    """Enclosures of softmax(scores). When every score is the same exact number the weights are
-    1/n exactly (eq. (39)), returned as the tightest ball around 1/n (exact when n is a power of
-    two); the exact evaluator computes such layers with rational 1/n."""
-    n = len(scores)
-    if all(s.is_exact() for s in scores) and all(s == scores[0] for s in scores):
-        return [arb(fmpq(1, n))] * n
-    top = scores[0]
-    for s in scores[1:]:
-        top = top.max(s)
-    exps = [(s - top).exp() for s in scores]
-    total = sum(exps[1:], exps[0])
-    return [e / total for e in exps]
 
 
 def _affine(a: Affine, v: Sequence[arb]) -> list[arb]:

@@ -1,0 +1,164 @@
+"""Output files: checked before any work, written atomically.
+
+A verification may run for minutes; an output path that cannot be written must fail at once
+(exit 2), not after the work, and a failed or interrupted write must leave the previous file
+as it was. :func:`check_output` tests a path up front (its folder exists and is writable, it is
+not a folder, not a read-only file, not one of the command's inputs); :func:`write_atomic`
+writes a temporary file in the same folder, flushes and fsyncs it, and renames it over the
+target, removing the temporary file on any failure, ``KeyboardInterrupt`` and termination
+included.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from exactmem.errors import InputError
+
+__all__ = ["OutputError", "check_output", "write_atomic"]
+
+TEMP_SUFFIX = ".exactmem-tmp"
+
+
+class OutputError(InputError):
+    """An output path that cannot be written (exit 2, like every bad argument)."""
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.EFBIG:
+        return "file too large for the file-size limit (EFBIG)"
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device (ENOSPC)"
+    return exc.strerror or str(exc)
+
+
+def _target(path: str | os.PathLike, option: str) -> Path:
+    text = os.fspath(path)
+    if not text:
+        raise OutputError(f"{option}: empty path")
+    if text.endswith(("/", os.sep)):
+        raise OutputError(f"{option} {text}: names a folder, expected a file path")
+    # write through a symbolic link to the file it names (os.replace would swap the link)
+    return Path(os.path.realpath(text))
+
+
+def check_output(
+    path: str | os.PathLike, option: str, inputs: Iterable[str | os.PathLike] = ()
+) -> Path:
+    """Refuse an output path that cannot be written, before any work is done.
+
+    ``option`` names the flag in messages (``--out``, ``--certificate``); ``inputs`` are the
+    command's input files, which the output must not replace. Returns the resolved target."""
+    shown = os.fspath(path)
+    try:
+        return _checked(_target(path, option), shown, option, inputs)
+    except OSError as exc:  # a folder on the way that cannot be searched, a link loop
+        raise OutputError(f"{option} {shown}: cannot be examined ({_reason(exc)})") from None
+
+
+def _checked(target: Path, shown: str, option: str, inputs: Iterable) -> Path:
+    folder = target.parent
+    if target.is_dir():
+        raise OutputError(f"{option} {shown}: is a folder, expected a file path")
+    if not folder.exists():
+        raise OutputError(f"{option} {shown}: the folder {folder} does not exist")
+    if not folder.is_dir():
+        raise OutputError(f"{option} {shown}: {folder} is not a folder")
+    if target.exists():
+        for given in inputs:
+            try:
+                same = os.path.samefile(target, given)
+            except OSError:
+                same = False
+            if same:
+                raise OutputError(
+                    f"{option} {shown}: is the input file {os.fspath(given)}; writing it would "
+                    "replace the input"
+                )
+        if not target.is_file():
+            raise OutputError(f"{option} {shown}: exists and is not a regular file")
+        if not os.access(target, os.W_OK):
+            raise OutputError(f"{option} {shown}: the existing file is not writable")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {shown}: the folder {folder} is not writable")
+    # os.access trusts permission bits (always true for root); a real file proves it
+    try:
+        fd, probe = tempfile.mkstemp(prefix=_prefix(target), suffix=TEMP_SUFFIX, dir=folder)
+    except OSError as exc:
+        raise OutputError(
+            f"{option} {shown}: cannot create a file in {folder} ({_reason(exc)})"
+        ) from None
+    try:
+        os.close(fd)
+    finally:
+        os.unlink(probe)
+    return target
+
+
+def _prefix(target: Path) -> str:
+    # a temporary name must fit where the target's name fits (255 bytes on most systems)
+    return f".{target.name[:64]}."
+
+
+def _mode_for(target: Path) -> int:
+    """The permission bits of the file being replaced, else the umask's default for new files."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def write_atomic(path: str | os.PathLike, data: bytes, option: str = "output file") -> None:
+    """Write ``data`` to ``path`` so that the file is either the old one or the whole new one.
+
+    Temporary file in the same folder (so the rename cannot cross file systems), write, flush,
+    fsync, ``os.replace``, then fsync of the folder. An ``OSError`` (full disk, file-size limit)
+    becomes an :class:`OutputError` naming the path; on any failure or interruption the
+    temporary file is removed and the old file is untouched."""
+    target = _target(path, option)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=_prefix(target), suffix=TEMP_SUFFIX, dir=target.parent)
+    except OSError as exc:
+        raise OutputError(
+            f"{option} {os.fspath(path)}: cannot create a file in {target.parent} ({_reason(exc)})"
+        ) from None
+    try:
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), _mode_for(target))
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, target)
+        except OSError as exc:
+            raise OutputError(
+                f"{option} {os.fspath(path)}: cannot write ({_reason(exc)}); "
+                "the previous file, if any, is unchanged"
+            ) from None
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    _sync_folder(target.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename durable; some file systems refuse to open or fsync a folder."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

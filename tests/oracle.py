@@ -1,0 +1,253 @@
+"""An oracle for exactmem models, independent of both evaluators.
+
+Written from the IR's definition (``exactmem.model``) with :class:`fractions.Fraction` and plain
+lists: no NumPy, no gmpy2, no python-flint, nothing from ``exactmem.evaluate``. Every sequence is
+evaluated position by position, nothing is shared or cached, so the code can be read against the
+definition line by line:
+
+* the input column of a token is its vocabulary vector, or the one-hot vector e_x of its id
+  (``token_inputs``), then ``E_in`` (affine, with bias);
+* an :class:`MLP` is ``L_k ∘ σ ∘ … ∘ σ ∘ L_1`` with ReLU σ, plus its input when residual;
+* a :class:`PositionalEncoding` adds ``table[k]`` to the column at position k;
+* an :class:`Attention` sub-layer adds ``Σ_h W_O W_V Z a_h`` to Z, where the weights a_h of a
+  query column are 1/|keys| (``uniform``), 1/|I| on the maximisers I of the scores
+  ``⟨W_K z_k, W_Q z_q⟩`` (``hardmax``, ties averaged) or softmax of the scores; with mask
+  ``context`` the last position is not a key;
+* ``E_out`` (affine, with bias) gives the outputs.
+
+Softmax of unequal scores is transcendental: from there on values are ``mpmath.iv`` intervals
+(outward rounded, at a chosen precision) and a label is decided only when its interval is on one
+side. Softmax of equal exact scores is exactly 1/|keys|.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from mpmath import iv, libmp
+
+from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+
+__all__ = ["Judgement", "Undecided", "bounds", "judge", "run"]
+
+
+class Undecided(Exception):
+    """An interval is too wide to decide a discrete choice (a hardmax maximiser)."""
+
+
+def _interval(q: Fraction):
+    return iv.mpf(q.numerator) / q.denominator
+
+
+def _lift(x):
+    return _interval(x) if isinstance(x, Fraction) else x
+
+
+def _exact(*xs) -> bool:
+    return all(isinstance(x, Fraction) for x in xs)
+
+
+def add(x, y):
+    return x + y if _exact(x, y) else _lift(x) + _lift(y)
+
+
+def mul(x, y):
+    return x * y if _exact(x, y) else _lift(x) * _lift(y)
+
+
+def bounds(x) -> tuple[Fraction, Fraction]:
+    """Exact rational lower and upper bounds of a value (itself when exact)."""
+    if isinstance(x, Fraction):
+        return x, x
+    lo, hi = (libmp.to_rational(end) for end in x._mpi_)
+    return Fraction(int(lo[0]), int(lo[1])), Fraction(int(hi[0]), int(hi[1]))
+
+
+def relu(x):
+    if isinstance(x, Fraction):
+        return max(x, Fraction(0))
+    lo, hi = bounds(x)
+    if lo >= 0:
+        return x
+    if hi <= 0:
+        return Fraction(0)
+    return iv.mpf([0, x.b])
+
+
+def affine(a: Affine, x: Sequence) -> list:
+    """``(W·x + b) / denominator``, entry by entry."""
+    assert len(x) == a.in_dim, (len(x), a.in_dim)
+    out = []
+    for row, b in zip(a.rows, a.bias, strict=True):
+        acc = Fraction(b, a.denominator)
+        for col, coeff in row:
+            acc = add(acc, mul(Fraction(coeff, a.denominator), x[col]))
+        out.append(acc)
+    return out
+
+
+def mlp(m: MLP, x: list) -> list:
+    h = x
+    for i, layer in enumerate(m.layers):
+        h = affine(layer, h)
+        if i < len(m.layers) - 1:
+            h = [relu(v) for v in h]
+    return [add(a, b) for a, b in zip(x, h, strict=True)] if m.residual else h
+
+
+def dot(u: Sequence, v: Sequence):
+    acc = Fraction(0)
+    for a, b in zip(u, v, strict=True):
+        acc = add(acc, mul(a, b))
+    return acc
+
+
+def _weights(score: str, scores: list) -> list:
+    """Attention weights of one query column over its keys."""
+    n = len(scores)
+    if score == "uniform":
+        return [Fraction(1, n)] * n
+    if _exact(*scores) and all(s == scores[0] for s in scores):
+        return [Fraction(1, n)] * n  # hardmax and softmax alike
+    if score == "hardmax":
+        if not _exact(*scores):
+            raise Undecided("hardmax over interval scores")
+        top = max(scores)
+        tied = [s == top for s in scores]
+        return [Fraction(1, sum(tied)) if t else Fraction(0) for t in tied]
+    # softmax: w_k = 1 / Σ_j exp(s_j − s_k); each difference exact when the scores are
+    weights = []
+    for sk in scores:
+        total = iv.mpf(0)
+        for sj in scores:
+            total += iv.exp(_lift(add(sj, mul(Fraction(-1), sk))))
+        weights.append(1 / total)
+    return weights
+
+
+def attention(att: Attention, cols: list[list]) -> list[list]:
+    n = len(cols)
+    keys = list(range(n - 1)) if att.mask == "context" and n > 1 else list(range(n))
+    new = [list(c) for c in cols]
+    for h in att.heads:
+        values = [affine(h.value, c) for c in cols]
+        for q in range(n):
+            query = affine(h.query, cols[q])
+            scores = [dot(affine(h.key, cols[k]), query) for k in keys]
+            weights = _weights(att.score, scores)
+            mixed = [Fraction(0)] * h.value.out_dim
+            for k, w in zip(keys, weights, strict=True):
+                mixed = [add(m, mul(w, v)) for m, v in zip(mixed, values[k], strict=True)]
+            delta = affine(h.output, mixed)
+            new[q] = [add(a, b) for a, b in zip(new[q], delta, strict=True)]
+    return new
+
+
+def _fraction(x) -> Fraction:
+    return Fraction(int(x.numerator), int(x.denominator))
+
+
+def run_sequence(model: Transformer, vocab: Sequence, seq: Sequence[int]) -> list[list]:
+    """The output columns at every position of one sequence."""
+    if model.token_inputs:
+        cols = [[Fraction(int(t == j)) for j in range(model.input_dim)] for t in seq]
+    else:
+        cols = [[_fraction(x) for x in vocab[t]] for t in seq]
+    if model.embed:
+        cols = [affine(model.embed, c) for c in cols]
+    for sub in model.sublayers:
+        if isinstance(sub, MLP):
+            cols = [mlp(sub, c) for c in cols]
+        elif isinstance(sub, PositionalEncoding):
+            if len(cols) > len(sub.table):
+                raise ValueError("the positional encoding is shorter than the sequence")
+            cols = [
+                [add(a, _fraction(b)) for a, b in zip(c, sub.table[k], strict=True)]
+                for k, c in enumerate(cols)
+            ]
+        else:
+            cols = attention(sub, cols)
+    if model.unembed:
+        cols = [affine(model.unembed, c) for c in cols]
+    return cols
+
+
+def run(model: Transformer, dataset, *, precision: int = 256) -> list[list]:
+    """The judged output column of every example: the point's, or the last position's."""
+    old = iv.prec
+    iv.prec = precision
+    try:
+        if dataset.task == "points":
+            return [run_sequence(model, [p], [0])[0] for p in dataset.points]
+        return [run_sequence(model, dataset.vocab, s)[-1] for s in dataset.sequences]
+    finally:
+        iv.prec = old
+
+
+def _label(col: list, y: int, readout: str, tolerance: Fraction) -> bool | None:
+    """True: the label is reproduced; False: it is not; None: the intervals cannot tell."""
+    if readout == "classification":
+        if not 1 <= y <= len(col):
+            return False
+        verdict: bool | None = True
+        for c, other in enumerate(col):
+            if c != y - 1:
+                lo, hi = bounds(add(col[y - 1], mul(Fraction(-1), other)))
+                if hi <= 0:
+                    return False
+                if lo <= 0:
+                    verdict = None
+        return verdict
+    if len(col) != 1:
+        return False
+    lo, hi = bounds(add(col[0], Fraction(-y)))  # |output − label| ≤ tolerance, 0: equality
+    if -tolerance <= lo and hi <= tolerance:
+        return True
+    return False if lo > tolerance or hi < -tolerance else None
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Per label: True reproduced, False not, None undecided at every precision tried."""
+
+    labels: tuple[bool | None, ...]
+    outputs: tuple[tuple, ...]
+    precision: int
+
+    @property
+    def verified(self) -> bool:
+        return all(v is True for v in self.labels)
+
+    @property
+    def refuted(self) -> bool:
+        return any(v is False for v in self.labels)
+
+
+def judge(
+    model: Transformer,
+    dataset,
+    *,
+    readout: str = "regression",
+    tolerance: Fraction = Fraction(0),
+    precisions: Sequence[int] = (256, 1024, 4096),
+) -> Judgement:
+    """Whether the model reproduces every label of ``dataset`` (next-token: at the last
+    position), raising the interval precision while some label is undecided."""
+    result = None
+    for precision in precisions:
+        try:
+            outputs = run(model, dataset, precision=precision)
+        except Undecided:
+            continue
+        labels = tuple(
+            _label(col, y, readout, tolerance)
+            for col, y in zip(outputs, dataset.labels, strict=True)
+        )
+        result = Judgement(labels, tuple(tuple(c) for c in outputs), precision)
+        if None not in labels:
+            break
+    if result is None:
+        raise Undecided("hardmax over interval scores at every precision")
+    return result

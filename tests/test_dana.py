@@ -1,0 +1,193 @@
+"""Dana, Pydi & Chevaleyre 2025: exactly H heads, the + d from the skip connection, the paper's
+parameter count, and a checklist that refutes broken models (issue 17, point 1)."""
+
+from dataclasses import replace
+
+import pytest
+from gmpy2 import mpq
+from support import certify_built
+
+from exactmem.constructions import dana25
+from exactmem.data import Dataset
+from exactmem.errors import InputError
+from exactmem.model import MLP, Affine, Attention, resources
+
+# (N, S, d, d_h, H): T₀ = H·d_h + d associations, d = 2 (Corollary 1) and wider, d_h < d and = d
+GRID = [
+    (10, 2, 2, 1, 8),
+    (10, 2, 2, 2, 1),
+    (12, 3, 2, 2, 12),
+    (8, 5, 4, 2, 10),
+    (10, 3, 3, 3, 4),
+    (20, 2, 6, 3, 8),
+]
+
+
+def built(N, S, d, d_h, H, T=None, seed=None):
+    T = H * d_h + d if T is None else T
+    ds = dana25.random_associations(N, S, T, seed=T if seed is None else seed)
+    model, _ = dana25.build(ds, {"d": d, "head_dim": d_h, "heads": H})
+    return ds, model
+
+
+def checks_of(model, ds):
+    cert = certify_built(model, ds)
+    return cert, {c.name: c for c in cert.checks}
+
+
+@pytest.mark.parametrize("N, S, d, d_h, H", GRID)
+def test_h_heads_memorize_h_dh_plus_d(N, S, d, d_h, H):
+    ds, model = built(N, S, d, d_h, H)
+    att = model.sublayers[1]
+    assert len(att.heads) == H
+    assert {h.value.out_dim for h in att.heads} == {d_h}
+    cert, checks = checks_of(model, ds)
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
+    assert checks["dana.feature_rank"].figures["associations"] == H * d_h + d
+    assert checks["dana.capacity"].figures == {"capacity": H * d_h + d, "heads": H, "skip_dim": d}
+    assert mpq(checks["labels"].figures["min_margin_lower_bound"]) > 0
+
+
+@pytest.mark.parametrize("N, S, d, d_h, H", GRID)
+def test_dense_parameters_are_the_rank_one_count(N, S, d, d_h, H):
+    """Remark 2's d(S + 2N + 2(d_h + 1)H), plus the d + N biases of the embedding and the
+    unembedding that the IR counts as dense parameters (all zero); within Theorem 1's
+    d(S + 2N + 4 d_h H) plus the same biases."""
+    ds, model = built(N, S, d, d_h, H)
+    paper = dana25.paper_parameters(d, d_h, H, S, N)
+    dense = resources(model).dense_parameters
+    assert dense == paper["rank_one_qk"] + d + N
+    assert dense <= paper["theorem_1"] + d + N
+    assert model.embed.bias == (0,) * d and model.unembed.bias == (0,) * N
+
+
+def test_wide_features_and_fewer_associations_than_features():
+    """T₀ < H·d_h + d: the rank is certified through the Gram matrix; T₀ < d too."""
+    for N, S, d, d_h, H, T in [(10, 2, 4, 3, 3, 11), (10, 2, 6, 2, 1, 3)]:
+        ds, model = built(N, S, d, d_h, H, T=T, seed=1)
+        cert, checks = checks_of(model, ds)
+        assert cert.verdict == "verified", [c.detail for c in cert.failed]
+        assert checks["dana.capacity"].figures["capacity"] == H * d_h + d > T
+
+
+@pytest.fixture(scope="module")
+def small():
+    return built(10, 2, 2, 2, 5)  # T₀ = 12 = 5·2 + 2
+
+
+def _with_heads(model, heads):
+    pos, att = model.sublayers
+    return replace(model, sublayers=(pos, Attention(tuple(heads), att.score, att.label)))
+
+
+def test_one_head_removed_is_refuted(small):
+    ds, model = small
+    broken = _with_heads(model, model.sublayers[1].heads[1:])
+    failed = {c.name for c in certify_built(broken, ds).failed}
+    assert {"dana.capacity", "dana.feature_rank"} <= failed
+
+
+def test_a_zeroed_value_map_is_refuted(small):
+    ds, model = small
+    heads = list(model.sublayers[1].heads)
+    v = heads[2].value
+    heads[2] = replace(heads[2], value=Affine(v.in_dim, ((),) * v.out_dim, v.bias, 1))
+    broken = _with_heads(model, heads)
+    cert, checks = checks_of(broken, ds)
+    assert cert.verdict == "refuted"
+    assert not checks["dana.feature_rank"].passed
+    assert checks["dana.capacity"].passed  # the head is still counted: only the rank sees it
+
+
+def test_the_features_end_with_the_skip_term(small):
+    """At T₀ = H·d_h + d the heads alone give H·d_h < T₀ features: the rank certified above
+    counts the skip term x_S(t) = e(t_S) + pos_S, read from the weights."""
+    from flint import ctx
+
+    from exactmem.balls import ball_bounds
+    from exactmem.verify_attention import _dana_features, _dana_layers
+
+    ds, model = small
+    att, tables = _dana_layers(model)
+    seq = ds.sequences[0]
+    emb = model.embed
+    x_S = [
+        mpq(sum(c for j, c in row if j == seq[-1]), emb.denominator) + tables[0][-1][i]
+        for i, row in enumerate(emb.rows)
+    ]
+    old = ctx.prec
+    ctx.prec = 128
+    try:
+        feats = _dana_features(model, att, tables, seq)
+    finally:
+        ctx.prec = old
+    assert len(feats) == 5 * 2 + 2
+    for f, x in zip(feats[-2:], x_S, strict=True):
+        lo, hi = ball_bounds(f)
+        assert lo <= x <= hi and hi - lo < mpq(1, 2**100)
+
+
+def test_meta_decides_nothing(small):
+    ds, model = small
+    lying = replace(model, meta={**model.meta, "heads": 99, "capacity": 10**6})
+    broken = _with_heads(lying, lying.sublayers[1].heads[1:])
+    _, checks = checks_of(broken, ds)
+    assert checks["dana.capacity"].figures["capacity"] == 4 * 2 + 2
+    assert not checks["dana.capacity"].passed
+
+
+def test_a_layer_after_the_attention_is_not_the_architecture(small):
+    ds, model = small
+    ident = Affine.from_dense([[1, 0], [0, 1]])
+    extra = MLP((ident,), residual=False)
+    broken = replace(model, sublayers=model.sublayers + (extra,))
+    failed = {c.name for c in certify_built(broken, ds).failed}
+    assert "dana25.structure" in failed
+
+
+def test_sequences_sharing_their_last_token_give_the_skip_rank_one():
+    """x_S(t) = e(t_S) + pos_S depends on the last token only: T₀ = H·d_h + 2 sequences that all
+    end in token 0 give features of rank ≤ H·d_h + 1, so the exact readout is refused; one more
+    head memorizes them."""
+    seqs = tuple((a, b, 0) for a in range(4) for b in range(3))  # 12 sequences, last token 0
+    ds = Dataset(
+        "next-token",
+        tuple(1 + (7 * i) % 10 for i in range(12)),
+        10,
+        vocab=tuple((mpq(t),) for t in range(10)),
+        sequences=seqs,
+    )
+    with pytest.raises(InputError, match="end in 1 distinct tokens"):
+        dana25.build(ds, {"d": 2, "head_dim": 2, "heads": 5})
+    model, _ = dana25.build(ds, {"d": 2, "head_dim": 2})
+    assert len(model.sublayers[1].heads) == 6  # ⌈(12 − 1)/2⌉
+    assert certify_built(model, ds).verdict == "verified"
+
+
+def test_the_claims_parameter_bound_fails_with_one_head_more(small):
+    """proofs/dana25.toml bounds the dense parameters by the paper's count: the model holds it
+    with equality, and one head more (the former W_QK = 4I head's 4d² parameters, say) fails."""
+    from pathlib import Path
+
+    from exactmem.proofs import _bound_checks, load_claim
+
+    claim = load_claim(Path(__file__).parent.parent / "proofs" / "dana25.toml")
+    ds, model = small
+    options = {"d": 2, "head_dim": 2, "heads": 5}
+    ((held, _),) = _bound_checks(claim, certify_built(model, ds), ds, options)
+    assert held.passed and held.figures["measured"] == 5 * 2 * 3 * 2 + 2 * (2 + 2 * 10) + 12
+    heads = model.sublayers[1].heads
+    more = _with_heads(model, heads + heads[:1])
+    ((failed, _),) = _bound_checks(claim, certify_built(more, ds), ds, options)
+    assert not failed.passed
+
+
+def test_a_head_wider_than_d_counts_d_features(small):
+    """W_V^h A_h is an image of A_h ∈ R^d: a head with d_h = 3 > d = 2 adds 2 to the capacity."""
+    ds, model = small
+    heads = list(model.sublayers[1].heads)
+    v, o = heads[0].value, heads[0].output
+    wide = Affine(v.in_dim, v.rows + (v.rows[0],), v.bias + (0,), v.denominator)
+    heads[0] = replace(heads[0], value=wide, output=replace(o, in_dim=3))
+    _, checks = checks_of(_with_heads(model, heads), ds)
+    assert checks["dana.capacity"].figures["capacity"] == 5 * 2 + 2
