@@ -25,7 +25,6 @@ from exactmem.model import (
     PositionalEncoding,
     Probe,
     Transformer,
-    mlp_meta_problem,
     mlp_problem,
     model_meta_problem,
     shape_problem,
@@ -150,7 +149,7 @@ def save_certificate(content: dict, path: str | Path) -> str:
 #
 # Strict: every object has exactly its fields (a misspelt or extra field is an error, never
 # ignored), numbers are ASCII (exactmem.exact), shapes fit (exactmem.model.shape_problem), and
-# the meta keys the core reads are typed. Every error names the JSON path.
+# the meta labels the certificate shows are typed. Every error names the JSON path.
 
 AFFINE_FIELDS = ("in", "den", "names", "rows", "bias")
 SUBLAYER_FIELDS = {
@@ -263,10 +262,7 @@ def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncod
         meta = _field(obj, "meta", dict, where)
         if problem := mlp_problem(layers, residual, probes, where):
             raise InputError(f"{problem[0]}: {problem[1]}")
-        mlp = _checked(lambda: MLP(layers, residual, probes, label, meta), where)
-        if problem := mlp_meta_problem(mlp, f"{where}.meta"):
-            raise InputError(f"{problem[0]}: {problem[1]}")
-        return mlp
+        return _checked(lambda: MLP(layers, residual, probes, label, meta), where)
     if kind == "attention":
         heads = []
         for i, h in enumerate(_field(obj, "heads", list, where)):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from gmpy2 import mpq
 
-from exactmem.exact import parameter_bits, parse_rational
+from exactmem.exact import parameter_bits
 
 __all__ = [
     "MLP",
@@ -30,7 +30,6 @@ __all__ = [
     "Probe",
     "Resources",
     "Transformer",
-    "mlp_meta_problem",
     "mlp_problem",
     "model_meta_problem",
     "resources",
@@ -514,75 +513,18 @@ def validate(model: Transformer) -> Problem | None:
     )
 
 
-# What the core reads from ``meta`` (the construction's notes), typed where it is read: a model
-# file's meta is untrusted text, and a wrong type there must be an input error, not a crash.
-
-MAX_LAYOUT_BITS = 1 << 20
-READOUTS = ("regression", "classification")
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _layout_problem(layout: object, path: str, probes: int) -> Problem | None:
-    """A memorizer's layout (Lemma C.1): the verifier loops over its K slots and m − 1 steps
-    and reads ρ, c as bit counts, so each is a bounded integer (K and m − 1 probes exist)."""
-    if not isinstance(layout, dict):
-        return path, "a memorizer layout must be an object"
-    for key, low, high in (
-        ("group_size", 1, probes),
-        ("groups", 1, probes + 1),
-        ("key_bits", 0, MAX_LAYOUT_BITS),
-        ("label_bits", 0, MAX_LAYOUT_BITS),
-    ):
-        v = layout.get(key)
-        if not _is_int(v) or not low <= v <= max(high, low):
-            return f"{path}.{key}", f"{v!r:.40} is not an integer in {low}..{max(high, low)}"
-    if not isinstance(layout.get("gadget"), str):
-        return f"{path}.gadget", "expected a string"
-    return None
-
-
-def mlp_meta_problem(mlp: MLP, path: str) -> Problem | None:
-    """The layout keys of an MLP's meta that the verifier reads, typed."""
-    meta = mlp.meta
-    if "subnetworks" in meta:
-        subs = meta["subnetworks"]
-        if not isinstance(subs, list) or not subs:
-            return f"{path}.subnetworks", "expected a non-empty list of layouts"
-        for j, layout in enumerate(subs):
-            if problem := _layout_problem(layout, f"{path}.subnetworks[{j}]", len(mlp.probes)):
-                return problem
-    elif "groups" in meta or "group_size" in meta:
-        return _layout_problem(meta, path, len(mlp.probes))
-    return None
+# What the core reads from a model's ``meta``: only labels it prints beside the verdict (the
+# construction's name, theorem and options; memorizer layouts are checked where they are read
+# and a bad one refutes). A label of the wrong type is a malformed file.
 
 
 def model_meta_problem(meta: dict) -> Problem | None:
-    """The keys of a model's meta that the core reads, typed (their values decide nothing
-    the user did not ask for; a wrong type must still be refused, not crash a check)."""
+    """The labels of a model's meta that the certificate shows, typed (they decide nothing)."""
     for key, kind, what in (
         ("construction", str, "a string"),
+        ("theorem", str, "a string"),
         ("options", dict, "an object"),
-        ("readout", str, "a string"),
-        ("tolerance", str, "a string holding a rational"),
-        ("position_aware", bool, "true or false"),
     ):
         if key in meta and not isinstance(meta[key], kind):
             return f"meta.{key}", f"expected {what}, got {type(meta[key]).__name__}"
-    if "readout" in meta and meta["readout"] not in READOUTS:
-        return "meta.readout", f"{meta['readout']!r:.40} is not one of {', '.join(READOUTS)}"
-    if "tolerance" in meta:
-        text = meta["tolerance"]
-        try:  # as strict parsing reads it, and as gmpy2 would
-            tol = parse_rational(text, "meta.tolerance")
-            same = mpq(text) == tol
-        except ValueError:  # InputError included
-            same = False
-        if not same or tol < 0:
-            return "meta.tolerance", f"{text!r:.40} is not a non-negative rational like '1/1000'"
-    gap = meta.get("token_id_gap", 1)
-    if not _is_int(gap) or not 0 <= gap <= MAX_LAYOUT_BITS:
-        return "meta.token_id_gap", f"{gap!r:.40} is not a small non-negative integer"
     return None

