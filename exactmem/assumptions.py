@@ -3,7 +3,7 @@
 * A1 (queries): the query family {e^(1), …, e^(T)} has Kruskal rank ≥ n — every n of them are
   linearly independent. Computing a Kruskal rank is NP-hard; the check is exhaustive when the
   number of n-subsets is at most ``max_subsets``, otherwise it tries that many random subsets
-  and says so (the paper also samples; attention_memorization_papers.md §A.2).
+  and says so (the paper also samples random n-subsets).
 * A2 (contexts): every context E^(t) ∈ Q^{n×d} has rank n.
 
 Ranks are exact (python-flint ``fmpq_mat``); violations are reported per example.

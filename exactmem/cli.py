@@ -135,7 +135,7 @@ OPTIONS = {
         "precision": ("bits of the Arb readout solve (default 256, doubled on failure)", _positive),
     },
     "mahdavi24": {
-        "heads": ("H (default: the fewest with H(n − 1) + 1 ≥ T)", _positive),
+        "heads": ("H (default: the fewest with H(min(n, d_h) − 1) + 1 ≥ T)", _positive),
         "score": (
             "hardmax (default: the exact limit model) | softmax (finite temperature)",
             _choice("hardmax", "softmax"),
@@ -159,9 +159,10 @@ OPTIONS = {
             lambda k, v: str(_rational_option(k, v)),
         ),
         "over_capacity": (
-            "true: build even when T > H(n − 1) + 1 (the verifier refutes)",
+            "true: build even when T > H(min(n, d_h) − 1) + 1 (the verifier refutes)",
             _boolean,
         ),
+        "head_dim": ("d_h, 2 ≤ d_h ≤ d (default d): capacity H(min(n, d_h) − 1) + 1", _positive),
     },
 }
 

@@ -3,8 +3,11 @@
 A claim file names a paper and the statement it checks, a construction with its options,
 dataset instances (generator, sizes, seed, tier), the expected verdict (``verified``, or
 ``refuted`` for an erratum, with the checks that must fail), and bounds on the measured
-resources as formulas with explicit constants. ``check`` builds, verifies and bounds every
-selected instance and fails when any verdict differs from the expected one.
+resources as formulas with explicit constants: ``[bounds]`` with the paper's constants, and
+``[tight]`` with the constants our runs need (fitted by ``benchmarks/fit_constants.py`` with at
+most 25 % headroom), so that a regression growing a resource by a third fails. ``check``
+builds, verifies and bounds every selected instance and fails when any verdict differs from the
+expected one.
 
 A claim file is untrusted input: every field is checked as data (types, known keys, value
 ranges; an error names the file and the key path), and formulas are read by the grammar of
@@ -34,7 +37,10 @@ from exactmem.errors import (
 __all__ = [
     "Claim",
     "Instance",
+    "build_instance",
     "find_proofs_dir",
+    "formula_names",
+    "instance_figures",
     "load_claim",
     "load_claims",
     "run_check",
@@ -94,6 +100,7 @@ class Claim:
     instances: tuple[Instance, ...]
     defines: dict = field(default_factory=dict)
     bounds: dict = field(default_factory=dict)
+    tight: dict = field(default_factory=dict)  # metric → formula with the fitted constant
 
 
 # --------------------------------------------------------------------------- generators
@@ -208,6 +215,7 @@ CLAIM_KEYS: dict[str, type] = {
     "options": dict,
     "define": dict,
     "bounds": dict,
+    "tight": dict,
     "instance": list,
 }
 REQUIRED_KEYS = ("paper", "statement", "construction", "expect", "instance")
@@ -358,8 +366,8 @@ def _instance(obj, construction: str, where: str) -> Instance:
 
 
 def _formulas(table: dict, where: str, known: list[str], *, defines: bool) -> dict:
-    """``define`` or ``bounds``: formula strings, checked against the grammar now (the values
-    of the variables come with each instance)."""
+    """``define``, ``bounds`` or ``tight``: formula strings, checked against the grammar now
+    (the values of the variables come with each instance)."""
     from exactmem.formula import RESERVED, check_formula
 
     out = {}
@@ -427,6 +435,7 @@ def load_claim(path: Path) -> Claim:
     known = list(VARIABLES) + [f"option_{key}" for key in OPTIONS[construction]]
     defines = _formulas(defines, f"{where}: define", known, defines=True)
     bounds = _formulas(obj.get("bounds", {}), f"{where}: bounds", known, defines=False)
+    tight = _formulas(obj.get("tight", {}), f"{where}: tight", known, defines=False)
     return Claim(
         name=name,
         path=path,
@@ -439,6 +448,7 @@ def load_claim(path: Path) -> Claim:
         instances=instances,
         defines=defines,
         bounds=bounds,
+        tight=tight,
     )
 
 
@@ -474,13 +484,14 @@ def load_claims(directory: Path) -> list[Claim]:
 # --------------------------------------------------------------------------- running
 
 
-def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
+def formula_names(claim: Claim, data: dict, dataset, options: dict) -> dict:
+    """The values a claim's formulas may name, for one instance: the dataset's figures (``data``
+    as a certificate records them), the integer options as ``option_<key>``, and the claim's
+    defines, each evaluated in order."""
     import sympy
 
-    from exactmem.bounds import decide_le, parse_formula
-    from exactmem.verify import Check
+    from exactmem.bounds import parse_formula
 
-    data = cert.data
     names: dict = {
         "N": sympy.Integer(dataset.size),
         "d": sympy.Integer(data["d"]),
@@ -504,21 +515,80 @@ def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
     where = f"claim file {claim.path}"
     for key, text in claim.defines.items():
         names[key] = parse_formula(text, names, f"{where}: define.{key}")
+    return names
+
+
+def build_instance(claim: Claim, inst: Instance) -> tuple:
+    """(dataset, options, model) of one instance, with the limits ``build --set`` has."""
+    from exactmem.cli import check_option_limits
+
+    dataset = GENERATORS[inst.generator](inst.params)
+    options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
+    try:  # the limits `build --set` has: a claim cannot ask for a group larger than its data
+        check_option_limits(options, dataset)
+    except InputError as exc:
+        raise InputError(f"claim file {claim.path}: instance {inst.label}: {exc}") from None
+    model, _ = _build(claim.construction, dataset, options)
+    return dataset, options, model
+
+
+def instance_figures(dataset, model) -> dict:
+    """The dataset's figures as ``certify`` records them (N, n, d, C, r², δ², vocabulary),
+    without evaluating the model: what fitting the tight constants needs from a build alone.
+    ``check`` reads them from the certificate."""
+    from exactmem.data import squared_radius, squared_separation
+    from exactmem.exact import format_rational
+    from exactmem.sequences import view, with_positions
+
+    if dataset.task == "points":
+        vectors = dataset.points
+        data = {"N": dataset.size, "C": dataset.num_classes, "d": dataset.dim}
+    else:
+        if not model.token_inputs and model.input_dim == dataset.dim + 1:
+            dataset = with_positions(dataset)  # a position-aware model reads (x, k)
+        sv = view(dataset, by_index=model.token_inputs)
+        vectors = [dataset.vocab[t] for t in sv.tokens]
+        data = {
+            "N": dataset.size,
+            "n": len(dataset.sequences[0]),
+            "d": dataset.dim,
+            "C": dataset.num_classes,
+            "vocabulary": len(dataset.vocab),
+        }
+    data["r2"] = format_rational(squared_radius(vectors))
+    delta2 = squared_separation(vectors)
+    data["delta2"] = None if delta2 is None else format_rational(delta2)
+    return data
+
+
+def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
+    """``bound.<metric>`` (the paper's constants) and ``tight.<metric>`` (the fitted constants)
+    for the measured resources of ``cert``: pairs (check, undecided)."""
+    from exactmem.bounds import decide_le, evaluate_ball, parse_formula
+    from exactmem.verify import Check
+
+    names = formula_names(claim, cert.data, dataset, options)
+    where = f"claim file {claim.path}"
     checks = []
     measured = cert.resources.as_dict()
-    for metric, text in claim.bounds.items():
-        expr = parse_formula(text, names, f"{where}: bounds.{metric}")
-        result = decide_le(measured[metric], expr)
-        detail = f"{metric} {measured[metric]} ≤ {result.bound}  ({text})"
-        if result.holds is None:
-            detail = f"undecided at maximum precision: {detail}"
-        check = Check(
-            f"bound.{metric}",
-            result.holds is True,
-            detail,
-            {"measured": measured[metric], "bound": result.bound},
-        )
-        checks.append((check, result.holds is None))
+    for prefix, key, table in (("bound", "bounds", claim.bounds), ("tight", "tight", claim.tight)):
+        for metric, text in table.items():
+            expr = parse_formula(text, names, f"{where}: {key}.{metric}")
+            value = measured[metric]
+            result = decide_le(value, expr)
+            sign = ">" if result.holds is False else "≤"
+            detail = f"{metric} {value} {sign} {result.bound}  ({text})"
+            values = {"measured": value, "bound": result.bound}
+            if prefix == "tight":
+                # shown, never decides: how close the run is to its fitted constant
+                ball = evaluate_ball(expr, 64)
+                if ball is not None and ball > 0:
+                    values["ratio"] = f"{value / float(ball.mid()):.3f}"
+                    detail += f"; measured/tight {values['ratio']}"
+            if result.holds is None:
+                detail = f"undecided at maximum precision: {detail}"
+            check = Check(f"{prefix}.{metric}", result.holds is True, detail, values)
+            checks.append((check, result.holds is None))
     return checks
 
 
@@ -533,15 +603,7 @@ def run_instance(
     from exactmem.certify import certificate_json, certify
 
     start = time.perf_counter()
-    dataset = GENERATORS[inst.generator](inst.params)
-    options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
-    from exactmem.cli import check_option_limits
-
-    try:  # the limits `build --set` has: a claim cannot ask for a group larger than its data
-        check_option_limits(options, dataset)
-    except InputError as exc:
-        raise InputError(f"claim file {claim.path}: instance {inst.label}: {exc}") from None
-    model, _ = _build(claim.construction, dataset, options)
+    dataset, options, model = build_instance(claim, inst)
     # the claim is the user's criterion: its construction's full checklist, and the tolerance
     # it states (a construction option the build also aims for), never the model's meta
     cert = certify(
@@ -558,7 +620,7 @@ def run_instance(
     cert.checks.extend(c for c, _ in bound_checks)
     undecided = any(u for _, u in bound_checks)
     failed = [c.name for c in cert.failed]
-    if undecided and all(name.startswith("bound.") for name in failed):
+    if undecided and all(name.startswith(("bound.", "tight.")) for name in failed):
         verdict = "inconclusive"
     else:
         verdict = cert.verdict

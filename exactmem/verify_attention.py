@@ -181,14 +181,27 @@ def exact_classification_check(outputs, labels) -> Check:
 
 
 def mahdavi_checks(model, ds) -> list[Check]:
-    """A1/A2 as measured, capacity, and — for the exact hardmax model — the rank of the
-    features the model's own attention produces, or the shared-context rank ceiling."""
+    """Mahdavi et al. 2024's checklist, measured on the model's own attention.
+
+    * ``mahdavi.assumptions``: n < d, A2 and A1, exact;
+    * ``mahdavi.feature_rank``: the features Z (row t: the attention-weighted columns
+      Σ_j a_hj^(t) X_j of every head h, the quantity the value maps read) have rank T, so that
+      every label vector is reachable by some readout — exact for hardmax, for softmax a
+      nonsingular T × T minor certified on Arb balls;
+    * ``mahdavi.rank_ceiling`` (one context shared by all examples, Proposition 2): the measured
+      rank stays within H·(n − 1) + 1 (no attention does better) and T does too;
+    * ``mahdavi.capacity``: T ≤ H(min(n, d_h) − 1) + 1 with H and d_h read off the heads."""
     queries, contexts = mahdavi_examples(ds)
     report = mahdavi_assumptions(queries, contexts)
     T, n = len(queries), len(contexts[0])
-    att = model.sublayers[0]
+    att = model.sublayers[0] if model.sublayers else None
     if not isinstance(att, Attention) or not att.heads:
         raise ChecklistStructureError("its first sub-layer is not a multi-head attention layer")
+    if att.mask != "context":
+        raise ChecklistStructureError(
+            "its query attends to itself: Mahdavi et al.'s query attends to its context only "
+            "(mask 'context')"
+        )
     H = len(att.heads)
     d_h = min(h.query.out_dim for h in att.heads)  # the head dimension, from the weights
     checks = [
@@ -200,70 +213,188 @@ def mahdavi_checks(model, ds) -> list[Check]:
         )
     ]
     cap = mahdavi_capacity(H, n, d_h)
-    ceiling = shared_context_rank_ceiling(contexts, H)
-    if att.score == "hardmax":
-        Z = _hardmax_features(att, queries, contexts)
-        rank = rank_of(Z)
-        ok = rank == T
+    rank, exact, how = _measured_feature_rank(model, att, ds)
+    ok = rank == T
+    if ok:
+        detail = f"the features of the model's attention have rank {rank} = T ({how})"
+    elif exact:
         detail = (
-            f"the features [Eᵀa_h]_h of the model's attention have rank {rank} = T"
-            if ok
-            else f"the features have rank {rank} < T = {T}: some labels cannot be "
-            "fitted by any readout on this attention"
+            f"the features of the model's attention have rank {rank} < T = {T} ({how}): some "
+            "labels cannot be fitted by any readout on this attention"
         )
-        checks.append(Check("mahdavi.feature_rank", ok, detail, {"rank": rank, "T": T}))
+    else:
+        detail = f"no nonsingular {T} × {T} minor of the features certified ({how})"
+    checks.append(Check("mahdavi.feature_rank", ok, detail, {"rank": rank, "exact": exact, "T": T}))
+    ceiling = shared_context_rank_ceiling(contexts, H)
     if ceiling is not None:
-        ok = T <= ceiling
-        checks.append(
-            Check(
-                "mahdavi.rank_ceiling",
-                ok,
-                f"shared context: every attention pattern gives rank Z ≤ H·(n − 1) + 1 = {ceiling}"
-                + (
-                    f" ≥ T = {T}"
-                    if ok
-                    else f" < T = {T}, so for any attention weights the readout "
-                    "reaches only a proper subspace of the labels (Proposition 2)"
-                ),
-                {"ceiling": ceiling, "T": T},
-            )
-        )
+        checks.append(_ceiling_check(rank, ceiling, T))
     checks.append(
         Check(
             "mahdavi.capacity",
             T <= cap,
-            f"T = {T} {'≤' if T <= cap else '>'} H(min(n, d_h) − 1) + 1 = {cap}",
+            f"T = {T} {'≤' if T <= cap else '>'} H(min(n, d_h) − 1) + 1 = {cap} "
+            f"(H = {H}, d_h = {d_h}, n = {n})",
             {"capacity": cap, "heads": H, "head_dim": d_h},
         )
     )
     return checks
 
 
-def _hardmax_features(att, queries, contexts) -> list[list[mpq]]:
-    """Z from the model's weights: row t = [E^(t)ᵀ a_h^(t)]_h with exact hardmax weights."""
+def _ceiling_check(rank: int, ceiling: int, T: int) -> Check:
+    """Proposition 2 against the measured rank: every attention vector lies in a simplex, so
+    with one shared context the rows of Z lie in an affine space of dimension H·(n − 1) and
+    rank Z ≤ H·(n − 1) + 1, whatever the weights. A measured rank above it contradicts the
+    proposition (or the evaluation); T above it leaves some label vectors unreachable."""
+    attained = rank == ceiling
+    ok = rank <= ceiling and T <= ceiling
+    if rank > ceiling:
+        why = f"the measured rank {rank} exceeds H·(n − 1) + 1 = {ceiling}: impossible"
+    else:
+        why = (
+            f"the model's features have rank {rank}"
+            + (" = " if attained else " < ")
+            + f"H·(n − 1) + 1 = {ceiling}, "
+            + ("the ceiling, attained" if attained else "below the ceiling")
+            + (
+                f"; T = {T} ≤ {ceiling}"
+                if T <= ceiling
+                else f"; T = {T} > {ceiling}, so for any attention weights the readout "
+                "reaches only a proper subspace of the labels (Proposition 2)"
+            )
+        )
+    return Check(
+        "mahdavi.rank_ceiling",
+        ok,
+        "shared context: " + why,
+        {"ceiling": ceiling, "rank": rank, "attained": attained, "T": T},
+    )
+
+
+def _attention_inputs(model, ds) -> list[list[tuple[mpq, ...]]]:
+    """Per example, the columns the attention layer reads (context tokens, then the query),
+    through the model's own embedding (exact)."""
+    out = []
+    for seq in ds.sequences:
+        cols = []
+        for tok in seq:
+            if model.token_inputs:
+                x = tuple(mpq(int(tok == j)) for j in range(model.input_dim))
+            else:
+                x = tuple(ds.vocab[tok])
+            if model.embed is not None:
+                e = model.embed
+                x = tuple(
+                    (sum((x[c] * w for c, w in row), mpq(0)) + b) / e.denominator
+                    for row, b in zip(e.rows, e.bias, strict=True)
+                )
+            cols.append(x)
+        out.append(cols)
+    return out
+
+
+def _hardmax_features(att, columns) -> list[list[mpq]]:
+    """Z from the model's weights, exact: row t = [Σ_j a_hj X_j]_h over the context columns
+    X_j, with the model's hardmax (ties averaged) or uniform weights a_h."""
     from exactmem.evaluate.reference import _apply_linear
 
     Z = []
-    for e, E in zip(queries, contexts, strict=True):
-        width = att.heads[0].query.in_dim
-        pad = (mpq(0),) * (width - len(e))
-        q_in = tuple(e) + pad
+    for cols in columns:
+        ctx_cols, q_col = cols[:-1], cols[-1]
         row: list[mpq] = []
         for h in att.heads:
-            q = _apply_linear(h.query, q_in)
-            scores = [
-                sum(
-                    (a * b for a, b in zip(_apply_linear(h.key, tuple(x) + pad), q, strict=True)),
-                    mpq(0),
-                )
-                for x in E
-            ]
-            top = max(scores)
-            tied = [j for j, s in enumerate(scores) if s == top]
-            for i in range(len(e)):
-                row.append(sum((E[j][i] for j in tied), mpq(0)) / len(tied))
+            if att.score == "uniform":
+                tied = list(range(len(ctx_cols)))
+            else:
+                q = _apply_linear(h.query, q_col)
+                scores = [
+                    sum((a * b for a, b in zip(_apply_linear(h.key, x), q, strict=True)), mpq(0))
+                    for x in ctx_cols
+                ]
+                top = max(scores)
+                tied = [j for j, s in enumerate(scores) if s == top]
+            for i in range(len(q_col)):
+                row.append(sum((ctx_cols[j][i] for j in tied), mpq(0)) / len(tied))
         Z.append(row)
     return Z
+
+
+def _softmax_features(att, columns, precision: int):
+    """Z on Arb balls at ``precision`` bits: the model's softmax weights, enclosed."""
+    from flint import ctx
+
+    from exactmem.balls import softmax_balls, to_ball
+
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        Z = []
+        for cols in columns:
+            balls = [[to_ball(v) for v in c] for c in cols]
+            ctx_cols, q_col = balls[:-1], balls[-1]
+            row = []
+            for h in att.heads:
+
+                def lin(a, v):
+                    return [
+                        sum((v[j] * to_ball(mpq(c, a.denominator)) for j, c in r), to_ball(mpq(0)))
+                        for r in a.rows
+                    ]
+
+                q = lin(h.query, q_col)
+                scores = [
+                    sum((a * b for a, b in zip(lin(h.key, x), q, strict=True)), to_ball(mpq(0)))
+                    for x in ctx_cols
+                ]
+                a = softmax_balls(scores)
+                for i in range(len(q_col)):
+                    terms = [a[j] * ctx_cols[j][i] for j in range(len(ctx_cols))]
+                    row.append(sum(terms[1:], terms[0]))
+            Z.append(row)
+        return Z
+    finally:
+        ctx.prec = old
+
+
+def _certified_rank(Z, precision: int) -> int:
+    """A lower bound on the rank of a ball matrix: Gaussian elimination on the balls, row by
+    row, pivoting only on entries whose ball excludes 0 (the largest midpoint first). Every
+    true pivot lies in its ball, so the minor on the pivot rows and columns has a nonzero
+    determinant (± the product of the pivots): its size is a certified lower bound."""
+    from flint import ctx
+
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        pivots: list[tuple[int, list]] = []
+        for row in Z:
+            v = list(row)
+            for j, p in pivots:
+                f = v[j] / p[j]
+                v = [a - f * b for a, b in zip(v, p, strict=True)]
+            live = [j for j, x in enumerate(v) if not x.contains(0)]
+            if live:
+                pivots.append((max(live, key=lambda j: abs(v[j].mid())), v))
+        return len(pivots)
+    finally:
+        ctx.prec = old
+
+
+def _measured_feature_rank(model, att, ds, limit: int = 1024) -> tuple[int, bool, str]:
+    """The rank of Z as the model's attention produces it: exact for hardmax and uniform
+    weights; for softmax a certified lower bound, raising the precision up to ``limit`` bits
+    until a full-rank minor is certified."""
+    columns = _attention_inputs(model, ds)
+    if att.score != "softmax":
+        return rank_of(_hardmax_features(att, columns)), True, f"exact, {att.score} weights"
+    T = len(columns)
+    precision, best = 128, 0
+    while precision <= limit:
+        best = max(best, _certified_rank(_softmax_features(att, columns, precision), precision))
+        if best == T:
+            break
+        precision *= 2
+    bits = min(precision, limit)
+    return best, False, f"softmax weights; rank ≥ {best} certified on Arb balls, {bits} bits"
 
 
 def dana_checks(model, ds, precision: int = 256, limit: int = 2048) -> list[Check]:

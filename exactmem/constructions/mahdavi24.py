@@ -1,21 +1,29 @@
-"""Mahdavi, Liao & Thrampoulidis 2024 (ICLR): one multi-head attention layer with H heads
-memorizes T = H(min(n, d_h) − 1) + 1 examples (query e^(t), context E^(t) ∈ Q^{n×d}, n < d)
-under A1 (queries: Kruskal rank ≥ n) and A2 (every context has rank n).
+"""Mahdavi, Liao & Thrampoulidis 2024 (ICLR): one multi-head attention layer with H heads of
+dimension d_h memorizes T = H(min(n, d_h) − 1) + 1 examples (query e^(t), context
+E^(t) ∈ Q^{n×d}, n < d) under A1 (queries: Kruskal rank ≥ n) and A2 (every context has rank n).
 
-The construction is the digest's step-by-step reconstruction (attention_memorization_papers.md
-§A.4, [RECONSTRUCTION]); the paper's own proof was not available. A sequence is the n context
-tokens followed by the query, the attention mask makes the query attend to its context only,
-and the output is read at the query. With d_h = d, m = n:
+RECONSTRUCTED: the paper's own proof was not available to us; the steps below are a
+reconstruction consistent with its statements (high-rank features through the attention maps,
+saturation allocating examples to heads, a readout solved linearly). So is the factorisation of
+W^h into query and key maps of d_h rows (step 3) and the value map of d_h rows (step 5): the
+paper states only the sizes W_Q^h, W_K^h ∈ R^{d×d_h}. A sequence is the n context tokens
+followed by the query, the attention mask makes the query attend to its context only, and the
+output is read at the query. With m = min(n, d_h) (``head_dim`` = d_h, default d):
 
-1. example 0 is the anchor; the others form H groups G_h of at most n − 1 examples;
+1. example 0 is the anchor; the next H(m − 1) form H groups G_h of m − 1 examples (beyond
+   capacity, with ``over_capacity``, the rest are saturated by every head);
 2. designed attention on the head's own group: with f_t the dual basis of the group's queries
    and r_t = Eᵀ(EEᵀ)⁻¹ℓ_t, W_G = Σ f_t r_tᵀ gives scores e^(t)ᵀW_G x_j = ℓ_{t,j} (ℓ_t: 0/1 logits of
-   a random designed subset S_t);
+   the designed subset S_t = [n] ∖ {i_t}, distinct i_t);
 3. saturation elsewhere: W^h = W_G + λ u vᵀ with u ⊥ the group's queries and v separating every
-   context, so every other example attends to the single token argmax_j sign(uᵀe)·vᵀx_j;
+   context, so every other example attends to the single token argmax_j sign(uᵀe)·vᵀx_j.
+   W^h = [f_t…, u]·[r_t…, λv]ᵀ has rank ≤ m ≤ d_h: the query map has the rows f_t and u, the
+   key map the rows r_t and λv, both padded with zero rows to d_h;
 4. rank: the features z^(t) = [E^(t)ᵀ a_h^(t)]_h have rank T (checked exactly in the hardmax
    limit, where a group example attends uniformly to S_t: designed ties);
-5. readout: solve Z w = y on T pivot columns; W_V^h = w_h, W_O^h writes the output lane(s).
+5. readout: solve Z w = y on T pivot columns, at most d_h in each head's block; the value map
+   W_V^h (d_h rows) selects those coordinates and W_O^h carries the weights to the output
+   lane(s).
 
 ``score="hardmax"`` is the exact limit model (every weight rational, every output exact).
 ``score="softmax"`` keeps the weights at a finite λ and re-solves the readout in ball
@@ -107,13 +115,17 @@ class MahdaviWitness:
     capacity: int
     precision: int = 0
     temperature: mpq = mpq(1)
+    head_dim: int = 0
 
 
 def _head(group, queries, contexts, rng, d, n):
-    """Steps 2–3 for one head: (W_G, u, v, designed subsets)."""
+    """Steps 2–3 for one head: (W_G, u, v, designed subsets) with W_G = Σ_t f_t r_tᵀ kept as
+    its factors ([f_t], [r_t]), so W^h = W_G + λ·u vᵀ = [f_t…, u]·[r_t…, λv]ᵀ has rank
+    ≤ |G_h| + 1."""
     Q = [list(queries[t]) for t in group]  # k × d (rows are queries)
     designed = {}
-    W = [[mpq(0)] * d for _ in range(d)]
+    fs: list[list[mpq]] = []
+    rs: list[list[mpq]] = []
     if group:
         gram = _matmul(Q, _transpose(Q))
         F = _transpose(_rows(_fmat(gram).solve(_fmat(Q))))  # d × k: columns f_t
@@ -128,10 +140,8 @@ def _head(group, queries, contexts, rng, d, n):
             E = contexts[t]
             r = _rows(_fmat(_matmul(E, _transpose(E))).solve(_fmat(ell)))  # n × 1
             r_t = [sum((E[j][i] * r[j][0] for j in range(n)), mpq(0)) for i in range(d)]
-            for i in range(d):
-                if F[i][col]:
-                    for k2 in range(d):
-                        W[i][k2] += F[i][col] * r_t[k2]
+            fs.append([F[i][col] for i in range(d)])
+            rs.append(r_t)
     for _ in range(64):
         v0 = [mpq(rng.randint(-9, 9)) for _ in range(d)]
         if group:
@@ -153,7 +163,14 @@ def _head(group, queries, contexts, rng, d, n):
             break
     else:
         raise InputError("no direction separates the tokens of every context")
-    return W, u, v, designed
+    return (fs, rs), u, v, designed
+
+
+def _designed_scores(W, e, E) -> list[mpq]:
+    """eᵀ W_G x_j for the tokens x_j of E, with W_G = Σ f_t r_tᵀ given as ([f_t], [r_t])."""
+    fs, rs = W
+    qe = [_dot(f, e) for f in fs]
+    return [sum((a * _dot(r, x) for a, r in zip(qe, rs, strict=True)), mpq(0)) for x in E]
 
 
 def _saturating_lambda(W, u, v, queries, contexts, outside) -> mpq:
@@ -163,7 +180,7 @@ def _saturating_lambda(W, u, v, queries, contexts, outside) -> mpq:
     need = mpq(0)
     for t in outside:
         e, E = queries[t], contexts[t]
-        c = [_dot(e, [_dot(row, x) for row in W]) for x in E]
+        c = _designed_scores(W, e, E)
         s = _dot(u, e)
         vals = sorted((s * _dot(v, x) for x in E), reverse=True)
         gap = vals[0] - vals[1]
@@ -174,8 +191,8 @@ def _saturating_lambda(W, u, v, queries, contexts, outside) -> mpq:
 
 def _attention_rows(W, lam, u, v, e, E, score, precision):
     """Scores and weights of one head on one example (exact for hardmax, balls for softmax)."""
-    Wl = [[W[i][k] + lam * u[i] * v[k] for k in range(len(W))] for i in range(len(W))]
-    scores = [_dot(e, [_dot(row, x) for row in Wl]) for x in E]
+    ue = lam * _dot(u, e)
+    scores = [c + ue * _dot(v, x) for c, x in zip(_designed_scores(W, e, E), E, strict=True)]
     if score == "hardmax":
         top = max(scores)
         tied = [j for j, s in enumerate(scores) if s == top]
@@ -209,27 +226,65 @@ def _features(heads, queries, contexts, score, precision):
     return Z
 
 
-def _model(heads, W_read, d, outputs, score, meta) -> Transformer:
-    """E_in = [I_d; 0], one attention layer (query = x, key = W^h x, value = readout rows),
-    E_out reads the output lanes."""
+def _model(factors, lams, temperature, W_read, piv, d, d_h, outputs, score, meta) -> Transformer:
+    """E_in = [I_d; 0], one attention layer of H heads of dimension d_h, E_out reads the output
+    lane(s).
+
+    Head h (reconstructed: the factorisation is ours, the paper states only W_Q^h, W_K^h ∈
+    R^{d×d_h}): the query map has the rows f_t (t ∈ G_h) and u, the key map the rows r_t and
+    λ·v, both padded with zero rows to d_h, so that qᵀk = eᵀ(W_G + λ u vᵀ)x. The value map
+    (the paper's W_V^h, here d × d_h as well) selects the ≤ d_h coordinates of Eᵀa_h that the
+    readout uses; the output map W_O^h carries the readout weights on them."""
     width = d + outputs
     lanes = tuple(f"x{i}" for i in range(d)) + tuple(f"out{c}" for c in range(outputs))
     embed = Affine(d, tuple(((i, 1),) for i in range(d)) + ((),) * outputs, (0,) * width, 1, lanes)
     pad = [mpq(0)] * outputs
+    zero = [mpq(0)] * width
     att_heads = []
-    for h, (W, lam, u, v) in enumerate(heads):
-        Wl = [[W[i][k] + lam * u[i] * v[k] for k in range(d)] + pad for i in range(d)]
-        query = Affine(width, tuple(((i, 1),) for i in range(d)), (0,) * d)
-        key = Affine.from_rationals(Wl, width)
-        value = Affine.from_rationals(
-            [list(W_read[c][h * d : (h + 1) * d]) + pad for c in range(outputs)], width
+    for h, ((fs, rs, u, v), lam) in enumerate(zip(factors, lams, strict=True)):
+        q_rows = [list(f) + pad for f in fs] + [list(u) + pad]
+        k_rows = [[x * temperature for x in r] + pad for r in rs]
+        k_rows.append([x * lam * temperature for x in v] + pad)
+        q_rows += [zero] * (d_h - len(q_rows))
+        k_rows += [zero] * (d_h - len(k_rows))
+        cols = [j - h * d for j in piv if h * d <= j < (h + 1) * d]
+        v_rows = [[mpq(int(i == j)) for i in range(width)] for j in cols]
+        v_rows += [zero] * (d_h - len(v_rows))
+        o_rows = [[mpq(0)] * d_h for _ in range(d)]
+        for c in range(outputs):
+            o_rows.append([W_read[c][h * d + j] for j in cols] + [mpq(0)] * (d_h - len(cols)))
+        att_heads.append(
+            AttentionHead(
+                Affine.from_rationals(q_rows, width),
+                Affine.from_rationals(k_rows, width),
+                Affine.from_rationals(v_rows, width),
+                Affine.from_rationals(o_rows, d_h),
+            )
         )
-        output = Affine(outputs, ((),) * d + tuple(((c, 1),) for c in range(outputs)), (0,) * width)
-        att_heads.append(AttentionHead(query, key, value, output))
     unembed = Affine(width, tuple(((d + c, 1),) for c in range(outputs)), (0,) * outputs)
     return Transformer(
         d, (Attention(tuple(att_heads), score, "mha", "context"),), embed, unembed, meta
     )
+
+
+def _capped_pivots(Z, H: int, d: int, d_h: int) -> list[int]:
+    """Columns of Z, at most d_h in each head's block of d, that span its column space: the
+    leftmost independent ones (the plain pivots when d_h = d), else taken in turn from each
+    block. A readout through a value map of d_h rows can use no more (rank-checked, exact)."""
+    target = rank_of(Z)
+    orders = [list(range(H * d)), [h * d + i for i in range(d) for h in range(H)]]
+    for order in orders:
+        chosen: list[int] = []
+        used = [0] * H
+        for j in order:
+            if used[j // d] == d_h:
+                continue
+            if rank_of([[row[c] for c in chosen + [j]] for row in Z]) > len(chosen):
+                chosen.append(j)
+                used[j // d] += 1
+                if len(chosen) == target:
+                    return sorted(chosen)
+    raise InputError(f"no {target} independent feature columns with at most d_h = {d_h} per head")
 
 
 def _targets(ds: Dataset, readout: str) -> list[list[mpq]]:
@@ -259,7 +314,8 @@ def _solve_balls(Z, piv, Y, precision) -> list[list[mpq]]:
 
 
 def _scale(W, factor):
-    return [[x * factor for x in row] for row in W]
+    fs, rs = W
+    return fs, [[x * factor for x in r] for r in rs]
 
 
 def _exact_readout(Z0, piv, Y, T, outputs, width) -> list[list[mpq]]:
@@ -314,37 +370,42 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
             "mahdavi24: score must be hardmax|softmax, readout regression|classification"
         )
     report = check_assumptions(queries, contexts, seed=seed)
-    m = min(n, d)
+    d_h = options.get("head_dim", d)
+    if not 2 <= d_h <= d:
+        raise InputError(f"mahdavi24: head_dim must lie in [2, d = {d}], got {d_h}")
+    m = min(n, d_h)
     H = options.get("heads") or max(1, math.ceil((T - 1) / (m - 1)))
-    over = T > capacity(H, n, d)
+    cap = capacity(H, n, d_h)
+    over = T > cap
     if over and not options.get("over_capacity"):
         raise InputError(
-            f"{T} examples exceed the capacity H(n − 1) + 1 = {capacity(H, n, d)} "
-            f"of {H} heads (--set heads=… or over_capacity=true to try anyway)"
+            f"{T} examples exceed the capacity H(min(n, d_h) − 1) + 1 = {cap} "
+            f"of {H} heads of dimension {d_h} (--set heads=… or over_capacity=true to try anyway)"
         )
     rng = random.Random(seed)
     rest = list(range(1, T))
-    size = max(m - 1, math.ceil(len(rest) / H)) if over else m - 1
-    groups = [tuple(rest[h * size : (h + 1) * size]) for h in range(H)]
+    # beyond capacity the construction for the first H(m − 1) + 1 examples is kept and the
+    # rest are saturated by every head: Z then reaches rank H(m − 1) + 1, no more
+    groups = [tuple(rest[h * (m - 1) : (h + 1) * (m - 1)]) for h in range(H)]
     outputs = 1 if readout == "regression" else dataset.num_classes
     Y = _targets(dataset, readout)
     for _attempt in range(16):
         parts = [_head(list(g), queries, contexts, rng, d, n) for g in groups]
         heads = []
-        for (W, u, v, _), g in zip(parts, groups, strict=True):
+        for (W, u, v, *_), g in zip(parts, groups, strict=True):
             outside = [t for t in range(T) if t not in g]
             heads.append((W, _saturating_lambda(W, u, v, queries, contexts, outside), u, v))
         Z0 = _features(heads, queries, contexts, "hardmax", 0)
         rank = rank_of(Z0)
-        if rank == T or over:
+        if rank >= min(T, cap):
             break
     else:
-        raise InputError(f"the features did not reach rank {T} in 16 designs")
+        raise InputError(f"the features did not reach rank {min(T, cap)} in 16 designs")
     designed = [()] * T
     for *_, des in parts:
         for t, S in des.items():
             designed[t] = S
-    piv = _pivots(Z0)
+    piv = _capped_pivots(Z0, H, d, d_h)
     W_read = _exact_readout(Z0, piv, Y, T, outputs, H * d)
     temperature = mpq(1)
     precision = 0
@@ -358,9 +419,9 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
             temperature = _auto_temperature(
                 heads, W_read, queries, contexts, Y, piv, tol, precision, solve
             )
-        heads = [(_scale(W, temperature), lam * temperature, u, v) for W, lam, u, v in heads]
         if solve == "resolve":
-            Zs = _features(heads, queries, contexts, "softmax", precision)
+            scaled = [(_scale(W, temperature), lam * temperature, u, v) for W, lam, u, v in heads]
+            Zs = _features(scaled, queries, contexts, "softmax", precision)
             rows = list(range(min(T, len(piv))))
             W_read = _solve_balls([Zs[t] for t in rows], piv, [Y[t] for t in rows], precision)
     meta = {
@@ -372,19 +433,15 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
         "temperature": str(temperature),
         "readout_solve": solve,
         "heads": H,
-        "capacity": capacity(H, n, d),
+        "head_dim": d_h,
+        "capacity": cap,
         "assumption_A1": report.describe(),
     }
-    model = _model(heads, W_read, d, outputs, score, meta)
+    factors = [(fs, rs, u, v) for ((fs, rs), u, v, _) in parts]
+    lams = [lam for _, lam, _, _ in heads]
+    model = _model(factors, lams, temperature, W_read, piv, d, d_h, outputs, score, meta)
     witness = MahdaviWitness(
-        H,
-        tuple(groups),
-        tuple(designed),
-        heads[0][1],
-        rank,
-        capacity(H, n, d),
-        precision,
-        temperature,
+        H, tuple(groups), tuple(designed), lams[0], rank, cap, precision, temperature, d_h
     )
     return model, witness
 
