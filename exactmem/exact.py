@@ -22,7 +22,6 @@ __all__ = [
     "ceil_log2",
     "from_hex",
     "parameter_bits",
-    "parse_integer",
     "parse_rational",
     "to_hex",
 ]
@@ -62,7 +61,6 @@ def to_hex(x: int) -> str:
 # ASCII only, no underscores or inner spaces: Python's int() and Fraction() accept "1_000",
 # fullwidth "１/２" and Arabic-Indic "١٢"; a number in a file is checked before it is converted.
 _HEX = re.compile(r"(-?)0x([0-9a-fA-F]+)")
-_INTEGER = re.compile(r"([+-]?)([0-9]+)")
 _FRACTION = re.compile(r"([+-]?)([0-9]+)/([0-9]+)")
 _DECIMAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?")
 _SPACE = " \t\r\n"
@@ -98,16 +96,6 @@ def from_hex(text: object, where: str) -> int:
     _digits(len(match[2]), where, text)
     value = int(match[2], 16)
     return -value if match[1] else value
-
-
-def parse_integer(text: str, where: str) -> int:
-    """A decimal integer written in ASCII digits (``"-12"``), within ``max_digits``."""
-    match = _INTEGER.fullmatch(text.strip(_SPACE))
-    if match is None:
-        raise _malformed(text, where, "an integer such as '-12'")
-    _digits(len(match[2]), where, text)
-    value = int(mpz(match[2]))  # GMP: subquadratic, where int() is quadratic in the digits
-    return -value if match[1] == "-" else value
 
 
 def _parse_text(value: str, where: str) -> mpq:
