@@ -92,7 +92,7 @@ def _no_constant(name: str) -> object:
     raise InputError(f"JSON constant {name} is not a finite number (JSON has no NaN or infinity)")
 
 
-def parse_json(raw: bytes, where: str) -> object:
+def parse_json(raw: bytes | bytearray, where: str) -> object:
     """Strict JSON: UTF-8, no repeated keys, no NaN or infinities, nesting within
     ``max_depth``, integers within ``max_digits`` (Python parses decimal digits in quadratic
     time). Errors name ``where`` and the position or JSON path."""

@@ -93,7 +93,7 @@ def use(limits: Limits) -> Iterator[Limits]:
 # --------------------------------------------------------------------------- reading
 
 
-def read_limited(path: Path, what: str) -> bytes:
+def read_limited(path: Path, what: str) -> bytes | bytearray:
     """The bytes of ``path``, decompressed when they are gzip, within ``max_bytes`` and
     ``max_gzip_ratio``; every failure is an :class:`InputError` naming the file."""
     lim = current()
@@ -104,7 +104,7 @@ def read_limited(path: Path, what: str) -> bytes:
         if size > lim.max_bytes:
             raise InputError(f"{where}: {size} bytes, {too_big}")
         with open(path, "rb") as f:
-            raw = f.read(lim.max_bytes + 1)
+            raw = f.read(size + 1) if size else _read_capped(f, lim.max_bytes)
     except OSError as exc:
         raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
     if len(raw) > lim.max_bytes:
@@ -115,7 +115,7 @@ def read_limited(path: Path, what: str) -> bytes:
     cap = min(lim.max_bytes, by_ratio)
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
-            data = stream.read(cap + 1)  # decompresses no more than cap + 1 bytes
+            data = _read_capped(stream, cap)
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"{where}: corrupt or truncated gzip data ({exc})") from None
     if len(data) > cap:
@@ -124,6 +124,18 @@ def read_limited(path: Path, what: str) -> bytes:
             f"{where}: the gzip data expands beyond {cap} bytes ({len(raw)} compressed; limits "
             f"{lim.max_bytes} bytes and {lim.max_gzip_ratio}× the compressed size, {flag})"
         )
+    return data
+
+
+def _read_capped(stream, cap: int) -> bytearray:
+    """At most ``cap + 1`` bytes of ``stream``, read in pieces (``read(n)`` would reserve n
+    bytes at once, and a stream of unknown length may be endless)."""
+    data = bytearray()
+    while len(data) <= cap:
+        piece = stream.read(min(_CHUNK, cap + 1 - len(data)))
+        if not piece:
+            break
+        data += piece
     return data
 
 
@@ -159,7 +171,7 @@ def _escaped(at, kinds, carry: int, size: int):
     return (length % 2) == 1, tail
 
 
-def json_depth(raw: bytes, limit: int) -> int | None:
+def json_depth(raw: bytes | bytearray, limit: int) -> int | None:
     """The byte offset where the nesting of JSON arrays and objects first exceeds ``limit``,
     or None. Brackets inside strings do not count (escaped quotes respected). Vectorised over
     chunks of 16 MB, so the parser never meets a document deeper than its recursion allows."""
