@@ -121,13 +121,41 @@ SWEEPS: dict[str, Sweep] = {
     ),
     "mahdavi24": Sweep(
         [
-            {"T": H * (n - 1) + 1, "n": n, "d": d, "C": C, "options": {"heads": H, **extra}}
-            for H, n, d, C in [(2, 4, 8, 3), (3, 5, 12, 5), (2, 6, 12, 4), (3, 4, 10, 6)]
+            {
+                "T": H * (min(n, dh) - 1) + 1,
+                "n": n,
+                "d": d,
+                "C": C,
+                "options": {"heads": H, "head_dim": dh, **extra},
+            }
+            for H, n, d, C, dh in [
+                (2, 4, 8, 3, 8),
+                (3, 5, 12, 5, 12),
+                (2, 6, 12, 4, 4),
+                (3, 4, 10, 6, 3),
+                (4, 6, 16, 5, 6),
+            ]
             for extra in ({}, {"score": "softmax", "readout": "classification"})
         ],
         [
-            {"T": H * (n - 1) + 1, "n": n, "d": d, "C": C, "options": {"heads": H}}
-            for H, n, d, C in [(6, 6, 16, 5), (4, 8, 16, 5), (4, 6, 24, 5)]
+            {
+                "T": H * (min(n, dh) - 1) + 1,
+                "n": n,
+                "d": d,
+                "C": C,
+                "options": {"heads": H, "head_dim": dh},
+            }
+            for H, n, d, C, dh in [(6, 6, 16, 5, 16), (4, 8, 16, 5, 5), (4, 6, 24, 5, 24)]
+        ],
+    ),
+    "mahdavi24_tightness": Sweep(
+        [
+            {"T": H * (n - 1) + 1, "n": n, "d": d, "C": 5, "options": {"heads": H, "head_dim": d}}
+            for H, n, d in [(2, 4, 8), (3, 5, 12), (4, 6, 16), (3, 4, 10)]
+        ],
+        [
+            {"T": H * (n - 1) + 1, "n": n, "d": d, "C": 5, "options": {"heads": H, "head_dim": d}}
+            for H, n, d in [(5, 6, 16), (4, 8, 24)]
         ],
     ),
     "ks25_zen_of_python": Sweep(

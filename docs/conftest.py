@@ -11,6 +11,7 @@ from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 
 def _setup(namespace):
     namespace["tmp"] = Path(tempfile.mkdtemp(prefix="exactmem-docs-"))
+    namespace["examples"] = Path(__file__).parent / "examples"
 
 
 def _teardown(namespace):

@@ -122,8 +122,9 @@ CHECKLISTS = {
     "ks25-token-ids": "Theorem E.1: Theorem 4.1's checklist with token ids ≥ 1 apart",
     "ks25-deep-sets": "Theorem D.1: Theorem 4.1's checklist on multisets (set ids)",
     "ks25-bit-budget": "Theorem F.1: Theorem 4.1's checklist, memorizers checked per sub-network",
-    "mahdavi24": "Mahdavi et al. 2024: n < d, A1, A2, feature rank (hardmax), capacity, "
-    "Proposition 2's ceiling",
+    "mahdavi24": "Mahdavi et al. 2024: n < d, A1, A2, the rank of the model's own attention "
+    "features (exact, or certified on balls), capacity H(min(n, d_h) − 1) + 1, Proposition 2's "
+    "ceiling",
     "dana25": "Dana et al. 2025: Lemma 2's feature rank (Arb), capacity H·d_h + d",
 }
 

@@ -42,7 +42,7 @@ CONSTRUCTIONS = {
 }
 CONSTRUCTIONS["mahdavi24"] = (
     "Mahdavi, Liao & Thrampoulidis 2024: one multi-head attention layer memorizes "
-    "H(n - 1) + 1 examples (task next-token: n context tokens, then the query)"
+    "H(min(n, d_h) - 1) + 1 examples (task next-token: n context tokens, then the query)"
 )
 CONSTRUCTIONS["dana25"] = (
     "Dana, Pydi & Chevaleyre 2025: an attention-only Transformer memorizes H*d_h + d "
@@ -240,7 +240,10 @@ OPTION_LIMITS = {
         lambda ds: max(2, ds.size),
         "d ≥ {limit} (the number of examples) stores every association without heads",
     ),
-    "head_dim": (lambda ds: max(2, ds.size), "d_h ≤ d ≤ {limit}"),
+    "head_dim": (
+        lambda ds: max(2, ds.size, ds.dim),
+        "a head of dimension above max(2, N, the token dimension) = {limit} has nothing to store",
+    ),
     "scale": (lambda ds: 2**64, "at most 2⁶⁴"),
     "precision": (lambda ds: 2**16, "at most 65536 bits (it is doubled up to 7 times)"),
     "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
@@ -248,8 +251,9 @@ OPTION_LIMITS = {
 
 
 LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
-for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d, head_dim ≤ max(2, N); direction_bound
-≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536; numbers ≤ 64 characters"""
+for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d ≤ max(2, N); head_dim ≤ max(2, N, the
+token dimension); direction_bound ≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536;
+numbers ≤ 64 characters"""
 
 
 def check_option_limits(options: dict, dataset) -> None:
@@ -280,6 +284,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from exactmem.sequences import random_sequences, zen_of_python
 
     check_output(args.out, "--out")
+    if (args.file is not None or args.window is not None) and args.family != "text":
+        raise InputError("--file and --window belong to generate text")
     for name in ("N", "n", "d", "C", "vocab"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InputError(f"--{name} must be ≥ 1")
@@ -318,6 +324,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elif args.family == "zen":
         ds = zen_of_python(args.n or 32, unit=args.unit)
         what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"
+    elif args.family == "text":
+        what, ds = _generate_text(args)
     else:
         if args.N is None:
             raise InputError(f"generate {args.family} needs --N")
@@ -337,6 +345,27 @@ def cmd_generate(args: argparse.Namespace) -> int:
     save_dataset(ds, args.out)
     print(f"wrote {args.out}: {what}, C = {ds.num_classes}")
     return EXIT_VERIFIED
+
+
+def _generate_text(args: argparse.Namespace):
+    """``generate text``: the windows of a text file (:mod:`exactmem.text`); says on stderr when
+    the tokens carry their positions, and why."""
+    from exactmem.text import read_text, windows
+
+    if args.file is None or args.window is None:
+        raise InputError("generate text needs --file FILE and --window W")
+    ds = windows(read_text(args.file), args.window, args.unit, source=args.file)
+    if ds.meta["position_aware"]:
+        print(
+            f"note: tokens carry their position (symbol id, k) in Q^2, because "
+            f"{ds.meta['positions_because']}",
+            file=sys.stderr,
+        )
+    what = (
+        f"{ds.size} windows of {args.window} {args.unit}s of {args.file} "
+        f"({len(ds.meta['symbols'])} symbols, tokens in Q^{ds.dim})"
+    )
+    return what, ds
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -477,34 +506,159 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return args.pending_exit
 
 
-def _latex(rows: list[dict], measured: list[dict]) -> str:
-    def esc(text: str) -> str:
-        for old, new in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("_", r"\_"), ("%", r"\%")):
-            text = text.replace(old, new)
-        return text.replace("#", r"\#").replace("^", r"\^{}")
+def _latex(rows: list[dict], measured: list[dict], sizes: dict | None = None) -> str:
+    """The table as a standalone LaTeX document (pdflatex; packages booktabs and geometry):
+    every special character escaped, every formula in math mode, every character ASCII. The
+    table alone is the ``tabular`` environment (it needs the booktabs package)."""
+    import re
 
-    lines = [
-        r"\begin{tabular}{lllllr}",
-        r"\toprule",
-        r"work & source & setting & bound & constant & value \\",
-        r"\midrule",
-    ]
-    for r in rows:
+    symbols = {
+        "ω": r"\omega", "Ω": r"\Omega", "Θ": r"\Theta", "π": r"\pi", "δ": r"\delta",
+        "φ": r"\varphi", "ρ": r"\rho", "λ": r"\lambda", "ε": r"\varepsilon", "ℓ": r"\ell",
+        "Õ": r"\tilde{O}", "≥": r"\geq", "≤": r"\leq", "≠": r"\neq", "≈": r"\approx",
+        "×": r"\times", "·": r"\cdot", "⌈": r"\lceil", "⌉": r"\rceil", "⌊": r"\lfloor",
+        "⌋": r"\rfloor", "′": "'", "−": "-", "∞": r"\infty", "→": r"\to", "<": "<", ">": ">",
+        "|": "|",
+    }  # fmt: skip
+    text_only = {
+        "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "#": r"\#", "$": r"\$",
+        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "_": r"\_",
+        "^": r"\textasciicircum{}", "–": "--", "—": "---", "…": r"\dots{}",
+    }  # fmt: skip
+    math_only = {
+        "\\": r"\backslash{}", "&": r"\&", "%": r"\%", "#": r"\#", "$": r"\$", "{": r"\{",
+        "}": r"\}", "~": r"\sim{}", "–": "-", "—": "-", "…": r"\dots{}", " ": " ",
+    }  # fmt: skip
+    scripts = {
+        "^": dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789", strict=True)),
+        "_": dict(zip("₀₁₂₃₄₅₆₇₈₉", "0123456789", strict=True)),
+    }
+    functions = {"log", "min", "max", "exp"}
+
+    def tex(text: str, math: bool = False) -> str:
+        """``text`` in LaTeX; formulas (√, Greek, super- and subscripts, R^d) in math mode."""
+
+        def wrap(body: str) -> str:
+            return body if math else rf"\ensuremath{{{body}}}"
+
+        out, i = [], 0
+        while i < len(text):
+            ch = text[i]
+            script = re.match(r"([A-Za-z])([\^_])([A-Za-z0-9]+)", text[i:])
+            if ch == "√":  # √x or √(…): the argument under the root
+                j = i + 1
+                if text[j : j + 1] == "(":
+                    depth, k = 0, j
+                    while k < len(text):
+                        depth += {"(": 1, ")": -1}.get(text[k], 0)
+                        if depth == 0:
+                            break
+                        k += 1
+                    arg, i = text[j + 1 : k], k + 1
+                else:
+                    arg = (re.match(r"[A-Za-z0-9]+|.?", text[j:], re.S) or [""])[0]
+                    i = j + len(arg)
+                out.append(wrap(rf"\sqrt{{{tex(arg, True)}}}"))
+                continue
+            if script and (i == 0 or not text[i - 1].isalnum()):  # R^d, d_h
+                base, mark, arg = script.groups()
+                out.append(wrap(f"{base}{mark}{{{arg}}}"))
+                i += script.end()
+                continue
+            marks = [m for m, table in scripts.items() if ch in table]
+            if marks:  # a run of ² or ₂ characters
+                table, j = scripts[marks[0]], i
+                while j < len(text) and text[j] in table:
+                    j += 1
+                digits = "".join(table[c] for c in text[i:j])
+                if math:
+                    out.append(f"{marks[0]}{{{digits}}}")
+                else:
+                    out.append(rf"\text{'super' if marks[0] == '^' else 'sub'}script{{{digits}}}")
+                i = j
+                continue
+            word = re.match(r"[A-Za-z]+", text[i:])
+            if math and word:
+                out.append(rf"\{word[0]} " if word[0] in functions else word[0])
+                i += word.end()
+                continue
+            if ch in symbols:  # a macro gets a space, so that \omega N is not \omegaN
+                macro = symbols[ch] + (" " if symbols[ch].startswith("\\") else "")
+                out.append(macro if math else rf"\ensuremath{{{symbols[ch]}}}")
+            elif math and text[i : i + 2] == ", ":
+                out.append(r",\ ")
+                i += 1
+            else:
+                out.append((math_only if math else text_only).get(ch, ch))
+            i += 1
+        return "".join(out)
+
+    def plain(text: str) -> str:
+        return "".join(text_only.get(ch, ch) for ch in text)
+
+    head = ["#", "work", "setting", "bound", "constant", "value"]
+    ragged = r">{\raggedright\arraybackslash}p"
+    widths = ("4.6cm", "5.4cm", "8cm", "3.2cm")  # landscape A4 less 1.5 cm margins: 26.7 cm
+    lines = [r"\begin{tabular}{@{}r " + " ".join(f"{ragged}{{{w}}}" for w in widths) + " r@{}}"]
+    lines += [r"\toprule", " & ".join(plain(h) for h in head) + r" \\", r"\midrule"]
+    for k, r in enumerate(rows, 1):
+        bound = f"{r['kind']}, {tex(r['quantity'])}: ${tex(r['order'], True)}$"
         lines.append(
-            f"{esc(r['work'])} & {esc(r['source'])} & {esc(r['setting'])} & "
-            f"{r['kind']}, {r['quantity']}, {esc(r['order'])} & {esc(r['constant'])} & "
-            f"{esc(r['value'] or r['status'])} \\\\"
+            f"{k} & {tex(r['work'])} & {tex(r['setting'])} & {bound} & "
+            f"{tex(r['constant'])} & {tex(r['value'] or r['status'])} \\\\"
         )
-        lines.append(rf"\multicolumn{{6}}{{l}}{{\quad\texttt{{{esc(r['formula'])}}}}} \\")
     if measured:
         lines.append(r"\midrule")
         for m in measured:
             lines.append(
-                f"exactmem {esc(m['construction'])} & & {m['task']} & measured & "
-                f"{m['verdict']} & {m['dense_parameters']} \\\\"
+                f" & exactmem {tex(m['construction'])} & {tex(m['task'])} & measured dense "
+                f"parameters; {tex(m['verdict'])} & exact count & {m['dense_parameters']} \\\\"
             )
     lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines)
+
+    at = (
+        ", ".join(f"${tex(k if k != 'omega' else 'ω', True)} = {v}$" for k, v in sizes.items())
+        if sizes
+        else "the sizes given"
+    )
+    notes = [
+        rf"\item[{k}] {tex(r['source'])}; ${tex(r['order'], True)}$"
+        + (f"; {tex(r['note'])}" if r.get("note") else "")
+        + rf"\\ \texttt{{{plain(r['formula'])}}}"
+        for k, r in enumerate(rows, 1)
+    ]
+    return "\n".join(
+        [
+            "% exactmem bounds --latex: a standalone document (pdflatex). The table alone is the",
+            r"% tabular environment; it needs \usepackage{array,booktabs} in your preamble.",
+            r"\documentclass[10pt]{article}",
+            r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}",
+            r"\usepackage{array,booktabs}",
+            r"\begin{document}",
+            r"\small",
+            r"\noindent Parameter bounds of memorization results at " + at + r", with "
+            r"$r = \delta = 1$ and logarithms to base 2. ``Order only, constant 1'' rows show "
+            r"the stated order with every hidden constant set to 1: for comparing growth, "
+            r"never as a bound."
+            + (
+                " Measured rows: exactmem's own constructions, built and certified on random "
+                "data of these sizes."
+                if measured
+                else ""
+            ),
+            r"\par\medskip",
+            r"\noindent",
+            *lines,
+            r"\par\medskip",
+            r"\noindent Sources, orders and the formulas evaluated (as \texttt{exactmem} "
+            r"parses them):",
+            r"\begin{description}\sloppy",
+            *notes,
+            r"\end{description}",
+            r"\end{document}",
+            "",
+        ]
+    )
 
 
 def _print_columns(head: tuple, table: list[tuple]) -> None:
@@ -531,7 +685,7 @@ def cmd_bounds(args: argparse.Namespace) -> int:
         json.dump({"sizes": sizes, "bounds": rows, "measured": measured}, sys.stdout, indent=1)
         print()
     elif args.latex:
-        print(_latex(rows, measured))
+        print(_latex(rows, measured, sizes))
     else:
         at = "N = {N}, n = {n}, d = {d}, ω = {omega}, C = {C}".format(**sizes)
         print(f"{at}, r = δ = 1; logarithms to base 2\n")
@@ -569,6 +723,22 @@ def cmd_bounds(args: argparse.Namespace) -> int:
                 "eq72_max_N: the largest N the model's block architecture could shatter by "
                 "the eq. (72) count (labels per sequence: n for seq2seq, 1 otherwise)"
             )
+            print(
+                "\nagainst the papers (dense parameters / the row's bound at the measured "
+                "dataset's sizes) and the constants our runs need (the claims' [tight] tables, "
+                "fitted on sweeps; no paper states them):"
+            )
+            head = ("construction", "row", "measured/paper", "fitted constants")
+            table = [
+                (
+                    m["construction"],
+                    m["paper_row"] or "—",
+                    m["measured_over_paper"] or "—",
+                    ", ".join(f"{k} {v}" for k, v in m["fitted_constants"].items()) or "—",
+                )
+                for m in measured
+            ]
+            _print_columns(head, table)
     return EXIT_VERIFIED
 
 
@@ -585,6 +755,37 @@ def cmd_check(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         evaluator=args.evaluator,
     )
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from exactmem import plot
+
+    if args.figure == "bounds":
+        summary = plot.plot_bounds(
+            args.out,
+            N_min=args.N_min,
+            N_max=args.N_max,
+            n=args.n,
+            d=args.d,
+            omega=args.vocab,
+            C=args.C,
+            measure_Ns=args.measure_N,
+            seed=args.seed,
+        )
+    else:
+        summary = plot.plot_certificate(args.certificate, args.out)
+    print(summary)
+    return EXIT_VERIFIED
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """--measure-N: comma-separated positive integers, or an empty string for none."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if len(parts) > 20 or not all(p.isascii() and p.isdigit() and len(p) < 10 for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"--measure-N {text[:40]!r}: expected up to 20 comma-separated integers"
+        )
+    return tuple(int(p) for p in parts)
 
 
 # --------------------------------------------------------------------------- parser
@@ -739,7 +940,10 @@ def parser() -> argparse.ArgumentParser:
         help="the comparison table of the field at given sizes",
         description="Upper and lower parameter bounds of the memorization results, as "
         "formulas evaluated at the given sizes; --measure adds exactmem's own constructions, "
-        "built and certified on random data of the same sizes.",
+        "built and certified on random data (the Kajitsuka & Sato and VYS ones at these sizes; "
+        "Mahdavi et al. at T = min(N, 41) examples of min(n, d − 1) context tokens, Dana et al. "
+        "at min(N, 100) associations), with measured / paper bound and the fitted constants of "
+        "the claims' tight bounds.",
         epilog=EPILOG,
     )
     bo.add_argument("--N", type=int, required=True, help="number of sequences / examples")
@@ -748,7 +952,12 @@ def parser() -> argparse.ArgumentParser:
     bo.add_argument("--vocab", type=int, default=1000, help="vocabulary size ω (default 1000)")
     bo.add_argument("--C", type=int, default=10, help="number of classes (default 10)")
     bo.add_argument("--seed", type=int, default=0, help="seed of the --measure datasets")
-    bo.add_argument("--measure", action="store_true", help="build and certify exactmem's models")
+    bo.add_argument(
+        "--measure",
+        action="store_true",
+        help="build and certify exactmem's models on random data (sizes above), with measured / "
+        "paper bound and the constants the runs need",
+    )
     out = bo.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON on stdout")
     out.add_argument("--latex", action="store_true", help="a LaTeX tabular on stdout")
@@ -766,10 +975,11 @@ def parser() -> argparse.ArgumentParser:
             "attention",
             "associations",
             "zen",
+            "text",
         ),
         help="random points; random sequences labelled at the last position (next-token), at "
         "every position (seq2seq) or by multiset (multisets, for deep sets); windows of the Zen "
-        "of Python (next character or word)",
+        "of Python (next character or word); windows of your own text (text: --file, --window)",
     )
     g.add_argument("--N", type=int, help="number of points or sequences")
     g.add_argument("--n", type=int, help="sequence length (next-token: 16, zen: 32)")
@@ -787,7 +997,15 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="attention: every example shares one context (Proposition 2)",
     )
-    g.add_argument("--unit", default="char", choices=("char", "word"), help="zen tokens")
+    g.add_argument(
+        "--unit",
+        default="char",
+        choices=("char", "word"),
+        help="zen and text: windows of characters or of words (text: punctuation marks are units "
+        "too; default char)",
+    )
+    g.add_argument("--file", metavar="TEXT", help="text: a UTF-8 text file (at most 1 MiB)")
+    g.add_argument("--window", type=int, metavar="W", help="text: units per window (W ≥ 1)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument(
         "--coord-bound",
@@ -797,6 +1015,54 @@ def parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--out", required=True, metavar="FILE")
     g.set_defaults(func=cmd_generate)
+
+    pl = sub.add_parser(
+        "plot",
+        help="draw a picture (PNG, SVG or PDF by the extension of --out; needs exactmem[plot])",
+        description="Pictures of the bounds and of a certificate. The format follows the "
+        "extension of --out: .png, .svg or .pdf. Needs matplotlib: pip install 'exactmem[plot]'.",
+        epilog=EPILOG,
+    )
+    figures = pl.add_subparsers(dest="figure", required=True, metavar="FIGURE")
+    pb = figures.add_parser(
+        "bounds",
+        help="parameters and depth against N: the table's rows beside exactmem's builds",
+        description="Parameters and depth against N on log-log axes: every parameter row of "
+        "`bounds` evaluated on a grid of N (order-only rows with every hidden constant set to "
+        "1), beside the resources of exactmem's vys and ks25-next-token models built (not "
+        "certified) on random data at the --measure-N sizes.",
+        epilog=EPILOG,
+    )
+    pb.add_argument("--out", required=True, metavar="FILE", help="picture: .png, .svg or .pdf")
+    pb.add_argument("--N-min", type=int, default=10, help="left end of the N axis (default 10)")
+    pb.add_argument(
+        "--N-max", type=int, default=10**6, help="right end of the N axis (default 10⁶)"
+    )
+    pb.add_argument("--n", type=int, default=16, help="sequence length (default 16)")
+    pb.add_argument("--d", type=int, default=8, help="token dimension (default 8)")
+    pb.add_argument("--vocab", type=int, default=1000, help="vocabulary size ω (default 1000)")
+    pb.add_argument("--C", type=int, default=10, help="number of classes (default 10)")
+    pb.add_argument(
+        "--measure-N",
+        type=_sizes,
+        default=(100, 300, 1000, 3000, 10000),
+        metavar="N,N,...",
+        help="sizes at which vys and ks25-next-token are built (default "
+        "100,300,1000,3000,10000; an empty string builds none)",
+    )
+    pb.add_argument("--seed", type=int, default=0, help="seed of the random datasets")
+    pb.set_defaults(func=cmd_plot)
+    pc = figures.add_parser(
+        "certificate",
+        help="per-layer sign margins and activation statistics of a certificate file",
+        description="Per ReLU layer: the sign margin (smallest non-zero |pre-activation|), the "
+        "share of pre-activations exactly 0, and the width, from a certificate file written by "
+        "`verify --certificate` (its hash and fields are checked first).",
+        epilog=EPILOG,
+    )
+    pc.add_argument("certificate", metavar="CERT", help="certificate file (.json or .json.gz)")
+    pc.add_argument("--out", required=True, metavar="FILE", help="picture: .png, .svg or .pdf")
+    pc.set_defaults(func=cmd_plot)
     return p
 
 

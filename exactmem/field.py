@@ -11,10 +11,12 @@ it says which assumption fails. Logarithms are to base 2.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import sympy
+from flint import arb
 
 from exactmem.bounds import evaluate_ball, parse_formula
 
@@ -394,6 +396,79 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
                 **res.as_dict(),
                 "verdict": verdict or f"not verified (> {verify_limit} items)",
                 "eq72_max_N": max_shatterable(arch, n if task == "seq2seq" else 1),
+                **against_paper(name, ds, res.dense_parameters),
             }
         )
     return rows
+
+
+PAPER_ROWS = {
+    "vys": "vys22-upper",
+    "ks25-next-token": "ks25-thm4.1",
+    "ks25-seq2seq": "ks25-cor4.1",
+    "ks25-token-ids": "ks25-thmE.1",
+    "mahdavi24": "mahdavi24-upper",
+}
+"""The table row each measured construction instantiates (Dana et al. have no row)."""
+
+CLAIMS = {
+    "vys": "vys_theorem_3_1",
+    "ks25-next-token": "ks25_theorem_4_1",
+    "ks25-seq2seq": "ks25_seq2seq",
+    "ks25-token-ids": "ks25_token_ids",
+    "mahdavi24": "mahdavi24",
+    "dana25": "dana25",
+}
+"""The claim whose ``[tight]`` table holds each construction's fitted constants."""
+
+_CONSTANT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\*\((.*)\)\s*$")
+
+
+def fitted_constants(construction: str) -> dict:
+    """The constants our runs need, per metric: the leading factor c of each ``c*(shape)``
+    formula in the shipped claim's ``[tight]`` table (fitted by benchmarks/fit_constants.py on
+    a sweep and checked on larger sizes); a plain number (a width) is its own constant."""
+    from exactmem.proofs import load_claim, shipped_proofs_dir
+
+    name = CLAIMS.get(construction)
+    path = shipped_proofs_dir() / f"{name}.toml" if name else None
+    if path is None or not path.is_file():
+        return {}
+    out = {}
+    for metric, text in load_claim(path).tight.items():
+        m = _CONSTANT.match(text)
+        out[metric] = {"constant": m.group(1), "shape": m.group(2)} if m else {"constant": text}
+    return out
+
+
+def against_paper(construction: str, ds, dense: int) -> dict:
+    """The measured dense parameters over the paper's bound (its table row at the measured
+    dataset's own sizes, where the row applies), and the fitted constants of the construction's
+    claim. Figures for a report: the ratio is an Arb ball printed to 3 digits."""
+    key = PAPER_ROWS.get(construction)
+    figures: dict = {"paper_row": key, "measured_over_paper": None}
+    if key is not None:
+        seq = ds.sequences[0] if ds.sequences else None
+        n = 1 if seq is None else len(seq) - (1 if construction == "mahdavi24" else 0)
+        sizes = {
+            "N": ds.size,
+            "n": max(n, 2),
+            "d": ds.dim if not construction.endswith("token-ids") else 1,
+            "omega": max(len(ds.vocab), 2) if ds.vocab else 2,
+            "C": ds.num_classes,
+        }
+        row = next(r for r in evaluate_rows(sizes) if r["key"] == key)
+        if row["value"] is not None:
+            ball = evaluate_ball(parse_formula(row["formula"], _names(sizes), key), 256)
+            if ball is not None and ball > 0:
+                figures["measured_over_paper"] = (arb(dense) / ball).str(3, radius=False)
+        else:
+            figures["measured_over_paper"] = row["status"]
+    figures["fitted_constants"] = {
+        k: v["constant"] for k, v in fitted_constants(construction).items()
+    }
+    return figures
+
+
+def _names(sizes: dict) -> dict:
+    return {k: sympy.Integer(v) for k, v in sizes.items()}

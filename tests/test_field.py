@@ -132,8 +132,8 @@ def test_not_applicable_in_text_json_and_latex(capsys):
     assert row["source"].startswith("ICLR 2024, Theorem 1") and row["formula"]
     assert main([*args, "--latex"]) == 0
     latex = capsys.readouterr().out
-    line = next(t for t in latex.splitlines() if t.startswith("Mahdavi"))
-    assert line.endswith("n/a: needs n < d \\\\")
+    line = next(t for t in latex.splitlines() if "& Mahdavi" in t)
+    assert line.endswith("n/a: needs n \\ensuremath{<} d \\\\")
     assert main(["bounds", "--N", "1000", "--n", "8", "--d", "9", "--json"]) == 0
     row = next(r for r in json.loads(capsys.readouterr().out)["bounds"] if "Mahdavi" in r["work"])
     assert row["status"] == "evaluated" and row["value"].startswith("23166.")  # ⌈999/7⌉·2·9²
@@ -143,3 +143,27 @@ def test_log_rows_need_two_points(capsys):
     rows = {r["key"]: r for r in evaluate_rows(dict(N=1, n=2, d=3, omega=5, C=2))}
     assert rows["vys22-upper"]["status"] == "n/a: needs N ≥ 2 (log N)"
     assert rows["ks25-thm4.3"]["status"] == "evaluated"
+
+
+def test_measured_rows_stand_against_the_papers_and_the_fitted_constants():
+    """`bounds --measure`'s extra columns: dense parameters over the paper row at the measured
+    sizes, and the constants of the claim's [tight] table (they move with the claim file)."""
+    from exactmem.constructions import ks25
+    from exactmem.field import against_paper, fitted_constants
+    from exactmem.model import resources
+    from exactmem.proofs import load_claim, shipped_proofs_dir
+    from exactmem.sequences import random_sequences
+
+    ds = random_sequences(60, 4, 3, 20, 4, seed=2)
+    model, _ = ks25.build(ds, {"seed": 0})
+    dense = resources(model).dense_parameters
+    figures = against_paper("ks25-next-token", ds, dense)
+    assert figures["paper_row"] == "ks25-thm4.1"
+    assert float(figures["measured_over_paper"]) > 0
+    twice = against_paper("ks25-next-token", ds, 2 * dense)
+    assert float(twice["measured_over_paper"]) > float(figures["measured_over_paper"])
+    tight = load_claim(shipped_proofs_dir() / "ks25_theorem_4_1.toml").tight
+    constants = fitted_constants("ks25-next-token")
+    assert tight["depth"].startswith(constants["depth"]["constant"] + "*(")
+    assert figures["fitted_constants"]["depth"] == constants["depth"]["constant"]
+    assert fitted_constants("no-such-construction") == {}

@@ -96,7 +96,8 @@ def test_bounds_command_json_and_latex(capsys):
     assert orders and all(r["constant"] == "order only, constant 1" for r in orders)
     assert main(["bounds", "--N", "1000", "--n", "8", "--latex"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("\\begin{tabular}") and "Theorem 4.3" in out
+    assert out.startswith("% exactmem bounds --latex") and "\\begin{tabular}" in out
+    assert "Theorem 4.3" in out
 
 
 def test_bounds_measure_small(capsys):
