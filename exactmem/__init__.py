@@ -1,4 +1,107 @@
 """exactmem: build the networks of Transformer memorization theorems, run them exactly, and
-certify what the theorems promise."""
+certify what the theorems promise.
+
+The public API, in the order of a session (each name is documented where it is defined):
+
+* datasets: :class:`Dataset` (with :meth:`Dataset.from_tokens`, :meth:`Dataset.from_text`
+  and :meth:`Dataset.from_points`), :func:`load_dataset`, :func:`save_dataset`;
+* models: :func:`build` (runs an untrusted construction), :func:`run` (exact outputs),
+  :func:`load_model`, :func:`save_model`, :class:`Transformer`;
+* verdicts: :func:`certify` (the trusted core: ``exactmem.certify(model, dataset,
+  construction=NAME, tolerance=Q)``), which returns a :class:`Certificate`: the verdict and
+  the :class:`Check` results it rests on;
+* errors: :class:`InputError` (bad input, exit code 2), :class:`InconclusiveError` (exact
+  arithmetic cannot decide, exit code 4), both :class:`ExactmemError`.
+
+``import exactmem`` loads none of them: each is imported on first use (PEP 562), so the
+command line's ``--help`` and the import itself stay fast.
+"""
+
+import importlib
+import sys
+import types
 
 __version__ = "0.1.0"
+
+# name → module that defines it; resolved on first access by __getattr__
+_LAZY = {
+    "Dataset": "exactmem.data",
+    "load_dataset": "exactmem.data",
+    "save_dataset": "exactmem.data",
+    "Transformer": "exactmem.model",
+    "Certificate": "exactmem.verify",
+    "Check": "exactmem.verify",
+    "build": "exactmem.api",
+    "run": "exactmem.api",
+    "load_model": "exactmem.api",
+    "save_model": "exactmem.api",
+    "ExactmemError": "exactmem.errors",
+    "InputError": "exactmem.errors",
+    "InconclusiveError": "exactmem.errors",
+}
+
+__all__ = [
+    "Certificate",
+    "Check",
+    "Dataset",
+    "ExactmemError",
+    "InconclusiveError",
+    "InputError",
+    "Transformer",
+    "__version__",
+    "build",
+    "certify",
+    "load_dataset",
+    "load_model",
+    "run",
+    "save_dataset",
+    "save_model",
+]
+
+TYPE_CHECKING = False  # mypy reads this name as typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from exactmem.api import build, load_model, run, save_model
+    from exactmem.certify import certify
+    from exactmem.data import Dataset, load_dataset, save_dataset
+    from exactmem.errors import ExactmemError, InconclusiveError, InputError
+    from exactmem.model import Transformer
+    from exactmem.verify import Certificate, Check
+
+
+def __getattr__(name: str) -> object:
+    if name == "certify":
+        # importing the submodule binds it here (_Package.__setattr__ makes it callable)
+        return importlib.import_module("exactmem.certify")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'exactmem' has no attribute {name!r}")
+    # importlib, not an import statement: the trusted core imports this package (for
+    # __version__), and must not appear to import the constructions through it
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _CallableCertify(types.ModuleType):
+    """``exactmem.certify`` is both the trusted module and, called, its ``certify`` function:
+    ``exactmem.certify(model, dataset, construction=NAME)`` is
+    ``exactmem.certify.certify(model, dataset, construction=NAME)``."""
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        return self.certify(*args, **kwargs)
+
+
+class _Package(types.ModuleType):
+    def __setattr__(self, name: str, value: object) -> None:
+        # The import system binds a loaded submodule on its package by setattr; a function
+        # named like the module would be overwritten by it, so the module is made callable.
+        if name == "certify" and isinstance(value, types.ModuleType):
+            value.__class__ = _CallableCertify
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

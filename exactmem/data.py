@@ -12,8 +12,9 @@ import gzip
 import hashlib
 import json
 import math
+import numbers
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +51,9 @@ class Dataset:
     """An exact dataset. For ``points`` only ``points`` is used; else ``vocab`` + ``sequences``.
 
     ``labels`` holds an int per point or sequence (a tuple of ints per sequence for seq2seq).
-    ``num_classes`` is C: given in the file as ``"C"``, else the largest label.
+    ``num_classes`` is C: given in the file as ``"C"``, else the largest label. Make one with
+    :meth:`from_tokens`, :meth:`from_points` or :meth:`from_text`, or read a file with
+    :func:`load_dataset`.
     """
 
     task: str
@@ -70,6 +73,94 @@ class Dataset:
     def dim(self) -> int:
         rows = self.points if self.task == "points" else self.vocab
         return len(rows[0]) if rows else 0
+
+    # The builders write the object a dataset file holds and validate it with
+    # parse_dataset, so a built dataset passes the checks a loaded one does.
+
+    @classmethod
+    def from_points(
+        cls,
+        points: Sequence[Sequence[object]],
+        labels: Sequence[int],
+        *,
+        num_classes: int | None = None,
+        allow_floats: bool = False,
+    ) -> Dataset:
+        """A ``points`` dataset: point i in Q^d with label i in 1..C.
+
+        Coordinates are ints, exact strings (``"1/3"``, ``"0.25"``), ``Fraction`` or ``mpq``;
+        floats only with ``allow_floats`` (converted exactly). ``num_classes`` is C (default:
+        the largest label). Bad input raises :class:`~exactmem.errors.InputError` naming the
+        index."""
+        obj = {"points": _raw_rows(points, "points"), "labels": _raw_labels(labels)}
+        return _built({**obj, "task": "points"}, num_classes, allow_floats, "Dataset.from_points")
+
+    @classmethod
+    def from_tokens(
+        cls,
+        sequences: Sequence[Sequence[object]],
+        labels: Sequence[int] | Sequence[Sequence[int]],
+        *,
+        vocab: Sequence[Sequence[object]] | Mapping[object, Sequence[object]],
+        task: str = "next-token",
+        num_classes: int | None = None,
+        allow_floats: bool = False,
+    ) -> Dataset:
+        """Sequences of tokens with their labels (``task`` ``next-token``: one label per
+        sequence, for its last position; ``seq2seq``: one per position).
+
+        ``vocab`` gives every token's vector in Q^d: a list (tokens are its indices) or a
+        mapping (tokens are its keys, e.g. words; its order fixes the indices). Coordinates as
+        in :meth:`from_points`. Bad input raises :class:`~exactmem.errors.InputError` naming
+        the index."""
+        meta: dict = {}
+        rows: object
+        if isinstance(vocab, Mapping):
+            ids = {token: i for i, token in enumerate(vocab)}
+            ids_of: list[list[int]] = []
+            for i, seq in enumerate(sequences):
+                if isinstance(seq, str | bytes) or not isinstance(seq, Sequence):
+                    raise InputError(f"sequences[{i}]: expected a list of tokens")
+                row = []
+                for k, token in enumerate(seq):
+                    try:
+                        row.append(ids[token])
+                    except (KeyError, TypeError):
+                        raise InputError(
+                            f"sequences[{i}][{k}]: token {token!r:.40} is not in vocab"
+                        ) from None
+                ids_of.append(row)
+            rows = ids_of
+            if all(isinstance(t, str) for t in ids):
+                meta["symbols"] = list(ids)
+            vectors: Sequence[Sequence[object]] = list(vocab.values())
+        else:
+            rows = _raw_rows(sequences, "sequences")
+            vectors = vocab
+        obj = {
+            "task": task,
+            "vocab": _raw_rows(vectors, "vocab"),
+            "sequences": rows,
+            "labels": _raw_labels(labels),
+            "meta": meta,
+        }
+        return _built(obj, num_classes, allow_floats, "Dataset.from_tokens")
+
+    @classmethod
+    def from_text(
+        cls, text: str, *, window: int, unit: str = "char", positions: str = "auto"
+    ) -> Dataset:
+        """Next-token sequences of your own text: every window of ``window`` units
+        (``unit``: ``char`` or ``word``), labelled by the unit that follows it.
+
+        The token vectors are chosen exactly and automatically, with each token's position
+        appended when two windows need it (``positions``: ``auto``, ``always`` or ``never``);
+        ``meta`` records the symbols and says whether and why (:func:`exactmem.text.windows`).
+        Identical windows followed by different units are refused with an
+        :class:`~exactmem.errors.InputError` naming both places."""
+        from exactmem.text import windows
+
+        return windows(text, window, unit, positions=positions, source="Dataset.from_text")
 
 
 # --------------------------------------------------------------------------- file format
@@ -214,6 +305,46 @@ def load_dataset(path: str | Path, *, allow_floats: bool = False) -> Dataset:
         raise InputError(f"{source}: {exc}") from None
 
 
+def _raw_value(x: object) -> object:
+    """A coordinate as a dataset file would hold it: rationals (``Fraction``, ``mpq``, NumPy
+    integers) as exact text; anything else is left for :func:`parse_rational` to judge."""
+    if isinstance(x, bool | int | float | str):
+        return x
+    if isinstance(x, numbers.Rational):
+        return f"{x.numerator}/{x.denominator}"
+    return x
+
+
+def _raw_rows(rows: object, what: str) -> object:
+    if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
+        raise InputError(f"{what}: expected a list, got {type(rows).__name__}")
+    return [
+        [_raw_value(x) for x in row]
+        if isinstance(row, Sequence) and not isinstance(row, str | bytes)
+        else row
+        for row in rows
+    ]
+
+
+def _raw_labels(labels: object) -> object:
+    def one(y: object) -> object:
+        return int(y) if isinstance(y, numbers.Integral) and not isinstance(y, bool) else y
+
+    if isinstance(labels, str | bytes) or not isinstance(labels, Sequence):
+        raise InputError(f"labels: expected a list, got {type(labels).__name__}")
+    return [
+        [one(y) for y in ys] if isinstance(ys, Sequence) and not isinstance(ys, str) else one(ys)
+        for ys in labels
+    ]
+
+
+def _built(obj: dict, num_classes: int | None, allow_floats: bool, source: str) -> Dataset:
+    obj = {**obj, "format": FORMAT}
+    if num_classes is not None:
+        obj["C"] = num_classes
+    return parse_dataset(obj, allow_floats=allow_floats, source=source)
+
+
 def dataset_to_json(ds: Dataset) -> dict:
     """The canonical JSON object of a dataset (exact rationals as strings)."""
     obj: dict = {"format": FORMAT, "task": ds.task, "C": ds.num_classes}
@@ -229,6 +360,7 @@ def dataset_to_json(ds: Dataset) -> dict:
 
 
 def save_dataset(ds: Dataset, path: str | Path) -> None:
+    """Write ``ds`` as a dataset file (gzip-compressed if the name ends in ``.gz``)."""
     _write_json(dataset_to_json(ds), Path(path))
 
 
@@ -256,7 +388,7 @@ def random_points(
         )
     rng = random.Random(seed)
     seen: set[tuple[int, ...]] = set()
-    pts = []
+    pts: list[Vector] = []
     while len(pts) < N:
         p = tuple(rng.randint(-coord_bound, coord_bound) for _ in range(d))
         if p not in seen:

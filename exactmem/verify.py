@@ -75,6 +75,41 @@ class Certificate:
     def failed(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 
+    def to_json(self) -> dict:
+        """The certificate as the JSON object ``verify --json`` prints and a certificate file
+        holds (under ``"certificate"``): verdict, subject (hashes and criteria), data,
+        resources, checks, activation."""
+        return {
+            "verdict": self.verdict,
+            "subject": self.subject,
+            "data": self.data,
+            "resources": self.resources.as_dict(),
+            "checks": [c.as_dict() for c in self.checks],
+            "activation": self.activation,
+        }
+
+    def __repr__(self) -> str:
+        """The verdict, the criteria it was judged by, and every failed check."""
+        failed = self.failed
+        lines = [
+            f"<Certificate {self.verdict.upper()}: "
+            + (
+                f"{len(failed)} of {len(self.checks)} checks failed"
+                if failed
+                else f"all {len(self.checks)} checks passed"
+            )
+        ]
+        criteria = self.subject.get("criteria")
+        if isinstance(criteria, dict):
+            tolerance = criteria.get("tolerance")
+            lines.append(
+                f" criteria: {criteria.get('checklist')}; readout {criteria.get('readout')}, "
+                + ("exact" if tolerance is None else f"within {tolerance}")
+                + f"; inputs: {criteria.get('inputs')}"
+            )
+        lines += [f" FAIL {c.name}: {c.detail}" for c in failed]
+        return "\n".join(lines) + ">"
+
 
 def _examples(bad: list[str], total: int | None = None) -> str:
     total = len(bad) if total is None else total
@@ -418,7 +453,7 @@ def memorizer_layout(mlp: MLP, layout, prefix: str) -> dict:
     lanes, and the gadget's segment lanes. The layout is written by the (untrusted)
     construction; a missing or inconsistent one refutes the checklist (ChecklistStructureError)."""
     who = f"memorizer {prefix.rstrip('.')}" if prefix else "the memorizer"
-    if not isinstance(layout, dict):
+    if not isinstance(layout, dict) or not layout:
         raise ChecklistStructureError(f"{who}: no memorizer layout")
     need = {"group_size": int, "groups": int, "key_bits": int, "label_bits": int, "gadget": str}
     for key, kind in need.items():
