@@ -77,12 +77,12 @@ def _digits(count: int, where: str, text: str) -> None:
 
 def _malformed(text: str, where: str, expected: str) -> InputError:
     if not text.isascii():
-        why = "contains non-ASCII characters (only the ASCII digits 0-9 are numbers)"
+        why = " (it contains non-ASCII characters: only the ASCII digits 0-9 are numbers)"
     elif "_" in text:
-        why = "contains an underscore (write the digits without separators)"
+        why = " (it contains an underscore: write the digits without separators)"
     else:
-        why = "is malformed"
-    return InputError(f"{where}: {text[:40]!r} {why}; expected {expected}")
+        why = ""
+    return InputError(f"{where}: {text[:40]!r} is not {expected}{why}")
 
 
 def from_hex(text: object, where: str) -> int:

@@ -296,11 +296,11 @@ def test_hex_weights_are_ascii_without_separators(files, tmp_path, text):
         ("１/２", "non-ASCII"),
         ("١٢", "non-ASCII"),
         ("1e1_0", "underscore"),
-        ("1/-2", "malformed"),
-        ("1 000", "malformed"),
+        ("1/-2", "is not an exact rational"),
+        ("1 000", "is not an exact rational"),
         ("3/0", "denominator 0"),
-        ("1e", "malformed"),
-        (".", "malformed"),
+        ("1e", "is not an exact rational"),
+        (".", "is not an exact rational"),
     ],
 )
 def test_dataset_numbers_are_ascii(tmp_path, text, why):
