@@ -1,4 +1,4 @@
-"""Datasets: the dataset file contract (DESIGN.md §5), validation, and exact geometry.
+"""Datasets: the dataset file format (docs/concepts.md), validation, and exact geometry.
 
 A dataset is either a list of points in Q^d with labels (task ``points``, plain MLP
 memorization), or sequences of token indices into a vocabulary of vectors in Q^d (tasks

@@ -1,8 +1,9 @@
-"""Model and certificate files (contract, DESIGN.md §5).
+"""Model and certificate files (the file formats of docs/concepts.md).
 
 JSON with a schema version, every integer weight in hex, and the SHA-256 of the canonical
 content (sorted keys, no whitespace). Loading never uses pickle; it rejects unknown versions,
-malformed content and hash mismatches with a message naming the field.
+unknown fields, malformed numbers, shapes that do not fit and hash mismatches with a message
+naming the JSON path, within the limits of :mod:`exactmem.limits`.
 """
 
 from __future__ import annotations
