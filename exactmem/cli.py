@@ -820,6 +820,20 @@ def _add_jobs(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_limits(sub: argparse.ArgumentParser) -> None:
+    """``--max-digits`` and the other limits on input files (exactmem.limits)."""
+    from exactmem.limits import add_limit_arguments
+
+    add_limit_arguments(sub)
+
+
+def _limits(args: argparse.Namespace):
+    """The command's limits, in force while it runs (a ``with`` block)."""
+    from exactmem.limits import limits_from_args, use
+
+    return use(limits_from_args(args))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m exactmem",
@@ -886,6 +900,7 @@ def parser() -> argparse.ArgumentParser:
         help="accept JSON floats in the dataset, converted exactly (dyadic)",
     )
     b.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_limits(b)
     b.set_defaults(func=cmd_build)
 
     v = sub.add_parser(
@@ -917,6 +932,7 @@ def parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_jobs(v)
+    _add_limits(v)
     v.set_defaults(func=cmd_verify)
 
     bo = sub.add_parser(
@@ -1079,7 +1095,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         keyboard = _install(signal.SIGINT, _interrupt)
     try:
-        return args.func(args)
+        with _limits(args):
+            return args.func(args)
     except ExactmemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
