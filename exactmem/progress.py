@@ -48,6 +48,14 @@ def tell(
         progress(message)
 
 
+def _columns() -> int:
+    """The terminal's width, or 80 where it reports none (a pseudo-terminal of width 0, where
+    tqdm would draw nothing)."""
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns or 80
+
+
 class Progress:
     """The CLI's progress reporter: milestone lines (``force=True``) and, on a terminal, a
     tqdm bar per phase; other messages become the bar's note, or a line at most once a
@@ -104,7 +112,7 @@ class Progress:
                     desc=phase[:40],
                     file=self.stream,
                     leave=False,
-                    dynamic_ncols=True,
+                    ncols=_columns(),
                     mininterval=0.25,
                     bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} "
                     "[{elapsed}<{remaining}]{postfix}",
@@ -140,7 +148,7 @@ class Progress:
                 desc=name[:60],
                 file=self.stream,
                 leave=False,
-                dynamic_ncols=True,
+                ncols=_columns(),
                 bar_format="{desc}: {elapsed} elapsed",
             )
         stop = threading.Event()

@@ -62,12 +62,12 @@ def validate(obj: object, where: str) -> dict:
 
     if not isinstance(obj, dict):
         raise InputError(f"{where}: top level must be a JSON object")
-    extra = set(obj) - {"format", "sha256", "certificate"}
-    if extra:
-        raise InputError(f"{where}: unexpected field {sorted(extra)[0][:40]!r}")
     fmt = _field(obj, "format", str, where)
     if fmt != CERTIFICATE_FORMAT:
         raise InputError(f"{where}.format: {fmt[:60]!r}, expected {CERTIFICATE_FORMAT!r}")
+    extra = set(obj) - {"format", "sha256", "certificate"}
+    if extra:
+        raise InputError(f"{where}: unexpected field {sorted(extra)[0][:40]!r}")
     stated = _field(obj, "sha256", str, where)
     if not SHA256.fullmatch(stated):
         raise InputError(f"{where}.sha256: expected 64 lowercase hex digits")
