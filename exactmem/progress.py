@@ -35,6 +35,7 @@ def tell(
     phase: str | None = None,
     done: int | None = None,
     total: int | None = None,
+    outer: bool = False,
 ) -> None:
     """Report ``message`` to ``progress``; with ``done`` of ``total`` steps of ``phase``, to a
     reporter that takes fractions as that fraction (its bar's percentage and ETA). An empty
@@ -43,7 +44,10 @@ def tell(
         return
     fraction = getattr(progress, "fraction", None)
     if fraction is not None and total and done is not None:
-        fraction(phase or message, done, total, message)
+        if outer:  # the keyword only where it is used: other reporters need not take it
+            fraction(phase or message, done, total, message, outer=True)
+        else:
+            fraction(phase or message, done, total, message)
     elif message:
         progress(message)
 
@@ -70,9 +74,11 @@ class Progress:
         self.bars = enabled and bars
         self.start = time.perf_counter()
         self.last = 0.0
-        self._bar: Any = None
-        self._phase: str | None = None
+        self._bar: Any = None  # the current phase's bar
+        self._outer: Any = None  # an outer phase's bar, above it
         self._lock = threading.Lock()
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
 
     # ------------------------------------------------------------------ lines
 
@@ -83,54 +89,96 @@ class Progress:
         with self._lock:
             if force:
                 self._line(f"[{now - self.start:7.1f}s] {message}")
-            elif self._bar is not None:
+            elif self._bar is not None and self._bar.total:
                 self._bar.set_postfix_str(message[:80], refresh=False)
+            elif self._bar is not None or self._outer is not None:
+                pass  # a bar shows that work goes on
             elif self.bars and now - self.last >= 1.0:
                 self.last = now
                 self._line(f"[{now - self.start:7.1f}s] {message}")
 
     def _line(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.write(text, file=self.stream)
+        if self._bar is not None or self._outer is not None:
+            from tqdm import tqdm
+
+            tqdm.write(text, file=self.stream)
         else:
             print(text, file=self.stream, flush=True)
 
     # ------------------------------------------------------------------ bars
 
-    def fraction(self, phase: str, done: int, total: int, message: str = "") -> None:
+    def fraction(
+        self, phase: str, done: int, total: int, message: str = "", *, outer: bool = False
+    ) -> None:
         """``done`` of ``total`` steps of ``phase``: its bar (a new one when the phase
-        changes), closed when the phase is complete."""
+        changes), closed when the phase is complete. An ``outer`` phase (the instances of
+        ``check``) keeps its bar on the first line while the inner phases come and go below."""
         if not self.bars:
             return
         with self._lock:
-            if self._bar is None or self._phase != phase or self._bar.total != total:
-                self._close()
-                from tqdm import tqdm
-
-                self._bar = tqdm(
-                    total=total,
-                    desc=phase[:40],
-                    file=self.stream,
-                    leave=False,
-                    ncols=_columns(),
-                    mininterval=0.25,
-                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} "
-                    "[{elapsed}<{remaining}]{postfix}",
-                )
-                self._phase = phase
-            self._bar.update(max(0, min(done, total) - self._bar.n))
+            bar = self._outer if outer else self._bar
+            if bar is None or bar.desc != phase[:40] or bar.total != total:
+                self._close(outer)
+                bar = self._new(total, phase[:40], outer)
+                if outer:
+                    self._outer = bar
+                else:
+                    self._bar = bar
+            bar.update(max(0, min(done, total) - bar.n))
             if done >= total:
-                self._close()
+                self._close(outer)
 
-    def _close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-        self._bar, self._phase = None, None
+    def _new(self, total: int | None, desc: str, outer: bool) -> Any:
+        from tqdm import tqdm
+
+        counted = "{percentage:3.0f}%|{bar}| {n}/{total} [{elapsed}<{remaining}]{postfix}"
+        bar = tqdm(
+            total=total,
+            desc=desc,
+            file=self.stream,
+            leave=False,
+            ncols=_columns(),
+            mininterval=0.25,
+            position=0 if outer else int(self._outer is not None),
+            bar_format="{desc}: " + (counted if total else "{elapsed} elapsed"),
+        )
+        self._start_ticker()
+        return bar
+
+    def _start_ticker(self) -> None:
+        """Redraw the bars twice a second, so that elapsed time and ETA move while a step
+        takes long (a construction's build, the checks after an evaluation)."""
+        if self._ticker is not None:
+            return
+        stop = self._stop = threading.Event()
+
+        def tick() -> None:
+            while not stop.wait(0.5):
+                with self._lock:
+                    for bar in (self._outer, self._bar):
+                        if bar is not None:
+                            bar.refresh()
+
+        self._ticker = threading.Thread(target=tick, daemon=True)
+        self._ticker.start()
+
+    def _close(self, outer: bool = False) -> None:
+        bar = self._outer if outer else self._bar
+        if bar is not None:
+            bar.close()
+        if outer:
+            self._outer = None
+        else:
+            self._bar = None
+        if self._bar is None and self._outer is None and self._ticker is not None:
+            self._stop.set()  # no bar left to redraw; the ticker ends at its next wake-up
+            self._ticker = None
 
     def close(self) -> None:
-        """Clear any bar still drawn (a phase that stopped early)."""
+        """Clear every bar still drawn (a phase that stopped early) and stop redrawing."""
         with self._lock:
             self._close()
+            self._close(outer=True)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -139,31 +187,11 @@ class Progress:
         if not self.bars:
             yield
             return
-        from tqdm import tqdm
-
         with self._lock:
             self._close()
-            bar = tqdm(
-                total=None,
-                desc=name[:60],
-                file=self.stream,
-                leave=False,
-                ncols=_columns(),
-                bar_format="{desc}: {elapsed} elapsed",
-            )
-        stop = threading.Event()
-
-        def tick() -> None:
-            while not stop.wait(0.5):
-                with self._lock:
-                    bar.refresh()
-
-        ticker = threading.Thread(target=tick, daemon=True)
-        ticker.start()
+            self._bar = self._new(None, name[:60], outer=False)
         try:
             yield
         finally:
-            stop.set()
-            ticker.join()
             with self._lock:
-                bar.close()
+                self._close()

@@ -669,7 +669,7 @@ def run_check(
     for n, (claim, inst) in enumerate(selected, 1):
         if progress:
             progress(f"[{n}/{len(selected)}] {claim.name}: {inst.label}", force=True)
-            tell(progress, "", phase="claim instances", done=n - 1, total=len(selected))
+            tell(progress, "", phase="claim instances", done=n - 1, total=len(selected), outer=True)
         record = run_instance(claim, inst, progress, jobs, evaluator)
         record["claim"] = claim.name
         results.append(record)
