@@ -312,7 +312,11 @@ def parser() -> argparse.ArgumentParser:
     bo.add_argument("--quiet", action="store_true", help="no progress on stderr")
     bo.set_defaults(func=_command("bounds"))
 
-    g = sub.add_parser("generate", help="write a random dataset file", epilog=EPILOG)
+    g = sub.add_parser(
+        "generate",
+        help="write a dataset file: random data, the Zen of Python, or your own text",
+        epilog=EPILOG,
+    )
     g.add_argument(
         "family",
         choices=(

@@ -125,6 +125,8 @@ class Progress:
                 else:
                     self._bar = bar
             bar.update(max(0, min(done, total) - bar.n))
+            if outer:  # rare steps: each one shown at once
+                bar.refresh()
             if done >= total:
                 self._close(outer)
 

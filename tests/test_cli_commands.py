@@ -436,3 +436,18 @@ def test_readme_synopsis_lines_run_as_pasted(tmp_path):
             timeout=600,
         )
         assert done.returncode == 0, f"{line}\n{done.stderr[-2000:]}"
+
+
+def test_an_outer_bar_stays_above_the_phases():
+    stream = io.StringIO()
+    p = Progress(True, stream=stream, bars=True)
+    tell(p, "", phase="claim instances", done=0, total=2, outer=True)
+    with p.phase("building ks25"):
+        pass
+    tell(p, "layer 1", phase="evaluating f2", done=1, total=3)
+    tell(p, "", phase="claim instances", done=1, total=2, outer=True)
+    p.close()
+    text = stream.getvalue()
+    assert "claim instances:  50%" in text and "building ks25: 00:00 elapsed" in text
+    assert "evaluating f2:   0%" in text  # drawn at once; later steps at most 4 times a second
+    assert p._ticker is None and p._bar is None and p._outer is None
