@@ -183,17 +183,22 @@ class Progress:
             self._close(outer=True)
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
+    def phase(self, name: str, *, outer: bool = False) -> Iterator[None]:
         """A phase that cannot say how far it is: on a terminal, its name and the time elapsed,
-        redrawn twice a second until the phase ends."""
+        redrawn twice a second until the phase ends. An ``outer`` one (a whole verification)
+        stays on the first line while the phases inside it draw their bars below."""
         if not self.bars:
             yield
             return
         with self._lock:
-            self._close()
-            self._bar = self._new(None, name[:60], outer=False)
+            self._close(outer)
+            bar = self._new(None, name[:60], outer=outer)
+            if outer:
+                self._outer = bar
+            else:
+                self._bar = bar
         try:
             yield
         finally:
             with self._lock:
-                self._close()
+                self._close(outer)

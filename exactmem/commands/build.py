@@ -26,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(not args.quiet)
     options = parse_options(args.construction, args.set or [])
     options["seed"] = args.seed
-    dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    with progress.phase(f"reading {args.data}"):
+        dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     check_option_limits(options, dataset)
     progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
     with progress.phase(f"building {args.construction}"):

@@ -27,15 +27,17 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.exact import format_rational
     from exactmem.io import load_model
 
-    model, digest = load_model(args.model)
-    dataset = load_dataset(args.data, allow_floats=args.allow_floats)
-    positions = args.positions or ("all" if dataset.task == "seq2seq" else "last")
     progress = Progress(not args.quiet)
+    with progress.phase(f"reading {args.model} and {args.data}"):
+        model, digest = load_model(args.model)
+        dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    positions = args.positions or ("all" if dataset.task == "seq2seq" else "last")
     progress(f"evaluating on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
     try:
-        outputs = run_model(
-            model, dataset, positions=positions, evaluator=args.evaluator, progress=progress
-        )
+        with progress.phase(f"evaluating {dataset.size} inputs", outer=True):
+            outputs = run_model(
+                model, dataset, positions=positions, evaluator=args.evaluator, progress=progress
+            )
     finally:
         progress.close()
     if args.json:

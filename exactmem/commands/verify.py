@@ -77,19 +77,21 @@ def run(args: argparse.Namespace) -> int:
     if args.certificate:
         check_output(args.certificate, "--certificate", [args.model, args.data])
     progress = Progress(not args.quiet)
-    model, _ = load_model(args.model)
-    dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    with progress.phase(f"reading {args.model} and {args.data}"):
+        model, _ = load_model(args.model)
+        dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
     try:
-        cert = certify(
-            model,
-            dataset,
-            construction=args.construction,
-            tolerance=tolerance,
-            progress=progress,
-            jobs=args.jobs,
-            evaluator=args.evaluator,
-        )
+        with progress.phase(f"verifying {dataset.size} inputs", outer=True):
+            cert = certify(
+                model,
+                dataset,
+                construction=args.construction,
+                tolerance=tolerance,
+                progress=progress,
+                jobs=args.jobs,
+                evaluator=args.evaluator,
+            )
     finally:
         progress.close()
     content = certificate_json(cert)
