@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
                 "dataset's sizes) and the constants our runs need (the claims' [tight] tables, "
                 "fitted on sweeps; no paper states them):"
             )
-            head = ("construction", "row", "measured/paper", "fitted constants")
-            table = [
+            against = ("construction", "row", "measured/paper", "fitted constants")
+            fitted = [
                 (
                     m["construction"],
                     m["paper_row"] or "—",
@@ -87,5 +87,5 @@ def run(args: argparse.Namespace) -> int:
                 )
                 for m in measured
             ]
-            print_columns(head, table)
+            print_columns(against, fitted)
     return EXIT_VERIFIED

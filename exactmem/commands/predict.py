@@ -7,6 +7,7 @@ is judged (``verify`` does that, by the criteria you give)."""
 from __future__ import annotations
 
 import argparse
+from typing import Literal
 
 from exactmem.errors import EXIT_VERIFIED
 from exactmem.progress import Progress
@@ -31,7 +32,9 @@ def run(args: argparse.Namespace) -> int:
     with progress.phase(f"reading {args.model} and {args.data}"):
         model, digest = load_model(args.model)
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
-    positions = args.positions or ("all" if dataset.task == "seq2seq" else "last")
+    positions: Literal["all", "last"] = args.positions or (
+        "all" if dataset.task == "seq2seq" else "last"
+    )
     progress(f"evaluating on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
     try:
         with progress.phase(f"evaluating {dataset.size} inputs", outer=True):

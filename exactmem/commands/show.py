@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from typing import cast
 
 from exactmem.errors import EXIT_REFUTED, EXIT_VERIFIED, InputError
 
@@ -172,5 +173,5 @@ def run(args: argparse.Namespace) -> int:
         from exactmem.commands.verify import print_certificate
 
         print(f"certificate {args.certificate}: format and sha256 checked")
-        print_certificate(_printable(cert))
+        print_certificate(cast(dict, _printable(cert)))
     return EXIT_VERIFIED if cert["verdict"] == "verified" else EXIT_REFUTED
