@@ -466,3 +466,22 @@ def test_an_outer_bar_stays_above_the_phases():
     assert "claim instances:  50%" in text and "building ks25: 00:00 elapsed" in text
     assert "evaluating f2:   0%" in text  # drawn at once; later steps at most 4 times a second
     assert p._ticker is None and p._bar is None and p._outer is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect", "{missing}"],
+        ["inspect", "{data}"],  # a dataset is not a model
+        ["predict", "{missing}", "--data", "{data}"],
+        ["predict", "{model}", "--data", "{model}"],  # a model is not a dataset
+        ["show", "{data}"],
+    ],
+)
+def test_reading_commands_refuse_the_wrong_file(built, tmp_path, capsys, argv):
+    data, model, _ = built
+    paths = {"missing": tmp_path / "missing.json", "data": data, "model": model}
+    capsys.readouterr()
+    assert main([a.format(**paths) for a in argv]) == 2
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.startswith("error:") and "Traceback" not in said.err
