@@ -1,4 +1,4 @@
-"""Fast exact verification of Theorem 4.1 (Kajitsuka & Sato 2025) as N grows (issue 5).
+"""Fast exact verification of Theorem 4.1 (Kajitsuka & Sato 2025) as N grows.
 
     python benchmarks/fast_scaling.py [--sizes 10000,100000,1000000] [--verify-max 100000]
                                       [--ratio-at 10000] [--float64-max 4096] [--jobs CORES]

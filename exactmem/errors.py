@@ -1,4 +1,4 @@
-"""Errors that map to the exit codes of the CLI contract (DESIGN.md §5)."""
+"""Errors that map to the exit codes of the CLI contract (docs/quickstart.md lists them)."""
 
 from __future__ import annotations
 

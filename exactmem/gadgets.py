@@ -2,8 +2,8 @@
 
 Each function returns the units (name → pre-activation) it needs in one layer, and the
 expression that reads its value off those units in the next layer. All gadgets are exact on
-the integer domain stated (bit_extraction_and_priors.md §1; Kajitsuka & Sato 2025, Lemmas
-G.2–G.5, reconstructed in the digest's §5.1).
+the integer domain stated (Vardi, Yehudai & Shamir 2022, §3; Kajitsuka & Sato 2025,
+Lemmas G.2–G.5, reconstructed).
 """
 
 from __future__ import annotations

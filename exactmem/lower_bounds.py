@@ -10,7 +10,8 @@
 * Theorem 4.2 (constant sequences): with identical columns, every column stays identical after
   every layer, and the network equals an MLP applied to the first column.
 
-The formulas are those of kajitsuka_sato_2025.md §4 (as digested from the paper); every
+The formulas are those of Kajitsuka & Sato 2025, §4 and Appendix D (Theorems 4.2, 4.3, eq.
+(72)); every
 comparison is decided with Arb balls, never floats.
 """
 

@@ -258,7 +258,7 @@ def random_sequences(
 ) -> Dataset:
     """N sequences of n tokens with consistent next-token labels in 1..C.
 
-    Families (kajitsuka_sato_2025.md, test families of §5.3):
+    Families (the test families of the Theorem 4.1 checklist, docs/theorem-4-1.md):
 
     * ``random`` — tokens drawn with repeats;
     * ``permuted`` — half the sequences are permutations of earlier ones (same multiset; a

@@ -1,5 +1,6 @@
 """The margin checklist of Kajitsuka & Sato 2025 (Theorem 4.1 and its variants), measured on
-the evaluated network (kajitsuka_sato_2025.md §5.3, items 3–9).
+the evaluated network (Kajitsuka & Sato 2025, Theorem 4.1 and Lemmas B.1–B.3, C.1, C.2;
+items 3–9 of docs/theorem-4-1.md's checklist).
 
 Every figure comes from the trace: φ̃ and the token id are read from the stream before the
 attention layer (F^(FF)_1's output, or the embedding table's for token-id inputs, Theorem E.1),

@@ -1,4 +1,4 @@
-"""Mahdavi et al. 2024 and Dana et al. 2025: certified softmax memorization (issue 6)."""
+"""Mahdavi et al. 2024 and Dana et al. 2025: certified softmax memorization."""
 
 from dataclasses import replace
 

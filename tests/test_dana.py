@@ -1,5 +1,5 @@
 """Dana, Pydi & Chevaleyre 2025: exactly H heads, the + d from the skip connection, the paper's
-parameter count, and a checklist that refutes broken models (issue 17, point 1)."""
+parameter count, and a checklist that refutes broken models."""
 
 from dataclasses import replace
 
@@ -174,6 +174,7 @@ def test_the_claims_parameter_bound_fails_with_one_head_more(small):
     claim = load_claim(Path(__file__).parent.parent / "proofs" / "dana25.toml")
     ds, model = small
     options = {"d": 2, "head_dim": 2, "heads": 5}
+
     def dense_bound(cert):  # the paper's bound.dense_parameters (the claim also has tight.*)
         checks = [c for c, _ in _bound_checks(claim, cert, ds, options)]
         return next(c for c in checks if c.name == "bound.dense_parameters")

@@ -1,7 +1,7 @@
 """The fast evaluator against the reference: identical outputs, lanes, statistics and streams.
 
-Acceptance of issue 5: on every quick-tier claim instance and on hypothesis-generated models
-whose values cross 2^63, both ways, through int64 rows, multi-limb class-shared lanes, class
+The fast evaluator's acceptance: on every quick-tier claim instance and on hypothesis-generated
+models whose values cross 2^63, both ways, through int64 rows, multi-limb class-shared lanes, class
 refinement and the reference fallback.
 """
 
@@ -90,7 +90,7 @@ FULL = instances("full")
 
 @pytest.mark.parametrize(("claim", "inst"), FULL, ids=[f"{c.name}[{i.label}]" for c, i in FULL])
 def test_fast_equals_reference_on_full_claims(claim, inst):
-    """DESIGN.md §7: every evaluator agrees with the reference on every instance in proofs/
+    """Every evaluator agrees with the reference on every instance in proofs/
     (the full tier's large instances: traces only, the certificates follow from them)."""
     dataset = GENERATORS[inst.generator](inst.params)
     model, _ = _build(claim.construction, dataset, {**claim.options, **inst.options})

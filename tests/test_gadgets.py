@@ -1,4 +1,4 @@
-"""Bit extraction gadgets against Python's binary expansion (research note §E.5, T1–T3)."""
+"""Bit extraction gadgets against Python's binary expansion."""
 
 import random
 

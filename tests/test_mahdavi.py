@@ -1,5 +1,5 @@
 """Mahdavi et al. 2024: heads of dimension d_h < n and ≥ n, and a checklist measured on the
-model's own attention (issue 17, point 4)."""
+model's own attention."""
 
 from dataclasses import replace
 from pathlib import Path

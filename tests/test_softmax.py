@@ -1,4 +1,4 @@
-"""Rigorous softmax enclosures (issue 6 foundations): soundness against mpmath interval
+"""Rigorous softmax enclosures: soundness against mpmath interval
 arithmetic at high precision, exact 1/n on equal scores, and a live saturation check."""
 
 import mpmath

@@ -1,7 +1,7 @@
 """Kajitsuka & Sato 2025, Theorem 4.1 (= B.1): next-token memorization with width 14 and depth
 Õ(√N): ``E_out ∘ F^(FF)_2 ∘ F^(UA) ∘ F^(FF)_1 ∘ E_in``.
 
-Step by step (kajitsuka_sato_2025.md §2.3–§2.9, build order §2.12):
+Step by step (Kajitsuka & Sato 2025, Appendix B, proof of Theorem 4.1):
 
 1. distinct tokens V and the multiset of every sequence (§2.3);
 2. token ids: the Stage I projection of the memorizer on V — integers ≥ 2, ≥ 2 apart (Lemma

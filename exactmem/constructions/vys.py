@@ -1,9 +1,9 @@
 """The memorizing ReLU network of Vardi, Yehudai & Shamir 2022 (Theorem 3.1), in the extended
 form that Kajitsuka & Sato 2025 use twice (Lemma C.1: extra points that must map to 0).
 
-Three stages (bit_extraction_and_priors.md §A; kajitsuka_sato_2025.md §2.10):
+Three stages (Vardi, Yehudai & Shamir 2022, Theorem 3.1; Kajitsuka & Sato 2025, Lemma C.1):
 
-* **Stage I** — exact projection (Lemma C.2, [RECONSTRUCTION] of the digest's §2.4): scale the
+* **Stage I** — exact projection (Lemma C.2, our reconstruction): scale the
   rational inputs by their common denominator L, draw an integer direction w ∈ [−K, K]^d
   (K = 1, 2, 4, … first, K = V² as the fallback), resample until the V projections are
   distinct, and set
@@ -15,11 +15,11 @@ Three stages (bit_extraction_and_priors.md §A; kajitsuka_sato_2025.md §2.10):
   matched pad would output 0 anyway.
 * **Stage III** — bit extraction (Lemma G.6 with G.4/G.5). Three gadgets:
 
-  - ``keyed`` (default): the integer bit-peel of the digest's G3 with the slot's key and label
-    assembled in small group-shared lanes, matched on t − key: no unit that reads the input's
-    key t ever sees a packed integer, so the fast evaluator keeps inputs in int64 and computes
-    the packed integers once per group (:func:`_stage3_keyed`).
-  - ``peel``: the integer bit-peel of the digest's G3. Slot k's match is read
+  - ``keyed`` (default): the integer bit-peel (Lemma G.3, reconstructed) with the slot's key
+    and label assembled in small group-shared lanes, matched on t − key: no unit that reads the
+    input's key t ever sees a packed integer, so the fast evaluator keeps inputs in int64 and
+    computes the packed integers once per group (:func:`_stage3_keyed`).
+  - ``peel``: the integer bit-peel (Lemma G.3, reconstructed). Slot k's match is read
     without assembling its key: with U the remaining packed keys (slot k on top, at bit
     P = ρ(K−1−k)), ``t = key_k  ⇔  0 ≤ U − t·2^P < 2^P``. Label bits are gated by the match
     with σ(b + m − 1) and summed into the output. One layer per bit, U and W in parallel.
@@ -27,7 +27,8 @@ Three stages (bit_extraction_and_priors.md §A; kajitsuka_sato_2025.md §2.10):
     with the affine read-out b_k = ½ − 2^{n−k}·D_k, then a two-layer hat for the match and a
     select unit σ(y − 2^c(1 − m)).
 
-ρ = bitlen(max key) and c = bitlen(C) — the paper swaps the two (erratum 2 of the digest).
+ρ = bitlen(max key) and c = bitlen(C) — the paper swaps the two (docs/check.md, the Lemma C.1
+erratum).
 The group size K is chosen to minimise the actual depth; the paper's ⌈√(N / log₂ N)⌉ is
 reported beside it.
 """
@@ -123,7 +124,7 @@ def integer_projection(
     """Stage I: an integer direction that keeps all points apart (resampled until it does).
 
     For a fixed pair P(wᵀ(x − x') = 0) ≤ 1/(2K + 1), so with K = V² one draw succeeds with
-    probability > ½ (bit_extraction_and_priors.md §A.2, exact-arithmetic variant). Without a
+    probability > ½ (Vardi et al. 2022, Lemma A.2, exact-arithmetic variant). Without a
     given ``bound`` the search first tries a few directions with |w_i| ≤ 1, 2, 4, … below V²:
     keys then need fewer bits (fewer Stage III layers, and int64 rows for the fast
     evaluator); the V² draws remain the fallback, so the guarantee is unchanged.
@@ -638,7 +639,7 @@ def build_memorizer(
 
     With ``carry_key`` the Stage I key t(x) is carried through every layer and returned as a
     second output ``key`` (Kajitsuka & Sato 2025, eqs. (50)–(51): F^(FF)_1 = (φ̃, F, 0), the
-    token id sharing φ̃'s projection as the digest's §2.4 allows).
+    token id sharing φ̃'s projection, as Lemma C.2 allows).
     """
     everything = _validated_points(points, labels, num_classes, extra_points, gadget)
     projection, keys = _keys(everything, projection, seed, direction_bound)

@@ -2,7 +2,7 @@
 
 Every kernel here assumes what :mod:`exactmem.evaluate.fast` checks before calling it: each
 partial sum of every affine unit stays below 2^62 in absolute value, so no int64 operation can
-wrap (numba wraps silently, ecosystem.md §1). Nothing here decides a bound.
+wrap (numba wraps int64 overflow silently). Nothing here decides a bound.
 
 Imported lazily (numba takes ~0.5 s to import); compiled functions are cached on disk
 (``cache=True``), so only the first run on a machine pays for compilation.

@@ -1,6 +1,6 @@
 """Stage II on sorted keys: a step layer's units and step lane from the keys' order alone.
 
-Lemma C.1, Stage II (Vardi et al. 2022, Lemma G.3 in the digest): layer j computes
+Lemma C.1, Stage II (Kajitsuka & Sato 2025, Lemma G.3): layer j computes
 σ(x − t_j) and σ(x − t_j − 1) from the carried key x and reads their difference, the step
 [x ≥ t_j + 1]. Over N inputs that is O(N) work per layer and O(N·m) for the stage; with the keys
 sorted once it is O(log N) per layer, and exact: for w > 0, z = w·x + b is non-decreasing in x,
