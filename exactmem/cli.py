@@ -146,6 +146,7 @@ def _add_inspection(sub) -> None:
         "--json", action="store_true", help="JSON on stdout: every output as exact rationals"
     )
     pr.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_limits(pr)
     pr.set_defaults(func=_command("predict"))
 
     ins = sub.add_parser(
@@ -158,6 +159,7 @@ def _add_inspection(sub) -> None:
     )
     ins.add_argument("model", metavar="MODEL", help="model file (.json or .json.gz)")
     ins.add_argument("--json", action="store_true", help="JSON on stdout")
+    _add_limits(ins)
     ins.set_defaults(func=_command("inspect"))
 
     sh = sub.add_parser(
@@ -170,7 +172,22 @@ def _add_inspection(sub) -> None:
     )
     sh.add_argument("certificate", metavar="CERT", help="certificate file (.json or .json.gz)")
     sh.add_argument("--json", action="store_true", help="the certificate's content on stdout")
+    _add_limits(sh)
     sh.set_defaults(func=_command("show"))
+
+
+def _add_limits(sub: argparse.ArgumentParser) -> None:
+    """``--max-digits`` and the other limits on input files (exactmem.limits)."""
+    from exactmem.limits import add_limit_arguments
+
+    add_limit_arguments(sub)
+
+
+def _limits(args: argparse.Namespace):
+    """The command's limits, in force while it runs (a ``with`` block)."""
+    from exactmem.limits import limits_from_args, use
+
+    return use(limits_from_args(args))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -248,6 +265,7 @@ def parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--quiet", action="store_true", help="no progress on stderr")
     b.add_argument("--json", action="store_true", help=JSON_WRITTEN)
+    _add_limits(b)
     b.set_defaults(func=_command("build"))
 
     v = sub.add_parser(
@@ -281,6 +299,7 @@ def parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_jobs(v)
+    _add_limits(v)
     v.set_defaults(func=_command("verify"))
 
     bo = sub.add_parser(
@@ -466,7 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         keyboard = _install(signal.SIGINT, _interrupt)
     try:
-        return args.func(args)
+        with _limits(args):
+            return args.func(args)
     except ExactmemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,4 +1,4 @@
-"""Datasets: the dataset file contract (DESIGN.md §5), validation, and exact geometry.
+"""Datasets: the dataset file format (docs/concepts.md), validation, and exact geometry.
 
 A dataset is either a list of points in Q^d with labels (task ``points``, plain MLP
 memorization), or sequences of token indices into a vocabulary of vectors in Q^d (tasks
@@ -14,7 +14,6 @@ import json
 import math
 import numbers
 import random
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from gmpy2 import mpq
 
 from exactmem.errors import InputError
 from exactmem.exact import parse_rational
+from exactmem.json_input import parse_json, read_json_file
 
 __all__ = [
     "FORMAT",
@@ -31,6 +31,7 @@ __all__ = [
     "dataset_hash",
     "dataset_to_json",
     "load_dataset",
+    "parse_json",
     "random_points",
     "read_json_file",
     "save_dataset",
@@ -40,6 +41,7 @@ __all__ = [
 
 FORMAT = "exactmem.dataset/1"
 TASKS = ("next-token", "seq2seq", "points")
+FIELDS = {"format", "task", "labels", "C", "meta"}  # and the task's points or vocab + sequences
 
 Vector = tuple[mpq, ...]
 
@@ -164,32 +166,6 @@ class Dataset:
 # --------------------------------------------------------------------------- file format
 
 
-def read_json_file(path: str | Path, what: str) -> object:
-    """Read a ``.json`` or ``.json.gz`` file; every failure is an :class:`InputError`."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{what} file {path}: cannot read ({exc.strerror or exc})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(
-                f"{what} file {path}: corrupt or truncated gzip data ({exc})"
-            ) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{what} file {path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{what} file {path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
-
-
 def _write_json(obj: object, path: Path) -> None:
     text = json.dumps(obj, separators=(",", ":"))
     data = text.encode()
@@ -228,6 +204,15 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
     task = obj.get("task")
     if task not in TASKS:
         raise InputError(f"{source}: field 'task' is {task!r}, expected one of {', '.join(TASKS)}")
+    fields = FIELDS | ({"points"} if task == "points" else {"vocab", "sequences"})
+    unknown = sorted(k for k in obj if k not in fields)
+    if unknown:
+        raise InputError(
+            f"{source}: unknown field {unknown[0]!r} for task {task!r} (fields: "
+            f"{', '.join(sorted(fields))})"
+        )
+    if "meta" in obj and not isinstance(obj["meta"], dict):
+        raise InputError(f"{source}: field 'meta' must be an object")
     labels_raw = obj.get("labels")
     if not isinstance(labels_raw, list) or not labels_raw:
         raise InputError(f"{source}: field 'labels' must be a non-empty list")
@@ -297,7 +282,6 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
     elif top > C:
         where = next(i for i, y in enumerate(labels) if (max(y) if task == "seq2seq" else y) > C)
         raise InputError(f"labels[{where}]: label {top} is outside 1..C with C = {C}")
-    meta = {k: v for k, v in obj.items() if k == "meta" and isinstance(v, dict)}
     return Dataset(
         task=task,
         labels=labels,
@@ -305,14 +289,20 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
         points=points,
         vocab=vocab,
         sequences=sequences,
-        meta=meta.get("meta", {}),
+        meta=obj.get("meta", {}),
     )
 
 
 def load_dataset(path: str | Path, *, allow_floats: bool = False) -> Dataset:
     """Load and validate a dataset file (``.json`` or ``.json.gz``)."""
     obj = read_json_file(path, "dataset")
-    return parse_dataset(obj, allow_floats=allow_floats, source=f"dataset file {path}")
+    source = f"dataset file {path}"
+    try:
+        return parse_dataset(obj, allow_floats=allow_floats, source=source)
+    except InputError as exc:
+        if str(exc).startswith(source):
+            raise
+        raise InputError(f"{source}: {exc}") from None
 
 
 def _raw_value(x: object) -> object:

@@ -96,7 +96,7 @@ def times(a: np.ndarray, k: int) -> np.ndarray:
     """a·k exactly."""
     if k == 1:
         return a
-    if a.dtype != object and top(a) * abs(k) < LIMIT:
+    if a.dtype != object and abs(k) < LIMIT and top(a) * abs(k) < LIMIT:  # k itself too
         return a * k
     return a.astype(object) * k
 

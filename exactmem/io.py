@@ -1,8 +1,9 @@
-"""Model and certificate files (contract, DESIGN.md §5).
+"""Model and certificate files (the file formats of docs/concepts.md).
 
 JSON with a schema version, every integer weight in hex, and the SHA-256 of the canonical
 content (sorted keys, no whitespace). Loading never uses pickle; it rejects unknown versions,
-malformed content and hash mismatches with a message naming the field.
+unknown fields, malformed numbers, shapes that do not fit and hash mismatches with a message
+naming the JSON path, within the limits of :mod:`exactmem.limits`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ from exactmem.data import read_json_file
 from exactmem.errors import InputError
 from exactmem.exact import from_hex, to_hex
 from exactmem.model import (
+    MASKS,
     MLP,
+    SCORE_MODES,
     Affine,
     Attention,
     AttentionHead,
     PositionalEncoding,
     Probe,
     Transformer,
+    mlp_problem,
+    model_meta_problem,
+    shape_problem,
 )
 
 __all__ = [
@@ -141,6 +147,30 @@ def save_certificate(content: dict, path: str | Path) -> str:
 
 
 # --------------------------------------------------------------------------- decode
+#
+# Strict: every object has exactly its fields (a misspelt or extra field is an error, never
+# ignored), numbers are ASCII (exactmem.exact), shapes fit (exactmem.model.shape_problem), and
+# the meta labels the certificate shows are typed. Every error names the JSON path.
+
+AFFINE_FIELDS = ("in", "den", "names", "rows", "bias")
+SUBLAYER_FIELDS = {
+    "mlp": ("kind", "label", "residual", "meta", "layers", "probes"),
+    "attention": ("kind", "label", "score", "mask", "heads"),
+    "positional": ("kind", "label", "table"),
+}
+HEAD_FIELDS = ("query", "key", "value", "output")
+MODEL_FIELDS = ("input_dim", "embed", "unembed", "sublayers", "meta", "token_inputs")
+MODEL_FILE_FIELDS = ("format", "sha256", "model")
+
+
+def _only(obj: object, allowed: tuple[str, ...], where: str) -> dict:
+    """``obj`` as an object with no field outside ``allowed``."""
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected an object, got {type(obj).__name__}")
+    unknown = [k for k in obj if k not in allowed]
+    if unknown:
+        raise InputError(f"{where}: unknown field {unknown[0]!r} (fields: {', '.join(allowed)})")
+    return obj
 
 
 def _field(obj: object, key: str, kind: type | tuple, where: str):
@@ -159,8 +189,11 @@ def _index(value: object, where: str) -> int:
 
 
 def _affine_from(obj: object, where: str) -> Affine:
+    _only(obj, AFFINE_FIELDS, where)
     in_dim = _index(_field(obj, "in", int, where), f"{where}.in")
     den = from_hex(_field(obj, "den", str, where), f"{where}.den")
+    if den < 1:
+        raise InputError(f"{where}.den: denominator must be a positive integer, got {den}")
     names = _field(obj, "names", list, where)
     rows_raw = _field(obj, "rows", list, where)
     bias_raw = _field(obj, "bias", list, where)
@@ -170,90 +203,106 @@ def _affine_from(obj: object, where: str) -> Affine:
             raise InputError(f"{where}.rows[{i}]: expected a list of [column, value] pairs")
         entries = []
         for j, pair in enumerate(row):
+            at = f"{where}.rows[{i}][{j}]"
             if not isinstance(pair, list) or len(pair) != 2:
-                raise InputError(f"{where}.rows[{i}][{j}]: expected [column, value]")
-            entries.append(
-                (
-                    _index(pair[0], f"{where}.rows[{i}][{j}][0]"),
-                    from_hex(pair[1], f"{where}.rows[{i}][{j}][1]"),
-                )
-            )
+                raise InputError(f"{at}: expected [column, value]")
+            col = _index(pair[0], f"{at}[0]")
+            if col >= in_dim:
+                raise InputError(f"{at}[0]: column {col} ≥ the map's {in_dim} input columns")
+            value = from_hex(pair[1], f"{at}[1]")
+            if value == 0:
+                raise InputError(f"{at}[1]: zero entries are left out of a sparse row")
+            entries.append((col, value))
         rows.append(tuple(entries))
+    if len(bias_raw) != len(rows):
+        raise InputError(f"{where}.bias: {len(bias_raw)} entries for {len(rows)} rows")
     bias = tuple(from_hex(b, f"{where}.bias[{i}]") for i, b in enumerate(bias_raw))
-    if not all(isinstance(n, str) for n in names):
-        raise InputError(f"{where}.names: expected strings")
+    for i, n in enumerate(names):
+        if not isinstance(n, str):
+            raise InputError(f"{where}.names[{i}]: expected a string")
+    if names and len(names) != len(rows):
+        raise InputError(f"{where}.names: {len(names)} names for {len(rows)} rows")
     try:
         return Affine(in_dim, tuple(rows), bias, den, tuple(names))
     except ValueError as exc:
         raise InputError(f"{where}: {exc}") from None
 
 
-def _sublayer_from(obj: object, where: str) -> MLP | Attention:
+def _probe_from(p: object, where: str) -> Probe:
+    if not (
+        isinstance(p, list) and len(p) == 3 and isinstance(p[0], str) and isinstance(p[2], list)
+    ):
+        raise InputError(f"{where}: expected [name, layer, terms]")
+    layer = _index(p[1], f"{where}[1]")
+    terms = []
+    for j, t in enumerate(p[2]):
+        if not isinstance(t, list) or len(t) != 2:
+            raise InputError(f"{where}[2][{j}]: expected [unit, value]")
+        terms.append((_index(t[0], f"{where}[2][{j}][0]"), from_hex(t[1], f"{where}[2][{j}][1]")))
+    return Probe(p[0], layer, tuple(terms))
+
+
+def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncoding:
     kind = _field(obj, "kind", str, where)
+    if kind not in SUBLAYER_FIELDS:
+        raise InputError(f"{where}.kind: unknown sub-layer kind {kind!r}")
+    _only(obj, SUBLAYER_FIELDS[kind], where)
     label = _field(obj, "label", str, where)
+    if kind == "mlp":
+        layers = tuple(
+            _affine_from(a, f"{where}.layers[{i}]")
+            for i, a in enumerate(_field(obj, "layers", list, where))
+        )
+        if not layers:
+            raise InputError(f"{where}.layers: an MLP needs at least one layer")
+        probes = tuple(
+            _probe_from(p, f"{where}.probes[{i}]")
+            for i, p in enumerate(_field(obj, "probes", list, where))
+        )
+        residual = _field(obj, "residual", bool, where)
+        meta = _field(obj, "meta", dict, where)
+        if problem := mlp_problem(layers, residual, probes, where):
+            raise InputError(f"{problem[0]}: {problem[1]}")
+        return _checked(lambda: MLP(layers, residual, probes, label, meta), where)
+    if kind == "attention":
+        heads = []
+        for i, h in enumerate(_field(obj, "heads", list, where)):
+            at = f"{where}.heads[{i}]"
+            _only(h, HEAD_FIELDS, at)
+            parts = {k: _affine_from(_field(h, k, dict, at), f"{at}.{k}") for k in HEAD_FIELDS}
+            for k, a in parts.items():
+                if any(a.bias):
+                    raise InputError(f"{at}.{k}.bias: attention maps are linear: biases must be 0")
+            heads.append(AttentionHead(**parts))
+        score = _field(obj, "score", str, where)
+        mask = _field(obj, "mask", str, where)
+        for key, value, allowed in (("score", score, SCORE_MODES), ("mask", mask, MASKS)):
+            if value not in allowed:
+                raise InputError(f"{where}.{key}: {value!r:.40} is not one of {', '.join(allowed)}")
+        return _checked(lambda: Attention(tuple(heads), score, label, mask), where)
+    table = []
+    for k, row in enumerate(_field(obj, "table", list, where)):
+        if not isinstance(row, list) or (table and len(row) != len(table[0])):
+            raise InputError(f"{where}.table[{k}]: rows must be lists of equal length")
+        table.append(
+            tuple(_rational_from(v, f"{where}.table[{k}][{j}]") for j, v in enumerate(row))
+        )
+    return PositionalEncoding(tuple(table), label)
+
+
+def _checked(make, where: str):
+    """Build an IR value; its own checks become input errors naming ``where``."""
     try:
-        if kind == "mlp":
-            layers = tuple(
-                _affine_from(a, f"{where}.layers[{i}]")
-                for i, a in enumerate(_field(obj, "layers", list, where))
-            )
-            probes = []
-            for i, p in enumerate(_field(obj, "probes", list, where)):
-                if not (
-                    isinstance(p, list)
-                    and len(p) == 3
-                    and isinstance(p[0], str)
-                    and isinstance(p[2], list)
-                ):
-                    raise InputError(f"{where}.probes[{i}]: expected [name, layer, terms]")
-                layer = _index(p[1], f"{where}.probes[{i}][1]")
-                if layer >= len(layers) - 1:
-                    raise InputError(f"{where}.probes[{i}]: layer {layer} is not a hidden layer")
-                width = layers[layer].out_dim
-                terms = []
-                for t in p[2]:
-                    if not isinstance(t, list) or len(t) != 2:
-                        raise InputError(f"{where}.probes[{i}]: bad term")
-                    col = _index(t[0], f"{where}.probes[{i}]")
-                    if col >= width:
-                        raise InputError(f"{where}.probes[{i}]: unit {col} ≥ width {width}")
-                    terms.append((col, from_hex(t[1], f"{where}.probes[{i}]")))
-                probes.append(Probe(p[0], layer, tuple(terms)))
-            residual = _field(obj, "residual", bool, where)
-            meta = _field(obj, "meta", dict, where)
-            return MLP(layers, residual, tuple(probes), label, meta)
-        if kind == "attention":
-            heads = []
-            for i, h in enumerate(_field(obj, "heads", list, where)):
-                parts = {
-                    k: _affine_from(
-                        _field(h, k, dict, f"{where}.heads[{i}]"), f"{where}.heads[{i}].{k}"
-                    )
-                    for k in ("query", "key", "value", "output")
-                }
-                heads.append(AttentionHead(**parts))
-            return Attention(
-                tuple(heads),
-                _field(obj, "score", str, where),
-                label,
-                _field(obj, "mask", str, where),
-            )
+        return make()
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise
         raise InputError(f"{where}: {exc}") from None
-    if kind == "positional":
-        rows = _field(obj, "table", list, where)
-        table = []
-        for k, row in enumerate(rows):
-            if not isinstance(row, list) or (table and len(row) != len(table[0])):
-                raise InputError(f"{where}.table[{k}]: rows must be lists of equal length")
-            table.append(tuple(_rational_from(v, f"{where}.table[{k}]") for v in row))
-        return PositionalEncoding(tuple(table), label)
-    raise InputError(f"{where}.kind: unknown sub-layer kind {kind!r}")
 
 
 def model_from_json(obj: object, where: str = "model") -> Transformer:
+    """The model of a file's ``model`` object, checked field by field (see above)."""
+    _only(obj, MODEL_FIELDS, where)
     input_dim = _index(_field(obj, "input_dim", int, where), f"{where}.input_dim")
     embed = obj.get("embed")
     unembed = obj.get("unembed")
@@ -263,17 +312,15 @@ def model_from_json(obj: object, where: str = "model") -> Transformer:
     )
     meta = _field(obj, "meta", dict, where)
     token_inputs = _field(obj, "token_inputs", bool, where)
-    try:
-        return Transformer(
-            input_dim,
-            subs,
-            _affine_from(embed, f"{where}.embed") if embed is not None else None,
-            _affine_from(unembed, f"{where}.unembed") if unembed is not None else None,
-            meta,
-            token_inputs,
-        )
-    except ValueError as exc:
-        raise InputError(f"{where}: {exc}") from None
+    embed_map = _affine_from(embed, f"{where}.embed") if embed is not None else None
+    unembed_map = _affine_from(unembed, f"{where}.unembed") if unembed is not None else None
+    problem = shape_problem(input_dim, subs, embed_map, unembed_map, token_inputs)
+    problem = problem or model_meta_problem(meta)
+    if problem:
+        raise InputError(f"{where}.{problem[0]}: {problem[1]}")
+    return _checked(
+        lambda: Transformer(input_dim, subs, embed_map, unembed_map, meta, token_inputs), where
+    )
 
 
 def load_model(path: str | Path) -> tuple[Transformer, str]:
@@ -289,10 +336,14 @@ def load_model(path: str | Path) -> tuple[Transformer, str]:
     stated = obj.get("sha256")
     if not isinstance(content, dict) or not isinstance(stated, str):
         raise InputError(f"{where}: needs fields 'model' (object) and 'sha256' (string)")
-    actual = canonical_hash(content)
-    if actual != stated:
-        raise InputError(
-            f"{where}: SHA-256 mismatch — the content hashes to {actual[:16]}…, the file states "
-            f"{stated[:16]}…; the file was modified or damaged"
-        )
-    return model_from_json(content, where), actual
+    try:
+        _only(obj, MODEL_FILE_FIELDS, "the top-level object")
+        actual = canonical_hash(content)
+        if actual != stated:
+            raise InputError(
+                f"SHA-256 mismatch — the content hashes to {actual[:16]}…, the file states "
+                f"{stated[:16]}…; the file was modified or damaged"
+            )
+        return model_from_json(content, "model"), actual
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None

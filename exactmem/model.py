@@ -22,6 +22,7 @@ from exactmem.exact import parameter_bits
 
 __all__ = [
     "MLP",
+    "Problem",
     "Affine",
     "Attention",
     "AttentionHead",
@@ -29,7 +30,11 @@ __all__ = [
     "Probe",
     "Resources",
     "Transformer",
+    "mlp_problem",
+    "model_meta_problem",
     "resources",
+    "shape_problem",
+    "validate",
 ]
 
 Row = tuple[tuple[int, int], ...]  # ((column, integer coefficient), ...), non-zero, sorted
@@ -345,3 +350,181 @@ def resources(model: Transformer) -> Resources:
         max_bits=max(max_bits, 1),
         total_bits=total_bits,
     )
+
+
+# --------------------------------------------------------------------------- validation
+#
+# What the evaluators take for granted about a model, checked once where a model enters from a
+# file: every shape relation, so that the reference and fast evaluators never meet a model on
+# which one would truncate (numpy broadcasting, a sum over the shorter of two lists) where the
+# other fails. Problems are (path, message) with the path of the model file's JSON.
+
+Problem = tuple[str, str]
+
+
+def _affine_problem(a: Affine, path: str, *, in_dim: int | None, what: str) -> Problem | None:
+    if in_dim is not None and a.in_dim != in_dim:
+        return path, f"{a.in_dim} input columns, {what.format(in_dim)}"
+    if a.out_dim < 1:
+        return path, "no rows (an empty map)"
+    for i, row in enumerate(a.rows):
+        cols = [c for c, _ in row]
+        if any(b <= c for c, b in zip(cols, cols[1:], strict=False)):
+            return f"{path}.rows[{i}]", f"columns {cols[:8]} are not strictly increasing"
+    return None
+
+
+def mlp_problem(
+    layers: Sequence[Affine],
+    residual: bool,
+    probes: Sequence[Probe],
+    path: str,
+    width: int | None = None,
+) -> Problem | None:
+    """The first shape an MLP's parts break: layers chain (from the stream ``width`` when
+    given), a residual MLP gives back its input width, probes read existing hidden units."""
+    if not layers:
+        return f"{path}.layers", "an MLP needs at least one layer"
+    cols, what = width, "the stream width is {}"
+    for j, layer in enumerate(layers):
+        where = f"{path}.layers[{j}]"
+        if problem := _affine_problem(layer, where, in_dim=cols, what=what):
+            return problem
+        cols, what = layer.out_dim, "the layer before outputs {}"
+    start = layers[0].in_dim if width is None else width
+    if residual and layers[-1].out_dim != start:
+        return (
+            f"{path}.layers[{len(layers) - 1}]",
+            f"{layers[-1].out_dim} rows, a residual MLP must give back the stream width {start}",
+        )
+    for i, probe in enumerate(probes):
+        where = f"{path}.probes[{i}]"
+        if not 0 <= probe.layer < len(layers) - 1:
+            return where, f"layer {probe.layer} is not a hidden layer of {len(layers)} layers"
+        units = layers[probe.layer].out_dim
+        terms = [c for c, _ in probe.terms]
+        if any(not 0 <= c < units for c in terms):
+            return where, f"unit {max(terms)} is outside hidden layer {probe.layer} of {units}"
+        if any(b <= c for c, b in zip(terms, terms[1:], strict=False)):
+            return where, f"units {terms[:8]} are not strictly increasing"
+    return None
+
+
+def _head_problem(h: AttentionHead, path: str, width: int) -> Problem | None:
+    for name in ("query", "key", "value"):
+        a = getattr(h, name)
+        if problem := _affine_problem(
+            a, f"{path}.{name}", in_dim=width, what="the stream width is {}"
+        ):
+            return problem
+    if h.key.out_dim != h.query.out_dim:
+        return f"{path}.key", f"{h.key.out_dim} rows, the query map has {h.query.out_dim}"
+    value = "the value map outputs {}"
+    if problem := _affine_problem(h.output, f"{path}.output", in_dim=h.value.out_dim, what=value):
+        return problem
+    if h.output.out_dim != width:
+        return f"{path}.output", f"{h.output.out_dim} rows, the stream has width {width}"
+    for name in ("query", "key", "value", "output"):
+        if any(getattr(h, name).bias):
+            return f"{path}.{name}.bias", "attention maps are linear: biases must be zero"
+    return None
+
+
+def _names(names: tuple[str, ...], width: int, path: str) -> Problem | None:
+    if names and len(names) != width:
+        return path, (
+            f"the stream has {width} lanes but {len(names)} names (the reference evaluator names "
+            "a stream by the last non-residual layer's names, else by the names before)"
+        )
+    return None
+
+
+def shape_problem(
+    input_dim: int,
+    sublayers: Sequence[Sublayer],
+    embed: Affine | None,
+    unembed: Affine | None,
+    token_inputs: bool,
+) -> Problem | None:
+    """The first shape relation a model breaks, as (JSON path, message), or None.
+
+    Attention heads: query, key and value read the stream; query and key have the same
+    number of rows; the output map reads the value map's rows and writes the stream width.
+    MLP layers chain from the stream width (back to it when residual); probes read existing
+    hidden units and have distinct names; positional tables have the stream width; embedding
+    tables read ``input_dim`` columns; the unembedding reads the final stream. Rows list
+    strictly increasing columns."""
+    if isinstance(input_dim, bool) or input_dim < 1:
+        return "input_dim", f"{input_dim} is not a positive width"
+    if token_inputs and embed is None:
+        return "token_inputs", "token inputs need an embedding table 'embed'"
+    names: tuple[str, ...] = ()
+    probes: dict[str, str] = {}  # full probe name → where it is defined
+    width = input_dim
+    if embed is not None:
+        if problem := _affine_problem(embed, "embed", in_dim=input_dim, what="input_dim is {}"):
+            return problem
+        width, names = embed.out_dim, embed.names
+    for i, s in enumerate(sublayers):
+        path = f"sublayers[{i}]"
+        if isinstance(s, MLP):
+            if problem := mlp_problem(s.layers, s.residual, s.probes, path, width):
+                return problem
+            for k, p in enumerate(s.probes):
+                full = f"{s.label}.{p.name}" if s.label else p.name
+                if full in probes:  # a trace keeps one lane per name: one would be lost
+                    return (
+                        f"{path}.probes[{k}]",
+                        f"probe {full!r} is defined twice ({probes[full]})",
+                    )
+                probes[full] = f"{path}.probes[{k}]"
+            last = s.layers[-1].names
+            names = names or last if s.residual or not last else last
+            width = s.out_dim
+            if problem := _names(names, width, f"{path}.layers[{len(s.layers) - 1}].names"):
+                return problem
+        elif isinstance(s, PositionalEncoding):
+            if not s.table:
+                return f"{path}.table", "a positional table needs at least one position"
+            for k, row in enumerate(s.table):
+                if len(row) != width:
+                    return f"{path}.table[{k}]", f"{len(row)} entries, the stream has {width}"
+        elif isinstance(s, Attention):
+            if s.score not in SCORE_MODES:
+                return f"{path}.score", f"{s.score!r} is not one of {', '.join(SCORE_MODES)}"
+            if s.mask not in MASKS:
+                return f"{path}.mask", f"{s.mask!r} is not one of {', '.join(MASKS)}"
+            for j, h in enumerate(s.heads):
+                if problem := _head_problem(h, f"{path}.heads[{j}]", width):
+                    return problem
+        else:
+            return path, f"unknown sub-layer type {type(s).__name__}"
+    if unembed is not None:
+        return _affine_problem(
+            unembed, "unembed", in_dim=width, what="the final stream width is {}"
+        )
+    return None
+
+
+def validate(model: Transformer) -> Problem | None:
+    """:func:`shape_problem` of a built model."""
+    return shape_problem(
+        model.input_dim, model.sublayers, model.embed, model.unembed, model.token_inputs
+    )
+
+
+# What the core reads from a model's ``meta``: only labels it prints beside the verdict (the
+# construction's name, theorem and options; memorizer layouts are checked where they are read
+# and a bad one refutes). A label of the wrong type is a malformed file.
+
+
+def model_meta_problem(meta: dict) -> Problem | None:
+    """The labels of a model's meta that the certificate shows, typed (they decide nothing)."""
+    for key, kind, what in (
+        ("construction", str, "a string"),
+        ("theorem", str, "a string"),
+        ("options", dict, "an object"),
+    ):
+        if key in meta and not isinstance(meta[key], kind):
+            return f"meta.{key}", f"expected {what}, got {type(meta[key]).__name__}"
+    return None

@@ -425,10 +425,27 @@ def step_folds(model) -> list[StepFold | MatchFold]:
         nets = sorted({p.name.split(".", 1)[0] for p in sub.probes if p.name.startswith("net")})
         for prefix in [f"{base}{net}." for net in nets] or [base]:
             K, steps = _lane_counts(sub, prefix)
-            if K or steps:  # a fold only reads lanes: counted from the probes, not the meta
+            # a fold only reads lanes, counted from the probes (not the meta); step lanes are
+            # folded as they come, so only when they come as step[1], step[2], …: otherwise
+            # they are stored and the check reads them in order (StepFold.of_lanes)
+            if steps and _steps_in_order(sub, prefix):
                 folds.append(StepFold(prefix, steps))
+            if K:
                 folds.append(MatchFold(prefix, K))
     return folds
+
+
+def _steps_in_order(mlp: MLP, prefix: str) -> bool:
+    """Whether ``mlp``'s step probes under ``prefix`` are computed in the order step[1],
+    step[2], … (by layer, then by their place in the probe list)."""
+    base = f"{mlp.label}." if mlp.label else ""
+    head = prefix[len(base) :] + "step["
+    found = [
+        (p.layer, i, int(p.name[len(head) : -1]))
+        for i, p in enumerate(mlp.probes)
+        if p.name.startswith(head) and p.name[len(head) : -1].isdigit()
+    ]
+    return [j for _, _, j in sorted(found)] == list(range(1, len(found) + 1))
 
 
 def _lane_counts(mlp: MLP, prefix: str) -> tuple[int, int]:

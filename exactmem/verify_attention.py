@@ -37,8 +37,8 @@ __all__ = [
 def _judge_labels(trace, labels, readout: str, tol: mpq):
     """Regression: certified when the enclosure of output − label lies in [−tol, tol], refuted
     when it lies outside; argmax: certified when the target logit's lead is certified
-    positive."""
-    """(verdict or None, worst figure, bad items) for one ball trace."""
+    positive. Returns (verdict or None, worst figure, bad items); a ball that is not finite
+    (a score beyond the exponent range) decides nothing."""
     undecided = False
     bad = []
     worst = None
@@ -50,7 +50,11 @@ def _judge_labels(trace, labels, readout: str, tol: mpq):
             for c, other in enumerate(col):
                 if c == y - 1:
                     continue
-                lo, hi = ball_bounds(target - other)
+                lead = target - other
+                if not lead.is_finite():
+                    undecided = True
+                    continue
+                lo, hi = ball_bounds(lead)
                 if hi <= 0:
                     bad.append(f"sequences[{i}]: logit {c + 1} ≥ the target's")
                 elif lo <= 0:
@@ -59,7 +63,11 @@ def _judge_labels(trace, labels, readout: str, tol: mpq):
             if margin_lo is not None:
                 worst = margin_lo if worst is None else min(worst, margin_lo)
         else:
-            lo, hi = ball_bounds(col[0] - y)
+            off = col[0] - y
+            if not off.is_finite():
+                undecided = True
+                continue
+            lo, hi = ball_bounds(off)
             err = max(abs(lo), abs(hi))
             worst = err if worst is None else max(worst, err)
             if lo > tol or hi < -tol:

@@ -85,23 +85,6 @@ def runs(request, monkeypatch):
     return request.param
 
 
-FULL = instances("full")
-
-
-@pytest.mark.parametrize(("claim", "inst"), FULL, ids=[f"{c.name}[{i.label}]" for c, i in FULL])
-def test_fast_equals_reference_on_full_claims(claim, inst):
-    """Every evaluator agrees with the reference on every instance in proofs/
-    (the full tier's large instances: traces only, the certificates follow from them)."""
-    dataset = GENERATORS[inst.generator](inst.params)
-    model, _ = _build(claim.construction, dataset, {**claim.options, **inst.options})
-    if dataset.task == "points":
-        both(model, dataset.points, [[i] for i in range(dataset.size)])
-    else:
-        ds = with_positions(dataset) if model.meta.get("position_aware") else dataset
-        positions = "all" if ds.task == "seq2seq" else "last"
-        both(model, ds.vocab, ds.sequences, positions=positions)
-
-
 @pytest.mark.parametrize("gadget", ["keyed", "peel", "tent"])
 def test_theorem_4_1_all_gadgets(gadget, runs):
     ds = random_sequences(400, 6, 3, 60, 7, seed=3)

@@ -1837,6 +1837,19 @@ def _zero_map(a: Affine) -> bool:
     return all(not row for row in a.rows) and not any(a.bias)
 
 
+def _affine_exact(a: Affine, X: Batch, den: int, size: int) -> tuple[Batch, int]:
+    """:func:`reference._affine` on columns that may be int64: as Python integers wherever a
+    product or sum could pass int64 (numpy would wrap around or overflow)."""
+    fixed = [x for x in X if np.asarray(x).dtype != object]
+    if fixed:
+        t = max(1, *(top(np.asarray(x)) for x in fixed))  # a weight ≥ 2⁶³ fails on zeros too
+        rows = zip(a.rows, a.bias, strict=True)
+        reach = max((sum(abs(w) for _, w in r) * t + abs(b) * den for r, b in rows), default=0)
+        if reach >= LIMIT:
+            X = [np.asarray(x).astype(object) for x in X]
+    return reference._affine(a, X, den, size)
+
+
 def _as_matrix(columns: list[np.ndarray], rows: int) -> np.ndarray:
     """Numerator columns → one (rows × dim) array: int64 when every value fits, else ints."""
     if not columns:
@@ -1880,13 +1893,13 @@ def mix(sub, X: Batch, den: int, index: np.ndarray, keep: range):
     keys = n - 1 if sub.mask == "context" and n > 1 else n
     deltas = []
     for h in sub.heads:
-        V, vden = reference._affine(h.value, X, den, size)
+        V, vden = _affine_exact(h.value, X, den, size)
         Vm = _as_matrix(V, size)
         picked = Vm[index[:, :keys]]  # (N, keys, dv)
         if Vm.dtype != object and int(np.abs(Vm).max(initial=0)) * keys >= LIMIT:
             picked = picked.astype(object)
         S = picked.sum(axis=1)  # Σ_k W_V x_k, over vden
-        O, oden = reference._affine(h.output, [S[:, j] for j in range(S.shape[1])], vden, N)
+        O, oden = _affine_exact(h.output, [S[:, j] for j in range(S.shape[1])], vden, N)
         deltas.append((_as_matrix(O, N), oden * keys))
     D = math.lcm(den, *[d for _, d in deltas])
     total = np.zeros((N, len(X)), np.int64)

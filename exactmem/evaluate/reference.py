@@ -171,6 +171,20 @@ def _affine(a: Affine, X: Batch, den: int, size: int) -> tuple[Batch, int]:
     return out, den * a.denominator
 
 
+class _OneHot(Sequence):
+    """The one-hot columns of the used token ids, made when the embedding table reads them:
+    a table of ω = 10⁸ tokens must not cost 10⁸ arrays (Theorem E.1's inputs, eq. (78))."""
+
+    def __init__(self, used: list[int], width: int):
+        self.used, self.width = np.array(used, dtype=np.int64), width
+
+    def __len__(self) -> int:
+        return self.width
+
+    def __getitem__(self, j):
+        return (self.used == j).astype(np.int64).astype(object)
+
+
 def _reduce(X: Batch, den: int) -> tuple[Batch, int]:
     """Divide numerators and denominator by their gcd (keeps paper-style dyadics small)."""
     if den == 1:
@@ -442,10 +456,7 @@ def run(
             raise InputError(
                 f"token {used[-1]} is outside the embedding table of {model.input_dim} tokens"
             )
-        one_hot = [
-            np.array([int(tok == j) for tok in used], dtype=object) for j in range(model.input_dim)
-        ]
-        X, den = one_hot, 1
+        X, den = _OneHot(used, model.input_dim), 1
     else:
         X, den = _to_batch([tuple(mpq(v) for v in vocab[tok]) for tok in used], model.input_dim)
     trace = Trace(outputs=[])

@@ -33,7 +33,18 @@ __all__ = [
 MAX_PRECISION = 1 << 14
 
 
-def _affine(a: Affine, v: Sequence[arb]) -> list[arb]:
+class _OneHotBall:
+    """The one-hot input e_t as balls, entry by entry (an embedding table of 10⁸ tokens reads
+    only its rows' columns)."""
+
+    def __init__(self, t: int):
+        self.t = t
+
+    def __getitem__(self, j: int) -> arb:
+        return arb(int(j == self.t))
+
+
+def _affine(a: Affine, v) -> list[arb]:
     den = arb(a.denominator)
     out = []
     for row, b in zip(a.rows, a.bias, strict=True):
@@ -108,7 +119,7 @@ def run_balls(
         only_last = positions == "last"
         for seq in sequences:
             if model.token_inputs:
-                cols = [[arb(int(t == j)) for j in range(model.input_dim)] for t in seq]
+                cols = [_OneHotBall(t) for t in seq]  # read only where the table reads it
             else:
                 cols = [[to_ball(x) for x in vocab[t]] for t in seq]
             if model.embed:

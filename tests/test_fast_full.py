@@ -1,0 +1,29 @@
+"""The fast evaluator against the reference on the full tier's large claim instances (apart
+from tests/test_fast.py so that pytest-xdist can run them beside it)."""
+
+import pytest
+from support import both
+
+from exactmem.proofs import GENERATORS, _build, find_proofs_dir, load_claims
+from exactmem.sequences import with_positions
+
+FULL = [
+    (claim, inst)
+    for claim in load_claims(find_proofs_dir(None))
+    for inst in claim.instances
+    if inst.tier == "full"
+]
+
+
+@pytest.mark.parametrize(("claim", "inst"), FULL, ids=[f"{c.name}[{i.label}]" for c, i in FULL])
+def test_fast_equals_reference_on_full_claims(claim, inst):
+    """Every evaluator agrees with the reference on every instance in proofs/
+    (the full tier's large instances: traces only, the certificates follow from them)."""
+    dataset = GENERATORS[inst.generator](inst.params)
+    model, _ = _build(claim.construction, dataset, {**claim.options, **inst.options})
+    if dataset.task == "points":
+        both(model, dataset.points, [[i] for i in range(dataset.size)])
+    else:
+        ds = with_positions(dataset) if model.meta.get("position_aware") else dataset
+        positions = "all" if ds.task == "seq2seq" else "last"
+        both(model, ds.vocab, ds.sequences, positions=positions)
