@@ -436,14 +436,17 @@ def test_readme_synopsis_lines_run_as_pasted(tmp_path):
     commands = {shlex.split(line)[1] for line in lines}
     assert commands >= {"generate", "build", "verify", "show", "inspect", "predict", "check"}
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    # the installed console script where there is one beside this Python (it is
+    # exactmem.cli:main, as `python -m exactmem` is)
+    script = Path(sys.executable).with_name("exactmem")
+    program = [str(script)] if script.is_file() else [sys.executable, "-m", "exactmem"]
     for line in lines:
         argv = shlex.split(line)
         assert not any(c in line for c in "[]|<>"), f"not copy-pastable: {line}"
         if argv[1] == "plot" and not has_matplotlib():
             continue  # the [plot] extra
-        # the console script `exactmem` is exactmem.cli:main, as `python -m exactmem` is
         done = subprocess.run(
-            [sys.executable, "-m", "exactmem", *argv[1:]],
+            [*program, *argv[1:]],
             cwd=tmp_path,
             env=env,
             capture_output=True,
