@@ -656,6 +656,7 @@ def run_check(
 ) -> int:
     """``python -m exactmem check``: returns the exit code."""
     from exactmem.certify import library_versions
+    from exactmem.progress import tell
 
     directory = find_proofs_dir(proofs_dir)
     claims = [c for c in load_claims(directory) if not pattern or pattern in c.name]
@@ -668,6 +669,7 @@ def run_check(
     for n, (claim, inst) in enumerate(selected, 1):
         if progress:
             progress(f"[{n}/{len(selected)}] {claim.name}: {inst.label}", force=True)
+            tell(progress, "", phase="claim instances", done=n - 1, total=len(selected), outer=True)
         record = run_instance(claim, inst, progress, jobs, evaluator)
         record["claim"] = claim.name
         results.append(record)

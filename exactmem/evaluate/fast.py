@@ -51,6 +51,7 @@ from exactmem.evaluate.reference import Batch, LayerStat
 from exactmem.evaluate.sorted_steps import class_ranges, step_boundary, unit_stats
 from exactmem.exact_arrays import Gathered, first_seen_ids, plus, times, top
 from exactmem.model import MLP, Affine
+from exactmem.progress import tell
 
 __all__ = ["LIMIT", "run", "run_points"]
 
@@ -1781,8 +1782,15 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
     while li <= last:
         layer = mlp.layers[li]
         if progress and li >= report:
-            progress(f"{mlp.label or 'mlp'}: layer {li}/{len(mlp.layers)} on {size} inputs")
-            report = (li // 1000 + 1) * 1000
+            tell(
+                progress,
+                f"{mlp.label or 'mlp'}: layer {li}/{len(mlp.layers)} on {size} inputs",
+                phase=f"evaluating {mlp.label or 'mlp'}",
+                done=li,
+                total=len(mlp.layers),
+            )
+            step = reference._report_every(progress, len(mlp.layers), 1000)
+            report = (li // step + 1) * step
         if li == last:
             eng.layer(layer, relu=False)
             break

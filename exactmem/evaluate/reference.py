@@ -23,6 +23,7 @@ from exactmem.errors import InconclusiveError, InputError
 from exactmem.exact_arrays import index_type
 from exactmem.memory import release_free_memory
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+from exactmem.progress import tell
 
 __all__ = ["AttentionStat", "LayerStat", "Outputs", "Stream", "Trace", "run", "run_points"]
 
@@ -225,8 +226,14 @@ def _mlp(
     H, hden = X, den
     last = len(mlp.layers) - 1
     for li, layer in enumerate(mlp.layers):
-        if progress and li % 200 == 0:
-            progress(f"{mlp.label or 'mlp'}: layer {li}/{len(mlp.layers)} on {size} inputs")
+        if progress and li % _report_every(progress, len(mlp.layers), 200) == 0:
+            tell(
+                progress,
+                f"{mlp.label or 'mlp'}: layer {li}/{len(mlp.layers)} on {size} inputs",
+                phase=f"evaluating {mlp.label or 'mlp'}",
+                done=li,
+                total=len(mlp.layers),
+            )
         Z, zden = _affine(layer, H, hden, size)
         if li == last:
             H, hden = Z, zden
@@ -272,6 +279,12 @@ def _common(parts: list[tuple[list, int]]) -> tuple[list, int]:
     common = math.lcm(*[d for _, d in parts])
     arrays = [[col * (common // d) if d != common else col for col in cols] for cols, d in parts]
     return [np.concatenate([a[j] for a in arrays]) for j in range(len(arrays[0]))], common
+
+
+def _report_every(progress: Callable, layers: int, plain: int) -> int:
+    """Layers between reports: a hundredth of the MLP to a reporter that draws a bar (it
+    throttles itself), every ``plain`` layers to a plain callable (a line each)."""
+    return max(1, layers // 100) if hasattr(progress, "fraction") else plain
 
 
 def _mlp_parallel(mlp, X, den, size, sub, on_probe, stats, jobs, progress=None):

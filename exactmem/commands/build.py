@@ -1,0 +1,59 @@
+"""``exactmem build``: run a construction on a dataset and write the model file. The
+construction is untrusted (docs/trust.md): what it builds is judged by ``verify``."""
+
+from __future__ import annotations
+
+import argparse
+
+from exactmem.errors import EXIT_VERIFIED, InputError
+from exactmem.options import CONSTRUCTIONS, check_option_limits, parse_options
+from exactmem.progress import Progress
+
+
+def run(args: argparse.Namespace) -> int:
+    from exactmem.api import _construct
+    from exactmem.data import load_dataset
+    from exactmem.io import save_model
+    from exactmem.model import resources
+    from exactmem.outputs import check_output
+
+    check_output(args.out, "--out", [args.data])
+    if args.construction not in CONSTRUCTIONS:
+        raise InputError(
+            f"--construction {args.construction!r} is unknown; available: "
+            f"{', '.join(CONSTRUCTIONS)}"
+        )
+    progress = Progress(not args.quiet)
+    options = parse_options(args.construction, args.set or [])
+    options["seed"] = args.seed
+    with progress.phase(f"reading {args.data}"):
+        dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    check_option_limits(options, dataset)
+    progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
+    with progress.phase(f"building {args.construction}"):
+        model = _construct(dataset, args.construction, options)
+    with progress.phase(f"writing {args.out}"):
+        digest = save_model(model, args.out)
+    res = resources(model)
+    if args.json:
+        from exactmem.commands import emit_json, file_sha256
+
+        emit_json(
+            {
+                "path": args.out,
+                "sha256": digest,
+                "file_sha256": file_sha256(args.out),
+                "construction": args.construction,
+                "options": {k: v for k, v in options.items() if k != "seed"},
+                "seed": args.seed,
+                "data": args.data,
+                "resources": res.as_dict(),
+            }
+        )
+        return EXIT_VERIFIED
+    print(
+        f"wrote {args.out} (sha256 {digest[:16]}…): width {res.width}, depth {res.depth}, "
+        f"{res.dense_parameters} dense / {res.nonzero_parameters} non-zero parameters, "
+        f"max {res.max_bits} bits per parameter"
+    )
+    return EXIT_VERIFIED

@@ -1,0 +1,132 @@
+"""``exactmem generate``: write a dataset file — random points, sequences, attention examples
+or associations, windows of the Zen of Python, or windows of your own text."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from exactmem.errors import EXIT_VERIFIED, InputError
+from exactmem.progress import Progress
+
+# the N = 10⁷ benchmark dataset fits; 10¹² points would run until memory is exhausted
+GENERATE_LIMITS = {"N": 10**8, "n": 10**4, "d": 10**4, "vocab": 10**8}
+
+
+def run(args: argparse.Namespace) -> int:
+    from exactmem.data import save_dataset
+    from exactmem.outputs import check_output
+
+    check_output(args.out, "--out")
+    if (args.file is not None or args.window is not None) and args.family != "text":
+        raise InputError("--file and --window belong to generate text")
+    for name in ("N", "n", "d", "C", "vocab"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise InputError(f"--{name} must be ≥ 1")
+    if args.coord_bound < 0:
+        raise InputError(f"--coord-bound must be ≥ 0, got {args.coord_bound}")
+    for name, limit in GENERATE_LIMITS.items():
+        if (getattr(args, name) or 0) > limit:
+            raise InputError(
+                f"--{name} {getattr(args, name)}: at most {limit} (the random generators keep "
+                "every item in memory; write larger datasets with your own tools)"
+            )
+    progress = Progress(not args.quiet)
+    with progress.phase(f"generating {args.family}"):
+        what, ds = _generate(args)
+    with progress.phase(f"writing {args.out}"):
+        save_dataset(ds, args.out)
+    if args.json:
+        from exactmem.commands import emit_json, file_sha256
+        from exactmem.data import dataset_hash
+
+        emit_json(
+            {
+                "path": args.out,
+                "sha256": dataset_hash(ds),
+                "file_sha256": file_sha256(args.out),
+                "family": args.family,
+                "task": ds.task,
+                "N": ds.size,
+                "d": ds.dim,
+                "C": ds.num_classes,
+                "description": what,
+            }
+        )
+    else:
+        print(f"wrote {args.out}: {what}, C = {ds.num_classes}")
+    return EXIT_VERIFIED
+
+
+def _generate(args: argparse.Namespace):
+    """The dataset of ``args.family`` and a phrase saying what it holds."""
+    from exactmem.data import random_points
+    from exactmem.sequences import random_sequences, zen_of_python
+
+    if args.family == "points":
+        if args.N is None:
+            raise InputError("generate points needs --N")
+        ds = random_points(args.N, args.d, args.C, args.seed, coord_bound=args.coord_bound)
+        what = f"{ds.size} points in Q^{ds.dim}"
+    elif args.family == "attention":
+        from exactmem.constructions.mahdavi24 import random_instance
+
+        if args.N is None:
+            raise InputError("generate attention needs --N (examples)")
+        ds = random_instance(
+            args.N, args.n or 6, args.d, args.C, args.seed, shared_context=args.shared_context
+        )
+        what = (
+            f"{ds.size} examples (n = {args.n or 6} context tokens + a query in Q^{ds.dim}"
+            f"{', shared context' if args.shared_context else ''})"
+        )
+    elif args.family == "associations":
+        from exactmem.constructions.dana25 import random_associations
+
+        if args.N is None:
+            raise InputError("generate associations needs --N (associations)")
+        ds = random_associations(args.vocab or 50, args.n or 2, args.N, args.seed)
+        what = f"{ds.size} associations of {args.n or 2} tokens over {len(ds.vocab)} tokens"
+    elif args.family == "zen":
+        ds = zen_of_python(args.n or 32, unit=args.unit)
+        what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"
+    elif args.family == "text":
+        what, ds = _generate_text(args)
+    else:
+        if args.N is None:
+            raise InputError(f"generate {args.family} needs --N")
+        ds = random_sequences(
+            args.N,
+            args.n or 16,
+            args.d,
+            args.vocab or 500,
+            args.C,
+            args.seed,
+            family=args.sequences,
+            coord_bound=args.coord_bound,
+            task="seq2seq" if args.family == "seq2seq" else "next-token",
+            labels_by="multiset" if args.family == "multisets" else "key",
+        )
+        what = f"{ds.size} sequences of {args.n or 16} tokens in Q^{ds.dim}"
+    return what, ds
+
+
+def _generate_text(args: argparse.Namespace):
+    """``generate text``: the windows of a text file (:mod:`exactmem.text`); says on stderr when
+    the tokens carry their positions, and why."""
+    from exactmem.text import read_text, windows
+
+    if args.file is None or args.window is None:
+        raise InputError("generate text needs --file FILE and --window W")
+    ds = windows(read_text(args.file), args.window, args.unit, source=args.file)
+    if ds.meta["position_aware"]:
+        print(
+            f"note: tokens carry their position (symbol id, k) in Q^2, because "
+            f"{ds.meta['positions_because']}",
+            file=sys.stderr,
+        )
+    what = (
+        f"{ds.size} windows of {args.window} {args.unit}s of {args.file} "
+        f"({len(ds.meta['symbols'])} symbols, tokens in Q^{ds.dim})"
+    )
+    return what, ds

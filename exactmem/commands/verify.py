@@ -1,0 +1,115 @@
+"""``exactmem verify``: evaluate a model exactly on a dataset and certify it against the
+criteria the user gives (docs/trust.md); :func:`print_certificate` is the verdict table that
+``show`` prints too."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from exactmem.commands import emit_json
+from exactmem.errors import EXIT_REFUTED, EXIT_USAGE, EXIT_VERIFIED, InputError
+from exactmem.options import CONSTRUCTIONS
+from exactmem.progress import Progress
+
+
+def print_certificate(cert: dict) -> None:
+    """The verdict table of a certificate's content (:func:`exactmem.certify.certificate_json`,
+    the ``certificate`` field of a certificate file)."""
+    res, data, subject = cert["resources"], cert["data"], cert["subject"]
+    print(f"verdict: {cert['verdict'].upper()}")
+    if "tokens" in data:
+        aware = ", position-aware" if data.get("position_aware") else ""
+        what = (
+            f"{data['N']} sequences of n = {data.get('n')} tokens in Q^{data['d']} "
+            f"({data['tokens']} distinct tokens, {data.get('distinct_multisets')} distinct "
+            f"multisets{aware})"
+        )
+    else:
+        what = f"{data['N']} points in Q^{data['d']}"
+    print(f"dataset: {what}, C = {data['C']}, r² = {data.get('r2')}, δ² = {data.get('delta2')}")
+    said = subject.get("model_says", {})
+    print(
+        f"model: sha256 {subject['model_sha256'][:16]}… (its file says construction "
+        f"{said.get('construction')}; a label only, never a criterion)"
+    )
+    crit = subject["criteria"]
+    print(f"criteria: {crit['checklist']}")
+    tol = crit["tolerance"]
+    print(
+        f"  readout {crit['readout']}"
+        + (f", within --tolerance {tol}" if tol is not None else ", exact")
+        + f"; inputs: {crit['inputs']}"
+    )
+    print(
+        f"resources: width {res['width']}, depth {res['depth']}, {res['dense_parameters']} "
+        f"dense / {res['nonzero_parameters']} non-zero parameters, max {res['max_bits']} bits "
+        f"per parameter, {res['total_bits']} bits in all"
+    )
+    for c in cert["checks"]:
+        print(f"  {'ok  ' if c['passed'] else 'FAIL'} {c['name']:<28} {c['detail']}")
+    act = cert["activation"]
+    print(
+        f"activation: {act['relu_layers']} ReLU layers, smallest non-zero |pre-activation| "
+        f"{act['min_nonzero_preactivation']}, {act['zero_preactivations']} of "
+        f"{act['preactivations']} pre-activations exactly 0"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from exactmem.certify import certificate_json, certify
+    from exactmem.data import load_dataset
+    from exactmem.io import load_model, save_certificate
+    from exactmem.outputs import OutputError, check_output
+
+    tolerance = None  # the criteria are checked before any work, like the output path
+    if args.tolerance is not None:
+        from exactmem.exact import parse_rational
+
+        tolerance = parse_rational(args.tolerance, "--tolerance")
+        if tolerance < 0:
+            raise InputError(f"--tolerance {args.tolerance}: must be ≥ 0")
+    if args.construction is not None and args.construction not in CONSTRUCTIONS:
+        raise InputError(
+            f"--construction {args.construction!r} is unknown; available: "
+            f"{', '.join(CONSTRUCTIONS)}"
+        )
+    if args.certificate:
+        check_output(args.certificate, "--certificate", [args.model, args.data])
+    progress = Progress(not args.quiet)
+    with progress.phase(f"reading {args.model} and {args.data}"):
+        model, _ = load_model(args.model)
+        dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+    progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
+    try:
+        with progress.phase(f"verifying {dataset.size} inputs", outer=True):
+            cert = certify(
+                model,
+                dataset,
+                construction=args.construction,
+                tolerance=tolerance,
+                progress=progress,
+                jobs=args.jobs,
+                evaluator=args.evaluator,
+            )
+    finally:
+        progress.close()
+    content = certificate_json(cert)
+    unwritten = None
+    if args.certificate:  # before stdout, which may be a pipe closed early
+        try:
+            save_certificate(content, args.certificate)
+            progress(f"certificate written to {args.certificate}", force=True)
+        except OutputError as exc:  # the verdict is still printed: the work is not lost
+            unwritten = exc
+    args.pending_exit = EXIT_VERIFIED if cert.verdict == "verified" else EXIT_REFUTED
+    if unwritten is not None:
+        args.pending_exit = EXIT_USAGE
+    if args.json:
+        emit_json(content)
+    else:
+        print_certificate(content)
+    if unwritten is not None:
+        sys.stdout.flush()
+        print(f"error: {unwritten} (the verdict above was not saved)", file=sys.stderr)
+    return args.pending_exit

@@ -1,0 +1,204 @@
+"""Progress on stderr: a bar with percentage and ETA for each phase that reports how far it is
+(the layers of an evaluation, the instances of ``check``), an elapsed-time line for a phase that
+cannot (a construction's build, a generator), and milestone lines.
+
+The bars are tqdm's. tqdm is a small, dependency-free, maintained library that draws
+percentage, rate and ETA itself and imports in a few tens of milliseconds; rich draws the same
+bars but brings a whole console renderer (and its markdown and syntax-highlighting dependencies)
+for one line of stderr. tqdm is imported only when a bar is first drawn, so ``--help`` and
+``--quiet`` runs never load it.
+
+Bars are drawn only when stderr is a terminal: piped or redirected, stderr gets the milestone
+lines alone (the phase that starts, the file written), and ``--quiet`` silences both. Nothing
+here writes to stdout, so ``--json`` output is the same with or without progress.
+
+A progress reporter is any callable taking a message, as the evaluators and
+:func:`exactmem.certify.certify` have always accepted. :func:`tell` reports a fraction done to a
+reporter that takes fractions (has a ``fraction`` method, as :class:`Progress` does) and the
+plain message to any other, so ``progress=print`` keeps working.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+
+def tell(
+    progress: Callable[..., Any] | None,
+    message: str,
+    *,
+    phase: str | None = None,
+    done: int | None = None,
+    total: int | None = None,
+    outer: bool = False,
+) -> None:
+    """Report ``message`` to ``progress``; with ``done`` of ``total`` steps of ``phase``, to a
+    reporter that takes fractions as that fraction (its bar's percentage and ETA). An empty
+    message reaches only a reporter that takes fractions."""
+    if progress is None:
+        return
+    fraction = getattr(progress, "fraction", None)
+    if fraction is not None and total and done is not None:
+        if outer:  # the keyword only where it is used: other reporters need not take it
+            fraction(phase or message, done, total, message, outer=True)
+        else:
+            fraction(phase or message, done, total, message)
+    elif message:
+        progress(message)
+
+
+def _columns() -> int:
+    """The terminal's width, or 80 where it reports none (a pseudo-terminal of width 0, where
+    tqdm would draw nothing)."""
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns or 80
+
+
+class Progress:
+    """The CLI's progress reporter: milestone lines (``force=True``) and, on a terminal, a
+    tqdm bar per phase; other messages become the bar's note, or a line at most once a
+    second when no bar is drawn."""
+
+    def __init__(self, enabled: bool, *, stream: TextIO | None = None, bars: bool | None = None):
+        self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        if bars is None:
+            isatty = getattr(self.stream, "isatty", None)
+            bars = bool(isatty and isatty())
+        self.bars = enabled and bars
+        self.start = time.perf_counter()
+        self.last = 0.0
+        self._bar: Any = None  # the current phase's bar
+        self._outer: Any = None  # an outer phase's bar, above it
+        self._lock = threading.Lock()
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------------ lines
+
+    def __call__(self, message: str, *, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        with self._lock:
+            if force:
+                self._line(f"[{now - self.start:7.1f}s] {message}")
+            elif self._bar is not None and self._bar.total:
+                self._bar.set_postfix_str(message[:80], refresh=False)
+            elif self._bar is not None or self._outer is not None:
+                pass  # a bar shows that work goes on
+            elif self.bars and now - self.last >= 1.0:
+                self.last = now
+                self._line(f"[{now - self.start:7.1f}s] {message}")
+
+    def _line(self, text: str) -> None:
+        if self._bar is not None or self._outer is not None:
+            from tqdm import tqdm
+
+            tqdm.write(text, file=self.stream)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    # ------------------------------------------------------------------ bars
+
+    def fraction(
+        self, phase: str, done: int, total: int, message: str = "", *, outer: bool = False
+    ) -> None:
+        """``done`` of ``total`` steps of ``phase``: its bar (a new one when the phase
+        changes), closed when the phase is complete. An ``outer`` phase (the instances of
+        ``check``) keeps its bar on the first line while the inner phases come and go below."""
+        if not self.bars:
+            return
+        with self._lock:
+            bar = self._outer if outer else self._bar
+            if bar is None or bar.desc != phase[:40] or bar.total != total:
+                self._close(outer)
+                bar = self._new(total, phase[:40], outer)
+                if outer:
+                    self._outer = bar
+                else:
+                    self._bar = bar
+            bar.update(max(0, min(done, total) - bar.n))
+            if outer:  # rare steps: each one shown at once
+                bar.refresh()
+            if done >= total:
+                self._close(outer)
+
+    def _new(self, total: int | None, desc: str, outer: bool) -> Any:
+        from tqdm import tqdm
+
+        counted = "{percentage:3.0f}%|{bar}| {n}/{total} [{elapsed}<{remaining}]{postfix}"
+        bar = tqdm(
+            total=total,
+            desc=desc,
+            file=self.stream,
+            leave=False,
+            ncols=_columns(),
+            mininterval=0.25,
+            position=0 if outer else int(self._outer is not None),
+            bar_format="{desc}: " + (counted if total else "{elapsed} elapsed"),
+        )
+        self._start_ticker()
+        return bar
+
+    def _start_ticker(self) -> None:
+        """Redraw the bars twice a second, so that elapsed time and ETA move while a step
+        takes long (a construction's build, the checks after an evaluation)."""
+        if self._ticker is not None:
+            return
+        stop = self._stop = threading.Event()
+
+        def tick() -> None:
+            while not stop.wait(0.5):
+                with self._lock:
+                    for bar in (self._outer, self._bar):
+                        if bar is not None:
+                            bar.refresh()
+
+        self._ticker = threading.Thread(target=tick, daemon=True)
+        self._ticker.start()
+
+    def _close(self, outer: bool = False) -> None:
+        bar = self._outer if outer else self._bar
+        if bar is not None:
+            bar.close()
+        if outer:
+            self._outer = None
+        else:
+            self._bar = None
+        if self._bar is None and self._outer is None and self._ticker is not None:
+            self._stop.set()  # no bar left to redraw; the ticker ends at its next wake-up
+            self._ticker = None
+
+    def close(self) -> None:
+        """Clear every bar still drawn (a phase that stopped early) and stop redrawing."""
+        with self._lock:
+            self._close()
+            self._close(outer=True)
+
+    @contextmanager
+    def phase(self, name: str, *, outer: bool = False) -> Iterator[None]:
+        """A phase that cannot say how far it is: on a terminal, its name and the time elapsed,
+        redrawn twice a second until the phase ends. An ``outer`` one (a whole verification)
+        stays on the first line while the phases inside it draw their bars below."""
+        if not self.bars:
+            yield
+            return
+        with self._lock:
+            self._close(outer)
+            bar = self._new(None, name[:60], outer=outer)
+            if outer:
+                self._outer = bar
+            else:
+                self._bar = bar
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._close(outer)
