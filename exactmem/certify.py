@@ -29,6 +29,7 @@ from exactmem.exact_arrays import exact, ratio_equal
 from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
 from exactmem.model import MLP, PositionalEncoding, Transformer, resources
+from exactmem.progress import tell
 from exactmem.sequences import check_consistency, view, with_positions
 from exactmem.verify import (
     MAX_EXAMPLES,
@@ -414,6 +415,8 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         if seq2seq:
             raise
         trace = None  # unequal softmax scores: certify on Arb enclosures instead
+    phases = 2 + bool(construction)
+    tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
     if trace is None:
         checks = [ball_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)]
     elif readout == "argmax":
@@ -424,6 +427,9 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
             got = got[:, -1:]
         where = "seq2seq" if seq2seq else "sequences"
         checks = [_label_check(got, den, dataset.labels, criteria.tolerance, where)]
+    if construction:
+        step = f"checks: the {construction} checklist"
+        tell(progress, step, phase="checks", done=1, total=phases)
     if construction.startswith("ks25-"):
         if trace is None:
             checks += _checklist(construction, _not_exactly_uniform)
@@ -435,9 +441,11 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         checks += _checklist(construction, lambda: mahdavi_checks(model, dataset))
     if construction == "dana25":
         checks += _checklist(construction, lambda: dana_checks(model, dataset))
+    tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
         model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")
     )
+    tell(progress, "", phase="checks", done=phases, total=phases)
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {
         "N": dataset.size,
