@@ -1,4 +1,4 @@
-"""Fuzzing the loaders (issue 16, acceptance 4 and 9).
+"""Fuzzing the loaders.
 
 Models: small VYS (points), Theorem 4.1 (ks25-next-token), Mahdavi (hardmax) and Dana
 (positional encoding, softmax; see FUZZED) models are saved, mutated at the JSON level — rows

@@ -351,7 +351,7 @@ META = [
 
 @pytest.mark.parametrize("edit, message", META)
 def test_meta_labels_are_typed(files, tmp_path, edit, message):
-    """Malformed meta the certificate shows (issue 16: ``options = 5`` exited 3) is an input
+    """Malformed meta the certificate shows (``options = 5`` once exited 3) is an input
     error naming it."""
     obj = copy.deepcopy(files["attention"])
     edit(obj)
