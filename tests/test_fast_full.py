@@ -1,11 +1,13 @@
-"""The fast evaluator against the reference on the full tier's large claim instances (apart
-from tests/test_fast.py so that pytest-xdist can run them beside it)."""
+"""The fast evaluator against the reference on the full tier's large claim instances: the slow
+tier, run by `python -m pytest -m slow` (CI runs it after the suite)."""
 
 import pytest
 from support import both
 
 from exactmem.proofs import GENERATORS, _build, find_proofs_dir, load_claims
 from exactmem.sequences import with_positions
+
+pytestmark = pytest.mark.slow  # minutes: `python -m pytest -m slow` (CI runs it)
 
 FULL = [
     (claim, inst)
