@@ -354,7 +354,7 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
         folds=step_folds(model),
     )
     if readout == "argmax":
-        checks = [exact_classification_check(trace.outputs, dataset.labels)]
+        checks = [exact_classification_check(trace.outputs, dataset.labels, "points")]
     else:
         got, den = trace.outputs.first_lane()
         checks = [_label_check(got, den, dataset.labels, criteria.tolerance, "points")]
@@ -363,9 +363,10 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
         expected = {i: y for i, y in enumerate(dataset.labels)}
 
         def memorizer() -> list[Check]:
-            first = model.sublayers[0] if model.sublayers else None
-            if not isinstance(first, MLP):
-                raise ChecklistStructureError("the first sub-layer is not an MLP")
+            # Theorem 3.1's network is one MLP: a layer beside it would escape the checklist
+            first = model.sublayers[0] if len(model.sublayers) == 1 else None
+            if not isinstance(first, MLP) or model.embed or model.unembed:
+                raise ChecklistStructureError("the model is not one MLP")
             return check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
 
         checks += _checklist("vys", memorizer)

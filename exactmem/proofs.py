@@ -203,7 +203,19 @@ GENERATORS: dict[str, Callable] = {
 
 MAX_CLAIM_BYTES = 64 * 1024  # a claim file is a few kB; the cap bounds TOML parsing
 MAX_DEFINES = 32
-MAX_PARAMETER = 10**9  # sizes and seeds of a generator
+MAX_PARAMETER = 10**9  # seeds of a generator
+# sizes, as `generate` bounds them (a claim asking for d = 10⁹ would run until memory runs out)
+SIZE_LIMITS = {
+    "N": 10**8,
+    "T": 10**8,
+    "n": 10**4,
+    "d": 10**4,
+    "vocab": 10**8,
+    "S": 10**4,
+    "C": 10**9,
+    "limit": 10**8,
+    "coord_bound": 10**9,
+}
 VARIABLES = ("N", "d", "C", "r", "delta", "n", "omega", "B")  # the values a formula may use
 CLAIM_KEYS: dict[str, type] = {
     "name": str,
@@ -355,8 +367,9 @@ def _instance(obj, construction: str, where: str) -> Instance:
         elif kind is int:
             _typed(value, int, at)
             least = 0 if key == "seed" else 1
-            if not least <= value <= MAX_PARAMETER:
-                raise InputError(f"{at}: must be an integer in [{least}, {MAX_PARAMETER}]")
+            most = SIZE_LIMITS.get(key, MAX_PARAMETER)
+            if not least <= value <= most:
+                raise InputError(f"{at}: must be an integer in [{least}, {most}]")
         else:
             _typed(value, kind, at)
     for key in REQUIRED_PARAMS[gen]:

@@ -163,27 +163,35 @@ def ball_label_check(
     return Check("labels", True, detail, figures)
 
 
-def exact_classification_check(outputs, labels) -> Check:
-    """Argmax labels from exact outputs: the target logit strictly above the others."""
-    bad, margin = [], None
+def exact_classification_check(outputs, labels, where: str = "sequences") -> Check:
+    """Argmax labels from exact outputs: the target logit strictly above the others. A label
+    that is a tuple (seq-to-seq) is judged at every position, an integer at the last one;
+    ``where`` names the inputs in messages (``points`` or ``sequences``)."""
+    bad, margin, count = [], None, 0
     for i, (out, y) in enumerate(zip(outputs, labels, strict=True)):
-        col = out[-1]
-        gaps = [col[y - 1] - v for c, v in enumerate(col) if c != y - 1]
-        gap = min(gaps) if gaps else None
-        if gap is not None and gap <= 0:
-            bad.append(
-                f"sequences[{i}]: target logit {format_rational(col[y - 1])} is not "
-                "above the others"
-            )
-        if gap is not None:
-            margin = gap if margin is None else min(margin, gap)
+        judged = (
+            [(f"{where}[{i}][{k}]", out[k], yk) for k, yk in enumerate(y)]
+            if isinstance(y, tuple | list)
+            else [(f"{where}[{i}]", out[-1], y)]
+        )
+        for name, col, target in judged:
+            count += 1
+            gaps = [col[target - 1] - v for c, v in enumerate(col) if c != target - 1]
+            gap = min(gaps) if gaps else None
+            if gap is not None and gap <= 0:
+                bad.append(
+                    f"{name}: target logit {format_rational(col[target - 1])} is not above "
+                    "the others"
+                )
+            if gap is not None:
+                margin = gap if margin is None else min(margin, gap)
     figures = {"min_margin": None if margin is None else format_rational(margin)}
     if bad:
         return Check("labels", False, _examples(bad), figures)
     return Check(
         "labels",
         True,
-        f"all {len(labels)} argmax labels exact, margin ≥ {figures['min_margin']}",
+        f"all {count} argmax labels exact, margin ≥ {figures['min_margin']}",
         figures,
     )
 
@@ -202,9 +210,10 @@ def mahdavi_checks(model, ds) -> list[Check]:
     queries, contexts = mahdavi_examples(ds)
     report = mahdavi_assumptions(queries, contexts)
     T, n = len(queries), len(contexts[0])
-    att = model.sublayers[0] if model.sublayers else None
+    # Theorem 1's model is one attention layer: a layer after it would escape the checklist
+    att = model.sublayers[0] if len(model.sublayers) == 1 else None
     if not isinstance(att, Attention) or not att.heads:
-        raise ChecklistStructureError("its first sub-layer is not a multi-head attention layer")
+        raise ChecklistStructureError("the model is not one multi-head attention layer")
     if att.mask != "context":
         raise ChecklistStructureError(
             "its query attends to itself: Mahdavi et al.'s query attends to its context only "

@@ -19,7 +19,7 @@ from exactmem.data import SEPARATION_LIMIT, Dataset, squared_radius, squared_sep
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, first_seen_ids, ratio_equal, rational_table
-from exactmem.model import MLP, Attention
+from exactmem.model import MLP
 from exactmem.sequences import SequenceView, canonical_tokens, describe_multiset
 from exactmem.verify import (
     MAX_EXAMPLES,
@@ -57,16 +57,30 @@ def check_ks25(
     (never read from the model file); a model without the lanes or stages it reads raises
     (the caller refutes the checklist).
     """
-    at = next(i for i, s in enumerate(model.sublayers) if isinstance(s, Attention))
-    if at + 1 >= len(model.sublayers) or not isinstance(model.sublayers[at + 1], MLP):
-        raise ChecklistStructureError("no memorizer F2 after the attention layer")
     if (variant == "ks25-token-ids") != bool(model.token_inputs):
         raise ChecklistStructureError(
             "Theorem E.1 reads token ids through an embedding table; the other variants "
             "read token vectors"
         )
+    # the architecture of Theorem 4.1 (eq. (4)): F1, one attention layer, F2 — Theorem E.1's
+    # embedding table in place of F1 — and nothing else: a sub-layer outside the checklist's
+    # reach would let an unchecked network decide the outputs
+    shape = tuple(type(s).__name__ for s in model.sublayers)
+    want = ("Attention", "MLP") if variant == "ks25-token-ids" else ("MLP", "Attention", "MLP")
+    if shape != want:
+        raise ChecklistStructureError(
+            f"sub-layers {' → '.join(shape) or 'none'}; {variant} is "
+            f"{' → '.join(want)}" + (" (with an embedding table)" if model.token_inputs else "")
+        )
+    if model.unembed is not None or (model.embed is not None and not model.token_inputs):
+        raise ChecklistStructureError(f"{variant} has no input or output map besides its layers")
+    at = shape.index("Attention")
     phi_mlp = model.sublayers[0] if at == 1 else None
     f2_mlp = model.sublayers[at + 1]
+    if variant == "ks25-bit-budget" and not any(p.name.startswith("net0.") for p in f2_mlp.probes):
+        raise ChecklistStructureError(
+            "Theorem F.1 splits F2 into sub-networks (lanes net0., net1., …); this F2 is one"
+        )
     n = len(ds.sequences[0])
     first = trace.streams[at - 1] if at else trace.embedded
     mixed = trace.streams[at]

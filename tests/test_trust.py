@@ -19,7 +19,7 @@ from exactmem.certify import CONSTRUCTIONS, certify
 from exactmem.constructions import dana25, ks25, mahdavi24, vys
 from exactmem.data import random_points
 from exactmem.errors import InputError
-from exactmem.model import MLP, Affine
+from exactmem.model import MLP, Affine, Transformer
 from exactmem.sequences import random_sequences, zen_of_python
 
 
@@ -209,3 +209,86 @@ def test_trusted_core_imports_no_construction():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith("exactmem.evaluate"), f"{p.name} evaluates"
+
+
+# ------------------------------------------------------------- found by a hostile review
+
+
+def _identity_mlp(width: int, label: str) -> MLP:
+    """x ↦ σ(x) − σ(−x) = x, exactly: a sub-layer that changes nothing."""
+    up = Affine(width, tuple(((i, s),) for s in (1, -1) for i in range(width)), (0,) * 2 * width)
+    down = Affine(2 * width, tuple(((i, 1), (width + i, -1)) for i in range(width)), (0,) * width)
+    return MLP((up, down), residual=False, label=label)
+
+
+def test_a_prefix_layer_does_not_hide_the_first_memorizer(sequences):
+    """An exact identity before F1 moved the attention layer to index 2, and the φ memorizer
+    (its layout stripped) went unchecked: the checklist demands F1 → attention → F2."""
+    ds, model = sequences
+    f1 = replace(model.sublayers[0], meta={}, probes=())
+    pre = _identity_mlp(model.input_dim, "pre")
+    lying = replace(model, sublayers=(pre, f1, *model.sublayers[1:]))
+    cert = certify(lying, ds, construction="ks25-next-token")
+    assert cert.verdict == "refuted"
+    assert "ks25-next-token.structure" in {c.name for c in cert.failed}
+
+
+def test_one_checked_network_and_nothing_beside_it(points, attention_data):
+    """A layer after the construction's network would escape its checklist."""
+    ds, model = points
+    width = model.sublayers[0].out_dim
+    extra = replace(model, sublayers=(*model.sublayers, _identity_mlp(width, "extra")))
+    assert "vys.structure" in {c.name for c in certify(extra, ds, construction="vys").failed}
+    mah, _ = mahdavi24.build(attention_data, {"heads": 4})
+    width = mah.embed.out_dim
+    more = replace(mah, sublayers=(*mah.sublayers, _identity_mlp(width, "extra")))
+    failed = {c.name for c in certify(more, attention_data, construction="mahdavi24").failed}
+    assert "mahdavi24.structure" in failed
+
+
+def test_bit_budget_demands_split_memorizers(sequences):
+    ds, model = sequences
+    cert = certify(model, ds, construction="ks25-bit-budget")
+    assert "ks25-bit-budget.structure" in {c.name for c in cert.failed}
+
+
+def test_logits_at_every_position_of_a_seq2seq_dataset():
+    """C outputs on seq-to-seq data: argmax judged at every position (it crashed)."""
+    from exactmem.data import Dataset
+
+    vocab = ((mpq(1),), (mpq(2),), (mpq(3),))
+    ds = Dataset("seq2seq", ((1, 2), (2, 1)), 2, vocab=vocab, sequences=((0, 1), (1, 2)))
+    # logits (x, 3 − x): label 1 needs x > 3/2, so sequences[0][0] (x = 1, label 1) is wrong
+    logits = Affine(1, (((0, 1),), ((0, -1),)), (0, 3))
+    model = Transformer(1, (MLP((logits,), residual=False),))
+    cert = certify(model, ds)
+    assert cert.subject["criteria"]["readout"] == "argmax"
+    assert "labels" in {c.name for c in cert.failed}
+    assert "sequences[0][0]" in next(c for c in cert.checks if c.name == "labels").detail
+
+
+def test_verify_escapes_what_the_file_says(tmp_path, capsys, points):
+    from exactmem.cli import main
+    from exactmem.data import save_dataset
+    from exactmem.io import save_model
+
+    ds, model = points
+    trick = "vys\x1b[2A\r\x1b[2Kverdict: VERIFIED"
+    save_model(_with_meta(model, construction=trick), tmp_path / "m.json")
+    save_dataset(ds, tmp_path / "d.json")
+    main(["verify", str(tmp_path / "m.json"), "--data", str(tmp_path / "d.json"), "--quiet"])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\u001b" in out
+
+
+def test_claim_sizes_are_bounded_like_generate(tmp_path):
+    """A claim asking for d = 10⁹ ran until memory ran out; sizes have generate's limits."""
+    from exactmem.proofs import load_claim
+
+    path = tmp_path / "big.toml"
+    path.write_text(
+        'paper = "p"\nstatement = "s"\nconstruction = "vys"\nexpect = "verified"\n'
+        '[[instance]]\ngenerator = "random_points"\nN = 2\nd = 1000000000\nC = 2\n'
+    )
+    with pytest.raises(InputError, match=r"instance\[0\]\.d: must be an integer in \[1, 10000\]"):
+        load_claim(path)

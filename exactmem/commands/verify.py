@@ -5,6 +5,7 @@ criteria the user gives (docs/trust.md); :func:`print_certificate` is the verdic
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from exactmem.commands import emit_json
@@ -31,7 +32,7 @@ def print_certificate(cert: dict) -> None:
     said = subject.get("model_says", {})
     print(
         f"model: sha256 {subject['model_sha256'][:16]}… (its file says construction "
-        f"{said.get('construction')}; a label only, never a criterion)"
+        f"{_printable(said.get('construction'))}; a label only, never a criterion)"
     )
     crit = subject["criteria"]
     print(f"criteria: {crit['checklist']}")
@@ -47,7 +48,8 @@ def print_certificate(cert: dict) -> None:
         f"per parameter, {res['total_bits']} bits in all"
     )
     for c in cert["checks"]:
-        print(f"  {'ok  ' if c['passed'] else 'FAIL'} {c['name']:<28} {c['detail']}")
+        name, detail = _printable(c["name"]), _printable(c["detail"])  # labels come from the file
+        print(f"  {'ok  ' if c['passed'] else 'FAIL'} {name:<28} {detail}")
     act = cert["activation"]
     print(
         f"activation: {act['relu_layers']} ReLU layers, smallest non-zero |pre-activation| "
@@ -113,3 +115,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         print(f"error: {unwritten} (the verdict above was not saved)", file=sys.stderr)
     return args.pending_exit
+
+
+def _printable(value: object) -> str:
+    """The file's own text as printable text: control characters escaped (a model's meta must
+    not move the terminal's cursor over the verdict line)."""
+    text = str(value)
+    return text if text.isprintable() else json.dumps(text)
