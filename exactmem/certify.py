@@ -500,11 +500,5 @@ def _label_check(got: np.ndarray, den: int, labels, tolerance: mpq | None, where
 
 
 def certificate_json(cert: Certificate) -> dict:
-    return {
-        "verdict": cert.verdict,
-        "subject": cert.subject,
-        "data": cert.data,
-        "resources": cert.resources.as_dict(),
-        "checks": [c.as_dict() for c in cert.checks],
-        "activation": cert.activation,
-    }
+    """The certificate's JSON object (:meth:`Certificate.to_json`)."""
+    return cert.to_json()
