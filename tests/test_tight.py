@@ -11,7 +11,7 @@ import pytest
 from exactmem import proofs
 from exactmem.cli import main
 from exactmem.errors import InputError
-from exactmem.model import MLP, Affine, resources
+from exactmem.model import Affine, resources
 from exactmem.proofs import (
     _bound_checks,
     build_instance,
@@ -100,17 +100,21 @@ def test_the_paper_bound_alone_misses_the_growth(name, metric):
 
 
 def test_a_model_deepened_by_a_third_is_refuted_by_its_tight_depth_alone(monkeypatch):
-    """Idle residual layers (H + 0) keep every label and every memorizer check: only the
-    fitted depth notices them; the paper's depth bound has room for four times as many."""
+    """Idle layers (the label passed on: σ(y) = y, labels are positive) at the end of the
+    memorizer keep every label and every memorizer check — and the one-MLP architecture the
+    checklist demands: only the fitted depth notices them; the paper's depth bound has room for
+    four times as many."""
     (claim,) = [c for c in CLAIMS if c.name == "vys_theorem_3_1"]
     built = proofs._build
 
     def deepened(construction, dataset, options):
         model, witness = built(construction, dataset, options)
-        width = model.sublayers[-1].out_dim
-        idle = MLP((Affine(width, ((),), (0,)), Affine(1, ((),) * width, (0,) * width)))
-        layers = math.ceil(resources(model).depth / 3 / len(idle.layers))
-        return replace(model, sublayers=model.sublayers + (idle,) * layers), witness
+        (mlp,) = model.sublayers
+        assert mlp.out_dim == 1
+        idle = Affine(1, (((0, 1),),), (0,))
+        layers = math.ceil(resources(model).depth / 3)
+        deeper = replace(mlp, layers=mlp.layers + (idle,) * layers)
+        return replace(model, sublayers=(deeper,)), witness
 
     monkeypatch.setattr(proofs, "_build", deepened)
     record = proofs.run_instance(claim, claim.instances[2], None)  # N = 97
