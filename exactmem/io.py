@@ -11,6 +11,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
+import re
 from pathlib import Path
 
 from exactmem.data import read_json_file
@@ -32,6 +34,7 @@ from exactmem.model import (
 )
 
 __all__ = [
+    "read_certificate_file",
     "CERTIFICATE_FORMAT",
     "MODEL_FORMAT",
     "canonical_hash",
@@ -328,7 +331,7 @@ def load_model(path: str | Path) -> tuple[Transformer, str]:
     obj = read_json_file(path, "model")
     where = f"model file {path}"
     if not isinstance(obj, dict):
-        raise InputError(f"{where}: top level must be a JSON object")
+        raise InputError(f"{where}: top level: expected an object")
     fmt = obj.get("format")
     if fmt != MODEL_FORMAT:
         raise InputError(f"{where}: format {fmt!r} is not supported (expected {MODEL_FORMAT!r})")
@@ -347,3 +350,49 @@ def load_model(path: str | Path) -> tuple[Transformer, str]:
         return model_from_json(content, "model"), actual
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
+
+
+CERTIFICATE_BYTES = 64 * 2**20  # with per-layer statistics a certificate is a few hundred kB
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def read_certificate_file(path: str | os.PathLike, max_bytes: int = CERTIFICATE_BYTES) -> dict:
+    """The content of a certificate file (``.json`` or ``.json.gz``) after its envelope is
+    checked: at most ``max_bytes``, a JSON object of exactly ``format`` (this version's),
+    ``sha256`` (64 lowercase hex digits) and ``certificate`` (an object whose canonical hash
+    that is). Each failure is an :class:`InputError` naming the file and the field; what the
+    content holds is for the reader (``show`` checks the schema, ``plot`` what it draws)."""
+    where = f"certificate file {os.fspath(path)}"
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    if size > max_bytes:
+        raise InputError(f"{where}: {size} bytes, more than the {max_bytes} allowed")
+    obj = read_json_file(Path(path), "certificate")
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: top level: expected an object")
+
+    def field(key: str, kind: type):
+        if key not in obj:
+            raise InputError(f"{where}.{key}: missing")
+        if not isinstance(obj[key], kind):
+            raise InputError(f"{where}.{key}: wrong type {type(obj[key]).__name__}")
+        return obj[key]
+
+    fmt = field("format", str)
+    if fmt != CERTIFICATE_FORMAT:
+        raise InputError(f"{where}.format: {fmt[:60]!r}, expected {CERTIFICATE_FORMAT!r}")
+    extra = set(obj) - {"format", "sha256", "certificate"}
+    if extra:
+        raise InputError(f"{where}: unexpected field {sorted(extra)[0][:40]!r}")
+    stated = field("sha256", str)
+    if not _SHA256_HEX.fullmatch(stated):
+        raise InputError(f"{where}.sha256: expected 64 lowercase hex digits")
+    cert = field("certificate", dict)
+    if canonical_hash(cert) != stated:
+        raise InputError(
+            f"{where}.sha256: does not match the certificate's content (the file was changed "
+            "after it was written)"
+        )
+    return cert

@@ -342,29 +342,10 @@ def read_certificate(path: str | os.PathLike) -> CertificateView:
     """Read a certificate file (format ``exactmem.certificate/2``) and validate the fields a
     picture uses: its hash, the verdict, the criteria, the checks and the per-layer activation
     statistics. Every failure is an :class:`InputError` naming the field."""
-    from exactmem.data import read_json_file
-    from exactmem.io import CERTIFICATE_FORMAT, canonical_hash
+    from exactmem.io import read_certificate_file
 
     where = os.fspath(path)
-    try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        raise InputError(f"certificate file {where}: cannot read ({exc.strerror or exc})") from None
-    if size > CERTIFICATE_BYTES:
-        raise InputError(
-            f"certificate file {where}: {size} bytes, more than the {CERTIFICATE_BYTES} allowed"
-        )
-    obj = read_json_file(Path(path), "certificate")
-    fmt = _get(obj, "format", str, where)
-    if fmt != CERTIFICATE_FORMAT:
-        raise InputError(f"{where}.format: {fmt[:60]!r}, expected {CERTIFICATE_FORMAT!r}")
-    digest = _get(obj, "sha256", str, where)
-    cert = _get(obj, "certificate", dict, where)
-    if canonical_hash(cert) != digest:
-        raise InputError(
-            f"{where}.sha256: does not match the certificate's content (the file was changed "
-            "after it was written)"
-        )
+    cert = read_certificate_file(path, CERTIFICATE_BYTES)  # size, format and hash
     here = f"{where}: certificate"
     verdict = _get(cert, "verdict", str, here)
     criteria = _get(_get(cert, "subject", dict, here), "criteria", dict, f"{here}.subject")

@@ -8,7 +8,6 @@ a model again, run ``verify`` on the model and the dataset."""
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from typing import cast
 
@@ -55,29 +54,10 @@ def _rational_or_null(obj: dict, key: str, where: str) -> None:
         raise InputError(f"{where}.{key}: expected null or an exact rational such as '1/2'")
 
 
-def validate(obj: object, where: str) -> dict:
-    """The ``certificate`` field of a certificate file, after checking the file's format, its
-    SHA-256 and the schema's required fields and types; an :class:`InputError` names the first
-    field that fails."""
-    from exactmem.io import CERTIFICATE_FORMAT, canonical_hash
-
-    if not isinstance(obj, dict):
-        raise InputError(f"{where}: top level must be a JSON object")
-    fmt = _field(obj, "format", str, where)
-    if fmt != CERTIFICATE_FORMAT:
-        raise InputError(f"{where}.format: {fmt[:60]!r}, expected {CERTIFICATE_FORMAT!r}")
-    extra = set(obj) - {"format", "sha256", "certificate"}
-    if extra:
-        raise InputError(f"{where}: unexpected field {sorted(extra)[0][:40]!r}")
-    stated = _field(obj, "sha256", str, where)
-    if not SHA256.fullmatch(stated):
-        raise InputError(f"{where}.sha256: expected 64 lowercase hex digits")
-    cert = _field(obj, "certificate", dict, where)
-    if canonical_hash(cert) != stated:
-        raise InputError(
-            f"{where}.sha256: does not match the certificate's content (the file was changed "
-            "after it was written)"
-        )
+def validate(cert: dict, where: str) -> dict:
+    """The content of a certificate file (its envelope checked by
+    :func:`exactmem.io.read_certificate_file`) against the schema's required fields and types;
+    an :class:`InputError` names the first field that fails."""
     here = f"{where}.certificate"
     extra = set(cert) - {"verdict", "subject", "data", "resources", "checks", "activation"}
     if extra:
@@ -150,17 +130,9 @@ def _printable(value: object) -> object:
 
 def read(path: str) -> dict:
     """Read and validate a certificate file (``.json`` or ``.json.gz``)."""
-    from exactmem.data import read_json_file
+    from exactmem.io import read_certificate_file
 
-    try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        raise InputError(f"certificate file {path}: cannot read ({exc.strerror or exc})") from None
-    if size > CERTIFICATE_BYTES:
-        raise InputError(
-            f"certificate file {path}: {size} bytes, more than the {CERTIFICATE_BYTES} allowed"
-        )
-    return validate(read_json_file(path, "certificate"), f"certificate file {path}")
+    return validate(read_certificate_file(path, CERTIFICATE_BYTES), f"certificate file {path}")
 
 
 def run(args: argparse.Namespace) -> int:
