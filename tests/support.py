@@ -102,3 +102,15 @@ def certify_built(model: Transformer, dataset: Dataset, **kw):
     if meta.get("construction") == "mahdavi24" and softmax and meta.get("readout") == "regression":
         kw.setdefault("tolerance", meta.get("tolerance"))
     return certify(model, dataset, **kw)
+
+
+def claim_instances(tier: str) -> list:
+    """(claim, instance) for every instance of the shipped claims in ``tier``."""
+    from exactmem.proofs import find_proofs_dir, load_claims
+
+    return [
+        (claim, inst)
+        for claim in load_claims(find_proofs_dir(None))
+        for inst in claim.instances
+        if inst.tier == tier
+    ]

@@ -13,27 +13,17 @@ import pytest
 from gmpy2 import mpq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import both, certify_built, run_folded, same_folds, same_trace
+from support import both, certify_built, claim_instances, run_folded, same_folds, same_trace
 
 from exactmem.constructions import ks25, vys
 from exactmem.data import random_points
 from exactmem.evaluate import fast, kernels, reference, shared_runs
 from exactmem.model import MLP, Affine, PositionalEncoding, Probe, Transformer
-from exactmem.proofs import GENERATORS, _build, find_proofs_dir, load_claims
+from exactmem.proofs import GENERATORS, _build
 from exactmem.sequences import random_sequences, with_positions
 from exactmem.verify import StepFold
 
-
-def instances(tier: str) -> list:
-    return [
-        (claim, inst)
-        for claim in load_claims(find_proofs_dir(None))
-        for inst in claim.instances
-        if inst.tier == tier
-    ]
-
-
-QUICK = instances("quick")
+QUICK = claim_instances("quick")
 
 
 @pytest.mark.parametrize(("claim", "inst"), QUICK, ids=[f"{c.name}[{i.label}]" for c, i in QUICK])

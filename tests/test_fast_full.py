@@ -2,19 +2,14 @@
 tier, run by `python -m pytest -m slow` (CI runs it after the suite)."""
 
 import pytest
-from support import both
+from support import both, claim_instances
 
-from exactmem.proofs import GENERATORS, _build, find_proofs_dir, load_claims
+from exactmem.proofs import GENERATORS, _build
 from exactmem.sequences import with_positions
 
 pytestmark = pytest.mark.slow  # minutes: `python -m pytest -m slow` (CI runs it)
 
-FULL = [
-    (claim, inst)
-    for claim in load_claims(find_proofs_dir(None))
-    for inst in claim.instances
-    if inst.tier == "full"
-]
+FULL = claim_instances("full")
 
 
 @pytest.mark.parametrize(("claim", "inst"), FULL, ids=[f"{c.name}[{i.label}]" for c, i in FULL])
