@@ -34,6 +34,7 @@ _LAZY = {
     "build": "exactmem.api",
     "run": "exactmem.api",
     "load_model": "exactmem.api",
+    "import_model": "exactmem.api",
     "save_model": "exactmem.api",
     "ExactmemError": "exactmem.errors",
     "InputError": "exactmem.errors",
@@ -51,6 +52,7 @@ __all__ = [
     "__version__",
     "build",
     "certify",
+    "import_model",
     "load_dataset",
     "load_model",
     "run",
@@ -60,7 +62,7 @@ __all__ = [
 
 TYPE_CHECKING = False  # mypy reads this name as typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
-    from exactmem.api import build, load_model, run, save_model
+    from exactmem.api import build, import_model, load_model, run, save_model
     from exactmem.certify import certify
     from exactmem.data import Dataset, load_dataset, save_dataset
     from exactmem.errors import ExactmemError, InconclusiveError, InputError

@@ -28,7 +28,7 @@ from exactmem.sequences import with_positions
 if TYPE_CHECKING:
     from exactmem.evaluate.reference import Trace
 
-__all__ = ["Output", "build", "load_model", "run", "save_model"]
+__all__ = ["Output", "build", "import_model", "load_model", "run", "save_model"]
 
 Output = tuple[mpq, ...]
 """The output vector at one position: one exact rational per output of the model."""
@@ -286,3 +286,20 @@ def save_model(model: Transformer, path: str | Path) -> str:
     from exactmem.io import save_model as save
 
     return save(model, path)
+
+
+def import_model(path: str | Path, arch: str) -> Transformer:
+    """The exact model of a trained safetensors checkpoint of architecture ``arch``
+    (``mahdavi24`` or ``dana25``; tensor names in docs/trained.md).
+
+    float32, float16, bfloat16 and float64 weights are read as the exact dyadic rationals their
+    bits encode; no pickle and no PyTorch are involved. What the model does is for
+    :func:`exactmem.certify` to judge.
+
+    Raises:
+        InputError: a malformed checkpoint (header, offsets, dtypes), a NaN or infinite weight,
+            a missing, extra or misshapen tensor (the message names the tensor).
+    """
+    from exactmem.architectures import import_checkpoint
+
+    return import_checkpoint(path, arch)

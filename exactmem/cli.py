@@ -190,6 +190,41 @@ def _limits(args: argparse.Namespace):
     return use(limits_from_args(args))
 
 
+# the architectures `import --arch` reads (exactmem.architectures; named here so --help stays
+# fast, and a test keeps both lists equal)
+ARCHITECTURES = {
+    "mahdavi24": "Mahdavi et al. 2024: one multi-head attention layer on vectors",
+    "dana25": "Dana et al. 2025: attention-only Transformer on token ids",
+}
+
+
+def _add_import(sub) -> None:
+    im = sub.add_parser(
+        "import",
+        help="read a trained safetensors checkpoint as an exact model file",
+        description="Read a safetensors checkpoint (float32, float16, bfloat16 or float64 "
+        "weights, each the exact dyadic rational its bits encode; no pickle, no PyTorch) of a "
+        "known architecture and write the model file. NaN and infinite weights are refused.",
+        epilog="architectures (tensor names: docs/trained.md):\n"
+        + "\n".join(f"  {k:<16} {v}" for k, v in ARCHITECTURES.items())
+        + "\n\n"
+        + EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    im.add_argument("checkpoint", metavar="MODEL.safetensors", help="the checkpoint to read")
+    im.add_argument(
+        "--arch",
+        required=True,
+        metavar="ARCH",
+        help="its architecture: " + ", ".join(ARCHITECTURES),
+    )
+    im.add_argument("--out", required=True, metavar="MODEL", help="model file to write")
+    im.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    im.add_argument("--json", action="store_true", help=JSON_WRITTEN)
+    _add_limits(im)
+    im.set_defaults(func=_command("import_"))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
@@ -301,6 +336,8 @@ def parser() -> argparse.ArgumentParser:
     _add_jobs(v)
     _add_limits(v)
     v.set_defaults(func=_command("verify"))
+
+    _add_import(sub)
 
     bo = sub.add_parser(
         "bounds",

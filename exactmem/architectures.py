@@ -1,0 +1,224 @@
+"""Trained checkpoints as exact models: the tensor names of each supported architecture and how
+its weights become the IR (:mod:`exactmem.model`).
+
+Every weight of the checkpoint is read as the exact dyadic rational its bits encode
+(:mod:`exactmem.safetensors_io`); nothing is rounded. Every tensor of the file must be used
+(an unknown name is an error, not ignored), every named tensor must be there with the shape the
+others imply, and each error names the tensor. Linear maps follow PyTorch's ``nn.Linear``
+convention: ``weight`` has shape ``[out, in]``; embedding tables ``nn.Embedding``'s
+``[tokens, width]``.
+
+Attention scores are ``(W_K x)ᵀ(W_Q y)`` exactly: a model trained with scores scaled by
+``1/√d_h`` must fold the scale into its query weights before saving (the irrational factor has
+no exact reading of its own).
+
+``mahdavi24`` — Mahdavi, Liao & Thrampoulidis 2024: one multi-head softmax attention layer on
+input vectors in Q^d; a sequence is the context tokens followed by the query, the query attends
+to its context only, and the logits are ``Σ_h W_O^h W_V^h E softmax(Eᵀ W_K^hᵀ W_Q^h e)``:
+
+* ``attn.{h}.query.weight`` ``[d_h, d]``, ``attn.{h}.key.weight`` ``[d_h, d]``,
+* ``attn.{h}.value.weight`` ``[d_v, d]``, ``attn.{h}.output.weight`` ``[C, d_v]``,
+
+for heads h = 0 … H − 1.
+
+``dana25`` — Dana, Pydi & Chevaleyre 2025: an attention-only Transformer on token ids: token and
+positional embeddings, one multi-head softmax attention layer with its skip connection, read at
+the last position through the unembedding, ``W_U (x_S + Σ_h W_O^h W_V^h X softmax(Xᵀ W_K^hᵀ
+W_Q^h x_S))``:
+
+* ``embed.weight`` ``[N, d]`` (row t embeds token t), ``pos.weight`` ``[S, d]`` (row k is added
+  at position k; sequences have length S),
+* ``attn.{h}.query.weight`` ``[d_h, d]``, ``attn.{h}.key.weight`` ``[d_h, d]``,
+  ``attn.{h}.value.weight`` ``[d_v, d]``, ``attn.{h}.output.weight`` ``[d, d_v]``,
+* ``unembed.weight`` ``[C, d]``.
+
+A causal mask changes nothing here: only the last position is read, after one attention layer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from exactmem.errors import InputError
+from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
+from exactmem.safetensors_io import DyadicTensor, read_safetensors
+
+__all__ = ["ARCHITECTURES", "affine_of", "import_checkpoint"]
+
+_HEAD = re.compile(r"attn\.(0|[1-9][0-9]{0,5})\.(query|key|value|output)\.weight")
+
+
+def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
+    """The bias-free linear map of a ``[out, in]`` weight tensor, exactly: integer coefficients
+    over the least common power-of-two denominator."""
+    if len(t.shape) != 2:
+        raise InputError(f"tensor {t.name!r}: shape {list(t.shape)}, expected [out, in]")
+    rows_n, cols_n = t.shape
+    m, e = t.mantissa, t.exponent
+    nz = m != 0
+    # strip the mantissas' trailing zero bits so the denominator is the least power of two
+    low = np.where(nz, np.abs(m) & -np.abs(m), 1)
+    tz = np.round(np.log2(low.astype(np.float64))).astype(np.int64)
+    m, e = m >> tz, e + tz
+    k = int(max(0, -int(e[nz].min()))) if nz.any() else 0
+    shift = e + k
+    rows = []
+    for i in range(rows_n):
+        lo = i * cols_n
+        cols = np.flatnonzero(nz[lo : lo + cols_n])
+        rows.append(tuple((int(j), int(m[lo + j]) << int(shift[lo + j])) for j in cols))
+    return Affine(cols_n, tuple(rows), (0,) * rows_n, 1 << k, names)
+
+
+class _Tensors:
+    """The checkpoint's tensors, each taken at most once with its shape checked; the names
+    never taken are reported at the end."""
+
+    def __init__(self, tensors: dict[str, DyadicTensor], where: str):
+        self.tensors, self.where, self.used = tensors, where, set()
+
+    def take(self, name: str, shape: tuple[int | None, ...]) -> DyadicTensor:
+        t = self.tensors.get(name)
+        if t is None:
+            raise InputError(f"{self.where}: tensor {name!r} is missing")
+        if len(t.shape) != len(shape) or any(
+            want is not None and got != want for got, want in zip(t.shape, shape, strict=True)
+        ):
+            want = "[" + ", ".join("?" if s is None else str(s) for s in shape) + "]"
+            raise InputError(
+                f"{self.where}: tensor {name!r}: shape {list(t.shape)}, expected {want}"
+            )
+        if 0 in t.shape:
+            raise InputError(f"{self.where}: tensor {name!r} is empty (shape {list(t.shape)})")
+        self.used.add(name)
+        return t
+
+    def peek(self, name: str, rank: int) -> tuple[int, ...]:
+        """The shape of tensor ``name`` (of ``rank`` dimensions), to size the others by."""
+        t = self.tensors.get(name)
+        if t is None:
+            raise InputError(f"{self.where}: tensor {name!r} is missing")
+        if len(t.shape) != rank:
+            raise InputError(
+                f"{self.where}: tensor {name!r}: shape {list(t.shape)}, expected {rank} dimensions"
+            )
+        return t.shape
+
+    def heads(self) -> int:
+        found: dict[int, set[str]] = {}
+        for name in self.tensors:
+            if match := _HEAD.fullmatch(name):
+                found.setdefault(int(match[1]), set()).add(match[2])
+        if not found:
+            raise InputError(f"{self.where}: no attention tensors attn.{{h}}.query.weight")
+        count = max(found) + 1
+        for h in range(count):
+            missing = {"query", "key", "value", "output"} - found.get(h, set())
+            if missing:
+                raise InputError(
+                    f"{self.where}: tensor 'attn.{h}.{sorted(missing)[0]}.weight' is missing "
+                    f"(heads are numbered 0 … {count - 1})"
+                )
+        return count
+
+    def finish(self) -> None:
+        extra = sorted(set(self.tensors) - self.used)
+        if extra:
+            raise InputError(
+                f"{self.where}: tensor {extra[0]!r} is not part of this architecture "
+                f"({len(extra)} unused)"
+            )
+
+
+def _head(ts: _Tensors, h: int, d: int, out: int | None):
+    """Head h's four maps on a stream of width d (output map of ``out`` rows, or the stream)."""
+    q = ts.take(f"attn.{h}.query.weight", (None, d))
+    k = ts.take(f"attn.{h}.key.weight", (q.shape[0], d))
+    v = ts.take(f"attn.{h}.value.weight", (None, d))
+    o = ts.take(f"attn.{h}.output.weight", (out, v.shape[0]))
+    return q, k, v, o
+
+
+def _widen(a: Affine, width: int, before: int = 0) -> Affine:
+    """``a`` reading a stream of ``width`` columns (its own inputs first) and, with ``before``,
+    writing below that many zero rows."""
+    rows = ((),) * before + a.rows
+    return Affine(width, rows, (0,) * len(rows), a.denominator)
+
+
+def _mahdavi(ts: _Tensors, meta: dict) -> Transformer:
+    H = ts.heads()
+    d = ts.peek("attn.0.query.weight", 2)[1]
+    C = ts.peek("attn.0.output.weight", 2)[0]
+    width = d + C
+    lanes = tuple(f"x{i}" for i in range(d)) + tuple(f"logit{c}" for c in range(C))
+    heads = []
+    for h in range(H):
+        q, k, v, o = _head(ts, h, d, C)
+        heads.append(
+            AttentionHead(
+                _widen(affine_of(q), width),
+                _widen(affine_of(k), width),
+                _widen(affine_of(v), width),
+                _widen(affine_of(o), o.shape[1], before=d),
+            )
+        )
+    embed = Affine(d, tuple(((i, 1),) for i in range(d)) + ((),) * C, (0,) * width, 1, lanes)
+    unembed = Affine(width, tuple(((d + c, 1),) for c in range(C)), (0,) * C)
+    attention = Attention(tuple(heads), "softmax", "mha", "context")
+    return Transformer(d, (attention,), embed, unembed, meta)
+
+
+def _dana(ts: _Tensors, meta: dict) -> Transformer:
+    emb = ts.take("embed.weight", (None, None))
+    N, d = emb.shape
+    pos = ts.take("pos.weight", (None, d))
+    H = ts.heads()
+    heads = []
+    for h in range(H):
+        q, k, v, o = _head(ts, h, d, d)
+        heads.append(AttentionHead(*(affine_of(t) for t in (q, k, v, o))))
+    unembed = affine_of(ts.take("unembed.weight", (None, d)))
+    table = affine_of(emb)  # [N, d]: row t is token t's embedding; the IR's E_in is d × N
+    embed = _transpose(table, names=())
+    positions = PositionalEncoding(
+        tuple(tuple(pos.value(k * d + i) for i in range(d)) for k in range(pos.shape[0])), "pos"
+    )
+    attention = Attention(tuple(heads), "softmax", "aot")
+    return Transformer(N, (positions, attention), embed, unembed, meta, token_inputs=True)
+
+
+def _transpose(a: Affine, names: tuple[str, ...]) -> Affine:
+    cols: list[list[tuple[int, int]]] = [[] for _ in range(a.in_dim)]
+    for i, row in enumerate(a.rows):
+        for j, c in row:
+            cols[j].append((i, c))
+    return Affine(a.out_dim, tuple(tuple(c) for c in cols), (0,) * a.in_dim, a.denominator, names)
+
+
+ARCHITECTURES: dict[str, tuple[str, Callable[[_Tensors, dict], Transformer]]] = {
+    "mahdavi24": ("Mahdavi et al. 2024: one multi-head attention layer on vectors", _mahdavi),
+    "dana25": ("Dana et al. 2025: attention-only Transformer on token ids", _dana),
+}
+
+
+def import_checkpoint(path: str | Path, arch: str) -> Transformer:
+    """The model of a safetensors checkpoint of architecture ``arch`` (see the module
+    docstring), every weight exact. Its ``meta`` records the architecture and the checkpoint's
+    dtypes as labels."""
+    if arch not in ARCHITECTURES:
+        raise InputError(f"--arch {arch!r} is unknown; available: {', '.join(ARCHITECTURES)}")
+    tensors, file_meta = read_safetensors(path)
+    ts = _Tensors(tensors, f"checkpoint {path} (--arch {arch})")
+    meta = {
+        "construction": f"imported:{arch}",
+        "theorem": "trained weights, imported exactly (no construction's promise)",
+        "options": {"arch": arch, "dtypes": sorted({t.dtype for t in tensors.values()})},
+    }
+    model = ARCHITECTURES[arch][1](ts, meta)
+    ts.finish()
+    return model

@@ -1,0 +1,47 @@
+"""``exactmem import``: read a trained safetensors checkpoint of a known architecture as an
+exact model file. Every weight is the dyadic rational its bits encode; what the model does is
+judged by ``verify``."""
+
+from __future__ import annotations
+
+import argparse
+
+from exactmem.errors import EXIT_VERIFIED
+
+
+def run(args: argparse.Namespace) -> int:
+    from exactmem.architectures import import_checkpoint
+    from exactmem.io import save_model
+    from exactmem.model import resources
+    from exactmem.outputs import check_output
+    from exactmem.progress import Progress
+
+    check_output(args.out, "--out", [args.checkpoint])
+    progress = Progress(not args.quiet)
+    with progress.phase(f"reading {args.checkpoint} as {args.arch}"):
+        model = import_checkpoint(args.checkpoint, args.arch)
+    with progress.phase(f"writing {args.out}"):
+        digest = save_model(model, args.out)
+    res = resources(model)
+    if args.json:
+        from exactmem.commands import emit_json, file_sha256
+
+        emit_json(
+            {
+                "path": args.out,
+                "sha256": digest,
+                "file_sha256": file_sha256(args.out),
+                "arch": args.arch,
+                "checkpoint": args.checkpoint,
+                "dtypes": model.meta["options"]["dtypes"],
+                "resources": res.as_dict(),
+            }
+        )
+        return EXIT_VERIFIED
+    dtypes = ", ".join(model.meta["options"]["dtypes"])
+    print(
+        f"wrote {args.out} (sha256 {digest[:16]}…): {args.arch}, width {res.width}, "
+        f"{res.dense_parameters} dense / {res.nonzero_parameters} non-zero parameters, "
+        f"max {res.max_bits} bits per parameter, weights {dtypes} read exactly"
+    )
+    return EXIT_VERIFIED
