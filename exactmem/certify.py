@@ -24,6 +24,7 @@ from exactmem.data import (
 )
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.reference import run as reference_run
+from exactmem.evaluate.softmax import MAX_PRECISION
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, ratio_equal
 from exactmem.io import model_hash
@@ -48,6 +49,7 @@ from exactmem.verify_attention import (
     mahdavi_checks,
 )
 from exactmem.verify_ks25 import check_ks25
+from exactmem.verify_margins import margin_check
 
 __all__ = [
     "CHECKLISTS",
@@ -140,6 +142,7 @@ class Criteria:
 
     construction: str | None = None
     tolerance: mpq | None = None
+    max_precision: int | None = None  # Arb bits before a softmax label is inconclusive
 
     def __post_init__(self) -> None:
         if self.construction is not None and self.construction not in CONSTRUCTIONS:
@@ -149,6 +152,9 @@ class Criteria:
             )
         if self.tolerance is not None and mpq(self.tolerance) < 0:
             raise InputError(f"--tolerance {self.tolerance}: must be ≥ 0")
+        mp = self.max_precision
+        if mp is not None and (isinstance(mp, bool) or not isinstance(mp, int) or mp < 64):
+            raise InputError(f"--max-precision {mp!r}: must be an integer ≥ 64 (bits)")
 
 
 def certify(
@@ -161,6 +167,7 @@ def certify(
     per_layer: bool = True,
     jobs: int = 1,
     evaluator: str = "fast",
+    max_precision: int | None = None,
 ) -> Certificate:
     """Evaluate ``model`` on ``dataset`` exactly and judge it.
 
@@ -174,8 +181,12 @@ def certify(
     ``evaluator`` is ``fast`` (:mod:`exactmem.evaluate.fast`: int64 rows and class-shared
     multi-limb lanes, falling back to the reference wherever it cannot prove int64 safety) or
     ``reference`` (plain Python integers, in ``jobs`` processes for the token-wise sub-layers).
-    Both compute the same values, lanes and statistics."""
-    criteria = Criteria(construction, None if tolerance is None else mpq(tolerance))
+    Both compute the same values, lanes and statistics.
+
+    ``max_precision`` caps the Arb precision (bits) of softmax models, judged on balls: an
+    example still undecided there makes the answer inconclusive (default 2^12 for
+    regression labels, 2^14 per argmax example)."""
+    criteria = Criteria(construction, None if tolerance is None else mpq(tolerance), max_precision)
     run = _evaluator(evaluator)
     readout = _readout(model, dataset)
     feed = "vectors"
@@ -208,6 +219,7 @@ def certify(
             if criteria.tolerance is None
             else format_rational(criteria.tolerance),
             "readout": readout,
+            **({"max_precision": max_precision} if max_precision is not None else {}),
             "inputs": "token ids" if model.token_inputs else feed,
             "checks_run": [c.name for c in checks],
         },
@@ -384,6 +396,18 @@ def _consistency_mode(model, dataset, criteria: Criteria, feed: str) -> str:
     return dataset.task
 
 
+def _ball_labels(model, dataset, readout: str, criteria: Criteria):
+    """Labels of a softmax model on balls: argmax per example with margins and the float
+    evaluation beside (:mod:`exactmem.verify_margins`), else within the tolerance."""
+    if readout == "argmax":
+        limit = criteria.max_precision or MAX_PRECISION
+        return margin_check(model, dataset, limit=limit)
+    limit = criteria.max_precision or (1 << 12)
+    return ball_label_check(
+        model, dataset, readout=readout, tolerance=criteria.tolerance, limit=limit
+    )
+
+
 def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, feed: str):
     """Next-token (judged at the last position) and seq-to-seq (every position)."""
     construction = criteria.construction or ""
@@ -419,7 +443,7 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
     phases = 2 + bool(construction)
     tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
     if trace is None:
-        checks = [ball_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)]
+        checks = [_ball_labels(model, dataset, readout, criteria)]
     elif readout == "argmax":
         checks = [exact_classification_check(trace.outputs, dataset.labels)]
     else:

@@ -325,6 +325,14 @@ def parser() -> argparse.ArgumentParser:
         help="judge one-value (regression) outputs within the exact rational Q of their labels "
         "(default: exactly); printed in the certificate",
     )
+    v.add_argument(
+        "--max-precision",
+        type=int,
+        metavar="BITS",
+        help="softmax models are judged on Arb balls, each undecided example at doubling "
+        "precision up to BITS (default 16384; 4096 for --tolerance labels); still undecided "
+        "there: inconclusive (exit 4), naming the example",
+    )
     v.add_argument("--json", action="store_true", help="certificate as JSON on stdout")
     v.add_argument("--certificate", metavar="OUT", help="also write the certificate file")
     v.add_argument(

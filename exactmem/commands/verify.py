@@ -50,6 +50,7 @@ def print_certificate(cert: dict) -> None:
     for c in cert["checks"]:
         name, detail = _printable(c["name"]), _printable(c["detail"])  # labels come from the file
         print(f"  {'ok  ' if c['passed'] else 'FAIL'} {name:<28} {detail}")
+        _print_margins(c)
     act = cert["activation"]
     print(
         f"activation: {act['relu_layers']} ReLU layers, smallest non-zero |pre-activation| "
@@ -93,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=progress,
                 jobs=args.jobs,
                 evaluator=args.evaluator,
+                max_precision=args.max_precision,
             )
     finally:
         progress.close()
@@ -115,6 +117,25 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         print(f"error: {unwritten} (the verdict above was not saved)", file=sys.stderr)
     return args.pending_exit
+
+
+def _print_margins(check: dict) -> None:
+    """Per-example margins and the float evaluation beside them (exactmem.verify_margins)."""
+    margins, floats = check.get("margins"), check.get("float")
+    if isinstance(margins, dict) and margins.get("smallest") is not None:
+        spread = ", ".join(f"{k} {_printable(v)}" for k, v in margins.items() if k.startswith("q"))
+        print(
+            f"       margins (certified lower bounds): smallest {_printable(margins['smallest'])}"
+            f" at {_printable(margins.get('smallest_at'))}; quantiles {spread}"
+        )
+    if isinstance(floats, dict):
+        print(
+            f"       float64 (not a verdict): {_printable(floats.get('accuracy'))} correct, "
+            f"smallest float margin {_printable(floats.get('smallest_margin'))}, "
+            f"{_printable(floats.get('disagreements'))} disagreement(s) with the certified labels"
+        )
+        for line in floats.get("disagreements_listed") or []:
+            print(f"         {_printable(line)}")
 
 
 def _printable(value: object) -> str:

@@ -1,0 +1,105 @@
+"""A float64 evaluation of a model: what a trained model's own framework would say, printed
+beside a certificate and labelled as float. It decides nothing (the verdict comes from the exact
+or Arb evaluation); its use is to show where the two disagree.
+
+Every weight is rounded to float64 (exact for the float32, float16 and bfloat16 weights of an
+imported checkpoint), then the model runs as in :mod:`exactmem.evaluate.softmax`: token-wise
+MLPs and affine maps, attention with uniform or softmax (max-subtracted) weights, hardmax with
+ties averaged, positional tables added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from gmpy2 import mpq
+
+from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+
+__all__ = ["float_logits"]
+
+
+def _matrix(a: Affine) -> tuple[np.ndarray, np.ndarray]:
+    """(W, b) of ``a`` in float64: each entry the nearest double to coefficient/denominator."""
+    w = np.zeros((a.out_dim, a.in_dim))
+    for i, row in enumerate(a.rows):
+        for j, c in row:
+            w[i, j] = float(mpq(c, a.denominator))
+    b = np.array([float(mpq(x, a.denominator)) for x in a.bias])
+    return w, b
+
+
+class _Cache(dict):
+    """Float matrices by the identity of their map (hashing a large map's rows would cost as
+    much as converting it); the map is kept so that its id stays its own."""
+
+    def get_matrix(self, a: Affine) -> tuple[np.ndarray, np.ndarray]:
+        hit = self.get(id(a))
+        if hit is None:
+            hit = self[id(a)] = (a, *_matrix(a))
+        return hit[1], hit[2]
+
+
+def _apply(cache: _Cache, a: Affine, z: np.ndarray) -> np.ndarray:
+    """``a`` applied to every column of ``z`` (shape ``[width, positions]``)."""
+    w, b = cache.get_matrix(a)
+    return w @ z + b[:, None]
+
+
+def _attention(cache: _Cache, att: Attention, z: np.ndarray) -> np.ndarray:
+    n = z.shape[1]
+    keys_at = np.arange(n - 1) if att.mask == "context" and n > 1 else np.arange(n)
+    out = z.copy()
+    for h in att.heads:
+        q, k, v = (_apply(cache, m, z) for m in (h.query, h.key, h.value))
+        scores = k[:, keys_at].T @ q  # [keys, queries]
+        if att.score == "uniform":
+            weights = np.full_like(scores, 1 / len(keys_at))
+        elif att.score == "softmax":
+            e = np.exp(scores - scores.max(axis=0, keepdims=True))
+            weights = e / e.sum(axis=0, keepdims=True)
+        else:
+            top = scores == scores.max(axis=0, keepdims=True)
+            weights = top / top.sum(axis=0, keepdims=True)
+        out = out + _apply(cache, h.output, v[:, keys_at] @ weights)
+    return out
+
+
+def _mlp(cache: _Cache, mlp: MLP, z: np.ndarray) -> np.ndarray:
+    h = z
+    for i, layer in enumerate(mlp.layers):
+        h = _apply(cache, layer, h)
+        if i < len(mlp.layers) - 1:
+            h = np.maximum(h, 0)
+    return z + h if mlp.residual else h
+
+
+def float_logits(
+    model: Transformer, vocab: Sequence[Sequence[mpq]], sequences: Sequence[Sequence[int]]
+) -> np.ndarray:
+    """The float64 outputs at the last position of every sequence, shape ``[N, outputs]``."""
+    cache = _Cache()
+    table = None if model.token_inputs else np.array([[float(x) for x in v] for v in vocab])
+    rows = []
+    for seq in sequences:
+        if model.token_inputs:
+            z = np.zeros((model.input_dim, len(seq)))
+            z[list(seq), np.arange(len(seq))] = 1.0
+        else:
+            z = table[list(seq)].T
+        if model.embed:
+            z = _apply(cache, model.embed, z)
+        for sub in model.sublayers:
+            if isinstance(sub, MLP):
+                z = _mlp(cache, sub, z)
+            elif isinstance(sub, PositionalEncoding):
+                z = z + np.array([[float(x) for x in r] for r in sub.table[: z.shape[1]]]).T
+            elif isinstance(sub, Attention):
+                z = _attention(cache, sub, z)
+            else:
+                raise ValueError(f"no float semantics for {type(sub).__name__}")
+        if model.unembed:
+            z = _apply(cache, model.unembed, z)
+        rows.append(z[:, -1])
+    return np.array(rows)
