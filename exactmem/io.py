@@ -25,6 +25,7 @@ from exactmem.model import (
     Affine,
     Attention,
     AttentionHead,
+    LayerNorm,
     PositionalEncoding,
     Probe,
     Transformer,
@@ -83,7 +84,15 @@ def _rational_from(obj: object, where: str):
     return mpq(p, q)
 
 
-def _sublayer_json(s: MLP | Attention | PositionalEncoding) -> dict:
+def _sublayer_json(s: MLP | Attention | PositionalEncoding | LayerNorm) -> dict:
+    if isinstance(s, LayerNorm):
+        return {
+            "kind": "layernorm",
+            "label": s.label,
+            "gain": [_rational_json(v) for v in s.gain],
+            "bias": [_rational_json(v) for v in s.bias],
+            "eps": _rational_json(s.eps),
+        }
     if isinstance(s, PositionalEncoding):
         return {
             "kind": "positional",
@@ -160,6 +169,7 @@ SUBLAYER_FIELDS = {
     "mlp": ("kind", "label", "residual", "meta", "layers", "probes"),
     "attention": ("kind", "label", "score", "mask", "heads"),
     "positional": ("kind", "label", "table"),
+    "layernorm": ("kind", "label", "gain", "bias", "eps"),
 }
 HEAD_FIELDS = ("query", "key", "value", "output")
 MODEL_FIELDS = ("input_dim", "embed", "unembed", "sublayers", "meta", "token_inputs")
@@ -245,12 +255,32 @@ def _probe_from(p: object, where: str) -> Probe:
     return Probe(p[0], layer, tuple(terms))
 
 
-def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncoding:
+def _layer_norm_from(obj: dict, label: str, where: str) -> LayerNorm:
+    """A layer norm's gain and bias (equal lengths, at least one entry) and positive eps."""
+    parts = {}
+    for key in ("gain", "bias"):
+        raw = _field(obj, key, list, where)
+        parts[key] = tuple(_rational_from(v, f"{where}.{key}[{j}]") for j, v in enumerate(raw))
+    if not parts["gain"]:
+        raise InputError(f"{where}.gain: a layer norm needs at least one entry")
+    if len(parts["bias"]) != len(parts["gain"]):
+        raise InputError(
+            f"{where}.bias: {len(parts['bias'])} entries, the gain has {len(parts['gain'])}"
+        )
+    eps = _rational_from(_field(obj, "eps", list, where), f"{where}.eps")
+    if not eps > 0:
+        raise InputError(f"{where}.eps: must be positive (it keeps √(σ² + eps) away from 0)")
+    return _checked(lambda: LayerNorm(parts["gain"], parts["bias"], eps, label), where)
+
+
+def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncoding | LayerNorm:
     kind = _field(obj, "kind", str, where)
     if kind not in SUBLAYER_FIELDS:
         raise InputError(f"{where}.kind: unknown sub-layer kind {kind!r}")
     _only(obj, SUBLAYER_FIELDS[kind], where)
     label = _field(obj, "label", str, where)
+    if kind == "layernorm":
+        return _layer_norm_from(obj, label, where)
     if kind == "mlp":
         layers = tuple(
             _affine_from(a, f"{where}.layers[{i}]")

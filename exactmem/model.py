@@ -26,6 +26,7 @@ __all__ = [
     "Affine",
     "Attention",
     "AttentionHead",
+    "LayerNorm",
     "PositionalEncoding",
     "Probe",
     "Resources",
@@ -209,7 +210,34 @@ class PositionalEncoding:
         return len(self.table[0]) if self.table else 0
 
 
-Sublayer = MLP | Attention | PositionalEncoding
+@dataclass(frozen=True)
+class LayerNorm:
+    """Token-wise layer normalisation (Ba, Kiros & Hinton 2016), applied to the stream:
+    ``y = gain ⊙ (x − μ) / √(σ² + eps) + bias`` with μ and σ² the mean and the (biased)
+    variance of the column's ``width`` entries, as ``torch.nn.LayerNorm``.
+
+    The square root is irrational unless σ² + eps is the square of a rational: the exact
+    evaluator computes it only then, and the Arb evaluator encloses it otherwise."""
+
+    gain: tuple[mpq, ...]
+    bias: tuple[mpq, ...]
+    eps: mpq
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.gain) != len(self.bias) or not self.gain:
+            raise ValueError("a layer norm needs gain and bias of the same positive width")
+        if not mpq(self.eps) > 0:
+            raise ValueError("a layer norm's eps must be positive")
+
+    @property
+    def width(self) -> int:
+        return len(self.gain)
+
+    in_dim = out_dim = width
+
+
+Sublayer = MLP | Attention | PositionalEncoding | LayerNorm
 
 
 @dataclass(frozen=True)
@@ -244,6 +272,9 @@ class Transformer:
             elif isinstance(s, PositionalEncoding):
                 if s.width != width:
                     raise ValueError(f"positional encoding {s.label!r} does not fit width {width}")
+            elif isinstance(s, LayerNorm):
+                if s.width != width:
+                    raise ValueError(f"layer norm {s.label!r} does not fit width {width}")
             else:
                 for h in s.heads:
                     if h.query.in_dim != width or h.output.out_dim != width:
@@ -316,8 +347,12 @@ def resources(model: Transformer) -> Resources:
             relu += len(s.layers) - 1
         elif isinstance(s, Attention):
             depth += 1
-        else:  # a positional encoding: its table entries are parameters, it adds no depth
-            entries = [v for row in s.table for v in row]
+        else:  # a positional table or a layer norm: its entries are parameters, no depth
+            entries = (
+                [*s.gain, *s.bias]
+                if isinstance(s, LayerNorm)
+                else [v for row in s.table for v in row]
+            )
             dense += len(entries)
             nonzero += sum(1 for v in entries if v)
             for v in entries:
@@ -489,6 +524,13 @@ def shape_problem(
             for k, row in enumerate(s.table):
                 if len(row) != width:
                     return f"{path}.table[{k}]", f"{len(row)} entries, the stream has {width}"
+        elif isinstance(s, LayerNorm):
+            if s.width != width:
+                return f"{path}.gain", f"{s.width} entries, the stream has {width}"
+            if len(s.bias) != s.width:
+                return f"{path}.bias", f"{len(s.bias)} entries, the gain has {s.width}"
+            if not s.eps > 0:
+                return f"{path}.eps", "must be positive (it keeps √(σ² + eps) away from 0)"
         elif isinstance(s, Attention):
             if s.score not in SCORE_MODES:
                 return f"{path}.score", f"{s.score!r} is not one of {', '.join(SCORE_MODES)}"

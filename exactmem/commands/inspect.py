@@ -51,7 +51,7 @@ def _said(meta: dict) -> dict:
 def describe(model) -> list[dict]:
     """One record per sub-layer: kind, label, widths, depth, lanes, and for attention the heads
     and score mode; all from the weights except ``label``, the file's name for it."""
-    from exactmem.model import MLP, Attention
+    from exactmem.model import MLP, Attention, LayerNorm
 
     records = []
     for i, s in enumerate(model.sublayers):
@@ -82,6 +82,8 @@ def describe(model) -> list[dict]:
                     "value_dim": head.value.out_dim if head else 0,
                 }
             )
+        elif isinstance(s, LayerNorm):
+            records.append({"index": i, "kind": "layer norm", "label": s.label, "width": s.width})
         else:
             records.append(
                 {
@@ -146,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{name} {r['score']}, {r['heads']} head(s) of dimension {r['head_dim']}, "
                 f"mask {r['mask']}"
             )
+        elif r["kind"] == "layer norm":
+            print(f"{name} token-wise, width {r['width']}")
         else:
             print(f"{name} {r['positions']} positions of width {r['width']}")
     if model.unembed is not None:

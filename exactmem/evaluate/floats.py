@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+from exactmem.evaluate.layernorm import layer_norm_floats
+from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
 
 __all__ = ["float_logits"]
 
@@ -97,6 +98,8 @@ def float_logits(
                 z = z + np.array([[float(x) for x in r] for r in sub.table[: z.shape[1]]]).T
             elif isinstance(sub, Attention):
                 z = _attention(cache, sub, z)
+            elif isinstance(sub, LayerNorm):
+                z = layer_norm_floats(sub, z)
             else:
                 raise ValueError(f"no float semantics for {type(sub).__name__}")
         if model.unembed:

@@ -22,7 +22,7 @@ from gmpy2 import mpq
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.exact_arrays import index_type
 from exactmem.memory import release_free_memory
-from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
 from exactmem.progress import tell
 
 __all__ = ["AttentionStat", "LayerStat", "Outputs", "Stream", "Trace", "run", "run_points"]
@@ -461,7 +461,8 @@ def run(
         X, den = _to_batch([tuple(mpq(v) for v in vocab[tok]) for tok in used], model.input_dim)
     trace = Trace(outputs=[])
     last_attention = max(
-        (i for i, s in enumerate(model.sublayers) if not isinstance(s, MLP)), default=-1
+        (i for i, s in enumerate(model.sublayers) if not isinstance(s, MLP | LayerNorm)),
+        default=-1,
     )
 
     trace.folds = {fold.key: fold for fold in folds}
@@ -498,6 +499,12 @@ def run(
             if sub.residual or not names:
                 names = _stream_names(trace) or names
             trace.streams.append(Stream(tuple(names), X, den, index))
+            continue
+        if isinstance(sub, LayerNorm):  # token-wise; exact only where the root is rational
+            from exactmem.evaluate.layernorm import layer_norm_exact
+
+            X, den = _to_batch([layer_norm_exact(sub, c) for c in _columns(X, den)], sub.width)
+            trace.streams.append(Stream(tuple(_stream_names(trace)), X, den, index))
             continue
         if isinstance(sub, PositionalEncoding) and n > len(sub.table):
             raise InputError(

@@ -18,7 +18,8 @@ from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
 from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
-from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+from exactmem.evaluate.layernorm import layer_norm_balls
+from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
 
 __all__ = [
     "BallTrace",
@@ -132,6 +133,8 @@ def run_balls(
                         [a + to_ball(b) for a, b in zip(c, sub.table[k], strict=True)]
                         for k, c in enumerate(cols)
                     ]
+                elif isinstance(sub, LayerNorm):
+                    cols = [layer_norm_balls(sub, c) for c in cols]
                 else:
                     cols = _attention(sub, cols, only_last)
             if model.unembed:
