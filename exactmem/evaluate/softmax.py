@@ -73,10 +73,8 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
     for h in att.heads:
         values = [_affine(h.value, c) for c in cols]
         keys = [_affine(h.key, c) for c in cols]
-        queries = [_affine(h.query, c) for c in cols]
-        for kq, q in enumerate(queries):
-            if only_last and kq != n - 1:
-                continue
+        for kq in range(n - 1, n) if only_last else range(n):
+            q = _affine(h.query, cols[kq])  # only the columns read: the last one, or all
             scores = [sum((a * b for a, b in zip(keys[k], q, strict=True)), arb(0)) for k in idx]
             if att.score == "uniform":
                 weights = [arb(fmpq(1, len(idx)))] * len(idx)
