@@ -25,7 +25,15 @@ import sympy
 from flint import arb, ctx
 
 from exactmem.bounds import decide_ge
-from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer, resources
+from exactmem.model import (
+    MLP,
+    Affine,
+    Attention,
+    PositionalEncoding,
+    Sublayer,
+    Transformer,
+    resources,
+)
 from exactmem.sequences import canonical_tokens
 
 __all__ = [
@@ -155,8 +163,9 @@ def _attention_as_linear(att: Attention, width: int) -> MLP:
 
 
 def equivalent_mlp(model: Transformer) -> Transformer:
-    """The model on constant sequences: attention replaced by its linear action (Theorem 4.2)."""
-    subs = []
+    """The model on constant sequences: attention replaced by its linear action (Theorem 4.2).
+    Token-wise sub-layers (MLPs, layer norms) are kept."""
+    subs: list[Sublayer] = []
     width = model.embed.out_dim if model.embed else model.input_dim
     for s in model.sublayers:
         if isinstance(s, Attention):

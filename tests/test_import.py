@@ -75,6 +75,15 @@ def test_every_float16_bit_pattern_round_trips():
     assert np.array_equal(np.signbit(back[m != 0]), np.signbit(values[finite][m != 0]))
 
 
+def test_every_bfloat16_bit_pattern_is_the_float32_of_its_top_half():
+    words = np.arange(1 << 16, dtype=np.uint32)
+    as_f32 = (words << 16).view(np.float32)
+    finite = np.isfinite(as_f32)
+    m, e = decode(words[finite].astype(np.uint16), DTYPES["BF16"])
+    assert np.array_equal(np.ldexp(m.astype(np.float64), e), as_f32[finite].astype(np.float64))
+    assert (~finite).sum() == 2 * 128  # NaNs and ±inf: the exponent all ones, either sign
+
+
 def test_bfloat16_is_the_top_half_of_float32():
     f32 = np.array(
         [1.0, -2.5, 3.0e38, 1.0e-38, 9.2e-41, 0.0, -0.0, 0.15625], dtype=np.float32

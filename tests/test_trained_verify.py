@@ -237,3 +237,19 @@ def test_a_dana_model_on_token_ids_is_certified_and_the_certificate_records_it(t
     assert content["subject"]["criteria"]["max_precision"] == 512
     labels_check = content["checks"][0]
     assert labels_check["certified"] == 4 and labels_check["float"]["disagreements"] == 0
+
+
+def test_the_matrix_product_and_the_entry_sums_enclose_the_same_values(tmp_path, monkeypatch):
+    from exactmem.evaluate import softmax
+
+    dana_checkpoint(tmp_path / "d.safetensors", N=6, S=3, d=4, d_h=2, C=5, H=2, seed=5)
+    model = import_checkpoint(tmp_path / "d.safetensors", "dana25")
+    seqs = [[0, 1, 2], [3, 4, 5]]
+    runs = []
+    for threshold in (1, 10**9):  # every map through arb_mat, then none
+        monkeypatch.setattr(softmax, "DENSE_FROM", threshold)
+        runs.append(run_balls(model, None, seqs, precision=96, positions="last").outputs)
+    for dense, summed in zip(*runs, strict=True):
+        assert len(dense) == len(summed) == 1  # the last column only
+        for a, b in zip(dense[0], summed[0], strict=True):
+            assert a.overlaps(b) and a.rad() < 2**-80 and b.rad() < 2**-80

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from flint import arb, ctx, fmpq
+from flint import arb, arb_mat, ctx, fmpq
 from gmpy2 import mpq
 
 from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
@@ -45,8 +45,41 @@ class _OneHotBall:
         return arb(int(j == self.t))
 
 
+DENSE_FROM = 4096  # entries of a map from which Arb's matrix product beats the Python loop
+_dense: dict[int, tuple[Affine, arb_mat]] = {}  # id → (map, matrix), for one run_balls call
+_columns: dict[int, tuple[Affine, dict[int, list[tuple[int, int]]]]] = {}
+
+
+def _column(a: Affine, t: int) -> list[tuple[int, int]]:
+    """The non-zero (row, coefficient) entries of column t (an embedding table's token t)."""
+    hit = _columns.get(id(a))
+    if hit is None:
+        cols: dict[int, list[tuple[int, int]]] = {}
+        for i, row in enumerate(a.rows):
+            for j, c in row:
+                cols.setdefault(j, []).append((i, c))
+        hit = _columns[id(a)] = (a, cols)
+    return hit[1].get(t, [])
+
+
 def _affine(a: Affine, v) -> list[arb]:
     den = arb(a.denominator)
+    if isinstance(v, _OneHotBall) and a.in_dim * a.out_dim >= DENSE_FROM:
+        # (W e_t + b)/den: column t plus the bias, integers added exactly, one rounding
+        acc = list(a.bias)
+        for i, c in _column(a, v.t):
+            acc[i] += c
+        return [arb(x) / den for x in acc]
+    if not isinstance(v, _OneHotBall) and a.in_dim * a.out_dim >= DENSE_FROM:
+        hit = _dense.get(id(a))
+        if hit is None:
+            dense = [[0] * a.in_dim for _ in range(a.out_dim)]
+            for i, row in enumerate(a.rows):
+                for j, c in row:
+                    dense[i][j] = c
+            hit = _dense[id(a)] = (a, arb_mat(dense))  # integer entries: exact
+        product = hit[1] * arb_mat(a.in_dim, 1, list(v))
+        return [(product[i, 0] + b) / den for i, b in enumerate(a.bias)]
     out = []
     for row, b in zip(a.rows, a.bias, strict=True):
         acc = arb(b)
@@ -109,8 +142,12 @@ def run_balls(
     positions: str = "all",
 ) -> BallTrace:
     """Evaluate ``model`` in ball arithmetic at ``precision`` bits. With ``positions="last"``
-    attention is computed for the last column only (what next-token tasks are judged on; the
-    other columns then carry no attention output)."""
+    attention is computed for the last column only (what next-token tasks are judged on), and
+    each sequence's outputs hold that column only.
+
+    Maps of at least :data:`DENSE_FROM` entries go through Arb's matrix product (integer
+    entries, exact; one rounded product per output) and read an embedding table by its column;
+    smaller maps are summed entry by entry. Both enclose the true values."""
     old = ctx.prec
     ctx.prec = precision
     try:
@@ -135,12 +172,16 @@ def run_balls(
                     cols = [layer_norm_balls(sub, c) for c in cols]
                 else:
                     cols = _attention(sub, cols, only_last)
+            if only_last:
+                cols = cols[-1:]
             if model.unembed:
                 cols = [_affine(model.unembed, c) for c in cols]
             outs.append(cols)
         return BallTrace(outs, precision)
     finally:
         ctx.prec = old
+        _dense.clear()
+        _columns.clear()
 
 
 def decide(
