@@ -253,3 +253,22 @@ def test_the_matrix_product_and_the_entry_sums_enclose_the_same_values(tmp_path,
         assert len(dense) == len(summed) == 1  # the last column only
         for a, b in zip(dense[0], summed[0], strict=True):
             assert a.overlaps(b) and a.rad() < 2**-80 and b.rad() < 2**-80
+
+
+def test_imported_models_and_their_certificates_validate_against_the_schemas(tmp_path):
+    from tests.test_schemas import assert_valid
+
+    dana_checkpoint(tmp_path / "d.safetensors", N=6, S=3, d=4, d_h=2, C=5, H=2, seed=2)
+    seqs = [[0, 1, 2], [3, 4, 5]]
+    model = import_checkpoint(tmp_path / "d.safetensors", "dana25")
+    labels = _labelled_by_floats(model, [[mpq(0)]] * 6, seqs, 5)
+    data = Dataset.from_tokens(seqs, labels, vocab=[[t] for t in range(6)], num_classes=5)
+    save_dataset(data, tmp_path / "data.json")
+    argv = ["import", str(tmp_path / "d.safetensors"), "--arch", "dana25"]
+    assert main([*argv, "--out", str(tmp_path / "d.json"), "--quiet"]) == 0
+    assert_valid(json.loads((tmp_path / "d.json").read_text()), "model")
+    cert = tmp_path / "c.json"
+    argv = ["verify", str(tmp_path / "d.json"), "--data", str(tmp_path / "data.json")]
+    assert main([*argv, "--quiet", "--certificate", str(cert)]) == 0
+    assert_valid(json.loads(cert.read_text()), "certificate")
+    assert main(["show", str(cert)]) == 0
