@@ -35,7 +35,7 @@ __all__ = ["START_PRECISION", "ExampleMargin", "argmax_margins", "margin_check"]
 
 START_PRECISION = 64
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
-LISTED = 50  # disagreements listed in a certificate (all are counted)
+PER_EXAMPLE = 10_000  # up to this many examples, the certificate lists every margin
 
 
 @dataclass(frozen=True)
@@ -120,9 +120,23 @@ def _distribution(margins: list[mpq]) -> dict[str, str]:
     return out
 
 
+def _bound(r: ExampleMargin) -> str | None:
+    """An example's margin as short decimal text that stays a bound: a certified lead rounded
+    down (≥), a refuted one rounded up (≤ 0)."""
+    if r.margin is None:
+        return None
+    return brief(r.margin, up=r.status == "refuted")
+
+
 def margin_check(model, ds, *, limit: int = MAX_PRECISION) -> Check:
     """The ``labels`` check of an argmax model on balls, per example (module docstring), with
-    the float evaluation beside it under ``float`` (figures labelled as float)."""
+    the float evaluation beside it under ``float`` (figures labelled as float).
+
+    Figures: ``certified``, ``refuted``, ``min_margin_lower_bound`` (exact), ``precision`` (the
+    most bits any example needed), ``margins`` (the smallest certified margin, where, and its
+    quantiles, rounded down), ``per_example`` (up to :data:`PER_EXAMPLE` examples: each margin,
+    a lower bound when certified, an upper bound ≤ 0 when refuted) and ``float`` (accuracy,
+    smallest float margin, every disagreement)."""
     results = argmax_margins(model, ds.vocab, ds.sequences, ds.labels, limit=limit)
     undecided = [r for r in results if r.status == "undecided"]
     refuted = [r for r in results if r.status == "refuted"]
@@ -162,13 +176,14 @@ def margin_check(model, ds, *, limit: int = MAX_PRECISION) -> Check:
             else next(f"sequences[{r.index}]" for r in certified if r.margin == worst),
             **(_distribution(margins) if margins else {}),
         },
+        **({"per_example": [_bound(r) for r in results]} if len(results) <= PER_EXAMPLE else {}),
         "float": {
             "evaluator": "numpy float64 (labelled float: decides nothing)",
             "correct": sum(fcorrect),
             "accuracy": f"{sum(fcorrect)}/{len(fcorrect)}",
             "smallest_margin": None if not finite.size else f"{finite.min():.6g}",
             "disagreements": len(disagreements),
-            "disagreements_listed": disagreements[:LISTED],
+            "disagreements_listed": disagreements,
         },
     }
     float_text = (

@@ -371,3 +371,23 @@ def test_unknown_architecture_and_unreadable_file_exit_2(tmp_path, capsys):
     assert "--arch 'gpt9' is unknown" in capsys.readouterr().err
     assert main(["import", str(tmp_path / "nope"), "--arch", "dana25", "--out", out]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (_raw({"w": {**F32x2, "data_offsets": [0, 16]}}, bytes(8)), "'w': shape"),
+        (_raw({"w": F32x2, "v": F32x2}, bytes(8)), "'w': data_offsets start at 0, overlaps"),
+        (_raw({"w": {**F32x2, "dtype": "I32"}}, bytes(8)), "'w': dtype 'I32'"),
+        (_raw({"w": F32x2}, np.array([1.0, np.nan], np.float32).tobytes()), "'w': entry 1"),
+        (struct.pack("<Q", 1 << 40) + b"{}", "header length"),
+    ],
+)
+def test_hostile_checkpoints_exit_2_through_the_cli(tmp_path, capsys, raw, message):
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(raw)
+    out = tmp_path / "m.json"
+    assert main(["import", str(path), "--arch", "dana25", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: checkpoint ") and message in err and "Traceback" not in err
+    assert not out.exists()

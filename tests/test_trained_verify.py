@@ -114,6 +114,10 @@ def test_a_wrong_label_is_refuted_naming_the_example(tmp_path):
     cert = certify(model, Dataset.from_tokens(seqs, labels, vocab=vocab, num_classes=3))
     assert cert.verdict == "refuted"
     assert "sequences[7]: another logit is ≥ the target's" in cert.checks[0].detail
+    per_example = cert.checks[0].figures["per_example"]
+    assert per_example[7].startswith("-") and all(
+        not m.startswith("-") for i, m in enumerate(per_example) if i != 7
+    )
     assert cert.checks[0].figures["float"]["accuracy"] == "9/10"
 
 

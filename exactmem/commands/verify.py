@@ -134,8 +134,11 @@ def _print_margins(check: dict) -> None:
             f"smallest float margin {_printable(floats.get('smallest_margin'))}, "
             f"{_printable(floats.get('disagreements'))} disagreement(s) with the certified labels"
         )
-        for line in floats.get("disagreements_listed") or []:
+        listed = floats.get("disagreements_listed") or []
+        for line in listed[:20]:
             print(f"         {_printable(line)}")
+        if len(listed) > 20:
+            print(f"         … and {len(listed) - 20} more (every one is in the certificate)")
 
 
 def _printable(value: object) -> str:
