@@ -75,6 +75,17 @@ def test_every_float16_bit_pattern_round_trips():
     assert np.array_equal(np.signbit(back[m != 0]), np.signbit(values[finite][m != 0]))
 
 
+def test_random_float32_bit_patterns_round_trip():
+    words = np.random.default_rng(0).integers(0, 1 << 32, 200_000, dtype=np.uint64)
+    words = np.concatenate([words, [0, 1, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0x80000000]])
+    values = words.astype(np.uint32).view(np.float32)
+    finite = np.isfinite(values)
+    m, e = decode(words[finite].astype(np.uint32), DTYPES["F32"])
+    back = np.ldexp(m.astype(np.float64), e)
+    assert np.array_equal(back, values[finite].astype(np.float64))
+    assert np.array_equal(np.signbit(back[m != 0]), np.signbit(values[finite][m != 0]))
+
+
 def test_every_bfloat16_bit_pattern_is_the_float32_of_its_top_half():
     words = np.arange(1 << 16, dtype=np.uint32)
     as_f32 = (words << 16).view(np.float32)
