@@ -115,6 +115,10 @@ def _construct(dataset: Dataset, construction: str, options: dict) -> Transforme
         from exactmem.constructions import mahdavi24
 
         return mahdavi24.build(dataset, options)[0]
+    if construction == "kim23":
+        from exactmem.constructions import kim23
+
+        return kim23.build(dataset, options)[0]
     if construction == "dana25":
         from exactmem.constructions import dana25
 
