@@ -206,6 +206,9 @@ def _attention(model: Transformer, trace: Trace) -> Check:
             continue
         stream = trace.streams[si - 1] if si else trace.embedded
         h = s.heads[0]
+        if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
+            bad.append(f"sublayers[{si}]: scores not read (not one head of size 1)")
+            continue
         q, k, v = (_lin(m, stream)[stream.index] for m in (h.query, h.key, h.value))
         scores = q[:, :, None] * k[:, None, :]  # (N, query, key), one positive denominator
         top = scores.max(axis=2)

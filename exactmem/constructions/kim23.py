@@ -130,6 +130,27 @@ def draw_functional(
             raise InputError("no injective functional in 64 draws (raise functional_bound)")
 
 
+def _functional(M: np.ndarray, c: np.ndarray, options: dict, rng: random.Random):
+    """:func:`draw_functional` at the given ``functional_bound``; without one, a few draws at
+    K' = 1, 2, 4, … below N'² first (fewer bits in S, hence in the memorizer's keys), then
+    N'² as the fallback, so the guarantee is unchanged (as Stage I's direction search)."""
+    resample = options.get("resample", True)
+    given = options.get("functional_bound")
+    if given or not resample:
+        return draw_functional(M, c, given or max(len(M) ** 2, 1), rng, resample=resample)
+    top = max(len(M) ** 2, 1)
+    vectors = len({tuple(v) for v in np.concatenate([M, c], axis=1).tolist()})
+    tried = 0
+    for e in range(max(top.bit_length() - 1, 0)):
+        for _ in range(3):
+            alpha, beta, S, _ = draw_functional(M, c, 1 << e, rng, resample=False)
+            tried += 1
+            if len(set(S.tolist())) == vectors:
+                return alpha, beta, S, tried
+    alpha, beta, S, draws = draw_functional(M, c, top, rng)
+    return alpha, beta, S, tried + draws
+
+
 # --------------------------------------------------------------------------- the layers
 
 
@@ -259,11 +280,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
     ctx_id = ctx_id.reshape(-1)
     L = T + 1
     M, c, a_final, e_final = context_rounds(keys, L)
-    bound = options.get("functional_bound") or max(len(first) ** 2, 1)
-    rng = random.Random(seed)
-    alpha, beta, S, draws = draw_functional(
-        M[first], c[first], bound, rng, resample=options.get("resample", True)
-    )
+    alpha, beta, S, draws = _functional(M[first], c[first], options, random.Random(seed))
     S_of = S[ctx_id]  # per sequence
     for r in range(n):
         sublayers += [max_read(alpha[r], score, r), deactivate(L, r), count(beta[r], n, score, r)]
