@@ -47,7 +47,7 @@ from exactmem.verify_attention import (
     exact_classification_check,
     mahdavi_checks,
 )
-from exactmem.verify_kim23 import check_kim23
+from exactmem.verify_kim23 import check_kim23, hardmax_limit, has_softmax
 from exactmem.verify_ks25 import check_ks25
 
 __all__ = [
@@ -408,9 +408,13 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         position_advice=not model.token_inputs and feed != "vectors with positions",
     )
     seq2seq = dataset.task == "seq2seq"
+    evaluated = model
+    if construction == "kim23" and has_softmax(model):
+        # the exact hardmax limit; kim23.softmax certifies the model equal to it (else refuted)
+        evaluated = hardmax_limit(model)
     try:
         trace = run(
-            model,
+            evaluated,
             dataset.vocab,
             dataset.sequences,
             positions="all" if seq2seq else "last",

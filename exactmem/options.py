@@ -138,6 +138,15 @@ OPTIONS = {
             "false: keep the first draw (a collision is left to the verifier)",
             _boolean,
         ),
+        "attention": (
+            "hardmax (default) | softmax (max-read at temperature λ, re-quantized; certified "
+            "on Arb balls)",
+            _choice("hardmax", "softmax"),
+        ),
+        "temperature": (
+            "softmax λ, a positive integer (default bitlen(4(n − 1)·nL): error < 1/4)",
+            _positive,
+        ),
     },
     "mahdavi24": {
         "heads": ("H (default: the fewest with H(min(n, d_h) − 1) + 1 ≥ T)", _positive),

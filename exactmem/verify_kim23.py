@@ -10,9 +10,13 @@ Every figure comes from the trace and the weights; nothing the model says about 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
+from exactmem.balls import ball_bounds
 from exactmem.data import Dataset
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
@@ -26,7 +30,22 @@ from exactmem.verify import (
     check_any_memorizer,
 )
 
-__all__ = ["check_kim23", "parts"]
+__all__ = ["check_kim23", "hardmax_limit", "has_softmax", "parts"]
+
+
+def has_softmax(model: Transformer) -> bool:
+    return any(isinstance(s, Attention) and s.score == "softmax" for s in model.sublayers)
+
+
+def hardmax_limit(model: Transformer) -> Transformer:
+    """The model with every softmax attention read as hardmax (the λ → ∞ limit): exactly
+    evaluable. ``kim23.softmax`` certifies that the softmax model's values after each
+    re-quantizing FFN equal the limit's; without that check the limit proves nothing."""
+    subs = tuple(
+        replace(s, score="hardmax") if isinstance(s, Attention) and s.score == "softmax" else s
+        for s in model.sublayers
+    )
+    return replace(model, sublayers=subs)
 
 
 def _count(a: Affine, bias: bool) -> int:
@@ -90,6 +109,8 @@ def check_kim23(trace: Trace, model: Transformer, ds: Dataset, sv: SequenceView)
     key, kden, kindex = trace.lane_raw(prefix + "key")
     checks.append(_ids(key, kden, kindex, labels, seq2seq))
     checks.append(_attention(model, trace))
+    if has_softmax(model):
+        checks.append(_softmax(model, trace))
     rows, where = np.unique(before.index.reshape(-1), return_index=True)
     expected = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
     P = before.index.shape[1]
@@ -216,7 +237,7 @@ def _attention(model: Transformer, trace: Trace) -> Check:
         if at_top.all():
             continue
         mixing += 1
-        if s.score != "hardmax":
+        if s.score not in ("hardmax", "softmax"):
             bad.append(f"sublayers[{si}]: {s.score} attention with unequal scores")
             continue
         values = np.broadcast_to(v[:, None, :], scores.shape)
@@ -230,7 +251,7 @@ def _attention(model: Transformer, trace: Trace) -> Check:
         gap = mpq(int((top - second)[mixed].min()), _score_den(h, stream))
         margin = gap if margin is None or gap < margin else margin
     detail = (
-        f"{mixing} hardmax layers with unequal scores, ties only between equal values; the "
+        f"{mixing} layers with unequal scores, ties only between equal values; the "
         f"others exactly uniform; least score margin {format_rational(margin) if margin else '—'}"
     )
     return Check(
@@ -243,3 +264,141 @@ def _attention(model: Transformer, trace: Trace) -> Check:
 
 def _score_den(h, stream: Stream) -> int:
     return stream.den * h.query.denominator * stream.den * h.key.denominator
+
+
+# --------------------------------------------------------------------------- softmax
+
+
+def _rows(stream: Stream) -> tuple[list[np.ndarray], int]:
+    return [np.asarray(c, dtype=object) for c in stream.columns], stream.den
+
+
+def _upper(x: arb) -> mpq:
+    return ball_bounds(x)[1]
+
+
+def _softmax(model: Transformer, trace: Trace) -> Check:
+    """The softmax model equals its hardmax limit after every re-quantizing FFN (our
+    reconstruction of Kim et al.'s softmax regime), certified layer by layer:
+
+    * a softmax layer's output differs from the limit's (the maximisers' common value v*) by at
+      most ε = (n − 1)·max|v_k − v*|·e^{−g}, g the least gap between the top score and the
+      next (weights off the top are ≤ e^{−gap}); ε is bounded above on Arb balls;
+    * the next sub-layer is an FFN that is constant on the segment the error moves the stream
+      along: evaluated exactly at both ends (limit ∓ ε along W_O), no unit changes sign
+      between them (so the FFN is affine on the segment) and both ends give the limit's output.
+    """
+    bad: list[str] = []
+    worst: mpq | None = None
+    layers = 0
+    for si, s in enumerate(model.sublayers):
+        if not (isinstance(s, Attention) and s.score == "softmax"):
+            continue
+        before = trace.streams[si - 1] if si else trace.embedded
+        h = s.heads[0]
+        if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
+            bad.append(f"sublayers[{si}]: not one head of size 1")
+            continue
+        q, k, v = (_lin(m, before)[before.index] for m in (h.query, h.key, h.value))
+        scores = q[:, :, None] * k[:, None, :]
+        top = scores.max(axis=2)
+        at_top = scores == top[:, :, None]
+        mixed = ~at_top.all(axis=2)
+        if not mixed.any():
+            continue  # every column exactly uniform
+        layers += 1
+        values = np.broadcast_to(v[:, None, :], scores.shape)
+        rows, cols = np.indices(top.shape)
+        star = values[rows, cols, at_top.argmax(axis=2)]
+        spread = np.abs(values - star[:, :, None]).max()
+        second = np.where(at_top, scores.min(), scores).max(axis=2)
+        gap = mpq(int((top - second)[mixed].min()), _score_den(h, before))
+        vden = before.den * h.value.denominator
+        eps = _epsilon(scores.shape[2], mpq(int(spread), vden), gap)
+        worst = eps if worst is None or eps > worst else worst
+        nxt = model.sublayers[si + 1] if si + 1 < len(model.sublayers) else None
+        if not isinstance(nxt, MLP):
+            bad.append(f"sublayers[{si}]: no FFN after the softmax layer re-quantizes it")
+            continue
+        bad += _flat(nxt, h.output, trace.streams[si], trace.streams[si + 1], eps, si)
+    detail = (
+        f"{layers} softmax layers with unequal scores: error ≤ {_brief(worst)} "
+        "(Arb), erased by the next FFN (affine and equal at both ends of the error segment)"
+        if worst is not None
+        else "every softmax layer has equal scores (weights exactly 1/n)"
+    )
+    return Check(
+        "kim23.softmax",
+        not bad,
+        _examples(bad) if bad else detail,
+        {"max_error_upper_bound": None if worst is None else format_rational(worst)},
+    )
+
+
+def _brief(eps: mpq | None) -> str:
+    """``2^-k`` with eps ≤ 2^-k (k = ⌊log₂(q // p)⌋), or the rational itself when ≥ 1/2."""
+    if eps is None or eps == 0:
+        return "0"
+    k = (int(eps.denominator) // int(eps.numerator)).bit_length() - 1
+    return f"2^-{k}" if k >= 1 else format_rational(eps)
+
+
+def _epsilon(keys: int, spread: mpq, gap: mpq) -> mpq:
+    """An exact rational upper bound of (keys − 1)·spread·e^{−gap}."""
+    old = ctx.prec
+    ctx.prec = 128
+    try:
+        g = arb(fmpq(int(gap.numerator), int(gap.denominator)))
+        x = (-g).exp() * (keys - 1) * arb(fmpq(int(spread.numerator), int(spread.denominator)))
+        return max(_upper(x), mpq(0))
+    finally:
+        ctx.prec = old
+
+
+def _flat(mlp: MLP, output: Affine, after: Stream, limit: Stream, eps: mpq, si: int) -> list[str]:
+    """The FFN on the segment limit ∓ ε·W_O (exact ends): no unit changes sign, both ends give
+    the limit's next stream."""
+    X, den = _rows(after)
+    p, q = int(eps.numerator), int(eps.denominator)
+    D = den * q * output.denominator
+    direction = [dict(row).get(0, 0) for row in output.rows]
+    ends = []
+    for sign in (-1, 1):
+        ends.append(
+            [
+                x * (q * output.denominator) + sign * p * c * den
+                for x, c in zip(X, direction, strict=True)
+            ]
+        )
+    from exactmem.evaluate.reference import _affine
+
+    size = len(X[0]) if X else 0
+    hs = [(e, D) for e in ends]
+    last = len(mlp.layers) - 1
+    for j, layer in enumerate(mlp.layers):
+        hs = [_affine(layer, h, d, size) for h, d in hs]
+        if j < last:
+            (lo, dl), (hi, dh) = hs
+            for u, (a, b) in enumerate(zip(lo, hi, strict=True)):
+                cross = np.nonzero(((a < 0) & (b > 0)) | ((a > 0) & (b < 0)))[0]
+                if cross.size:
+                    return [
+                        f"sublayers[{si + 1}]: hidden unit {u} of layer {j} changes sign "
+                        f"within the softmax error (row {int(cross[0])})"
+                    ]
+            hs = [([np.maximum(c, 0) for c in h], d) for h, d in hs]
+    outs = []
+    for (h, d), e in zip(hs, ends, strict=True):
+        if mlp.residual:  # the FFN adds to its input, over D
+            h = [a + b * (d // D) for a, b in zip(h, e, strict=True)]
+        outs.append((h, d))
+    (lo, dl), (hi, dh) = outs
+    want, wden = _rows(limit)
+    for lane, (a, b, w) in enumerate(zip(lo, hi, want, strict=True)):
+        off = np.nonzero((a != b) | (a * wden != w * dl))[0]
+        if off.size:
+            return [
+                f"sublayers[{si + 1}]: lane {lane} of row {int(off[0])} is not constant on the "
+                "softmax error segment"
+            ]
+    return []

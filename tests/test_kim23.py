@@ -247,3 +247,53 @@ def test_cli_build_verify_and_exit_codes(tmp_path, capsys):
     capsys.readouterr()
     assert main(argv) == 2
     assert "sequences[0][0] and sequences[1][1]" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- softmax
+
+
+@pytest.mark.parametrize("aware", [False, True])
+def test_softmax_at_the_default_temperature_is_certified(aware):
+    ds = seq2seq()
+    model, _ = kim23.build(ds, {"seed": 0, "attention": "softmax", "position_aware": aware})
+    assert {s.score for s in model.sublayers if isinstance(s, Attention)} == {"softmax"}
+    cert, checks = checks_of(model, ds)
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
+    bound = mpq(checks["kim23.softmax"].figures["max_error_upper_bound"])
+    assert 0 < bound < mpq(1, 4)
+
+
+def test_softmax_too_cold_is_refuted_by_the_requantization_check():
+    """λ = 4: the max-read's error reaches the margin step, whose units change sign."""
+    ds = seq2seq()
+    model, _ = kim23.build(ds, {"seed": 0, "attention": "softmax", "temperature": 4})
+    cert, checks = checks_of(model, ds)
+    assert [c.name for c in cert.failed] == ["kim23.softmax"]
+    assert "changes sign within the softmax error" in checks["kim23.softmax"].detail
+
+
+def test_softmax_without_a_requantizing_ffn_is_refuted():
+    """The reset FFN after a softmax max-read replaced by the hardmax one (no margin step)."""
+    ds = seq2seq(N=10)
+    model, _ = kim23.build(ds, {"seed": 0, "attention": "softmax"})
+    plain = MLP(
+        (
+            Affine(7, (((1, 1), (2, -1)),), (1,)),
+            Affine(1, ((), ((0, -1),), (), (), (), (), ()), (0,) * 7),
+        ),
+        True,
+        label="reset0",
+    )
+    _, checks = checks_of(_swap(model, 1, plain), ds)
+    assert not checks["kim23.softmax"].passed
+
+
+def test_softmax_models_are_inconclusive_without_the_checklist():
+    """The construction-independent path cannot evaluate unequal softmax scores exactly."""
+    from exactmem.certify import certify
+    from exactmem.errors import InconclusiveError
+
+    ds = seq2seq(N=10)
+    model, _ = kim23.build(ds, {"seed": 0, "attention": "softmax"})
+    with pytest.raises(InconclusiveError):
+        certify(model, ds)

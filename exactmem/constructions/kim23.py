@@ -45,6 +45,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from gmpy2 import mpq
 
+from exactmem.constructions.kim23_softmax import (
+    SOFT_LANES,
+    count_soft,
+    max_read_soft,
+    reset_soft,
+    temperature_for,
+)
 from exactmem.constructions.vys import (
     DEFAULT_GADGET,
     MemorizerWitness,
@@ -190,7 +197,7 @@ def deactivate(L: int, r: int) -> MLP:
     return MLP((hidden, out), True, label=f"reset{r}")
 
 
-def count(beta: int, n: int, score: str, r: int) -> Attention:
+def count(beta: int, n: int, r: int, score: str = "hardmax") -> Attention:
     """Round r, block B: a zero query map makes every score 0 (weights exactly 1/n); the
     value e averages to c_r/n and W_O adds β_r·n·c_r/n = β_r·c_r to S."""
     zero = Affine(len(LANES), ((),), (0,))
@@ -199,12 +206,14 @@ def count(beta: int, n: int, score: str, r: int) -> Attention:
     return Attention((head,), score, f"count{r}")
 
 
-def embedding(proj: Projection, dim: int) -> Affine:
-    """E_in: (t, t, 0, 0, 0, 1) with t = factor·scale·wᵀx + shift."""
+def embedding(proj: Projection, dim: int, lanes: tuple[str, ...] = LANES) -> Affine:
+    """E_in: (t, t, 0, 0, 0, 1, 0…) with t = factor·scale·wᵀx + shift."""
     f = proj.factor * proj.scale
     row = tuple((j, f * w) for j, w in enumerate(proj.direction) if w)
-    rows = (row, row, (), (), (), ())
-    return Affine(dim, rows, (proj.shift, proj.shift, 0, 0, 0, 1), 1, LANES)
+    extra = len(lanes) - len(LANES)
+    rows = (row, row, (), (), (), ()) + ((),) * extra
+    bias = (proj.shift, proj.shift, 0, 0, 0, 1) + (0,) * extra
+    return Affine(dim, rows, bias, 1, lanes)
 
 
 def resources_by_part(model: Transformer) -> dict:
@@ -254,7 +263,8 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
         )
     seq2seq = dataset.task == "seq2seq"
     positional = bool(options.get("position_aware"))
-    score = options.get("attention", "hardmax")
+    soft = options.get("attention", "hardmax") == "softmax"
+    lanes = SOFT_LANES if soft else LANES
     seed = options.get("seed", 0)
     sv = view(dataset)
     mode = "sequence" if positional else ("seq2seq" if seq2seq else "next-token")
@@ -269,7 +279,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
     keys = table[canon]  # (N, n) integer keys
     sublayers: list = []
     if positional:
-        offsets = tuple((mpq(k * T), mpq(k * T), *(mpq(0),) * 4) for k in range(n))
+        offsets = tuple((mpq(k * T), mpq(k * T), *(mpq(0),) * (len(lanes) - 2)) for k in range(n))
         sublayers.append(PositionalEncoding(offsets, "positions"))
         keys = keys + np.arange(n, dtype=object)[None, :] * T
         T = n * T
@@ -280,10 +290,21 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
     ctx_id = ctx_id.reshape(-1)
     L = T + 1
     M, c, a_final, e_final = context_rounds(keys, L)
-    alpha, beta, S, draws = _functional(M[first], c[first], options, random.Random(seed))
+    # softmax: S reads (c_r·M_r, c_r), exact after the re-quantization (kim23_softmax)
+    moments = M * c if soft else M
+    alpha, beta, S, draws = _functional(moments[first], c[first], options, random.Random(seed))
     S_of = S[ctx_id]  # per sequence
+    temperature = None
     for r in range(n):
-        sublayers += [max_read(alpha[r], score, r), deactivate(L, r), count(beta[r], n, score, r)]
+        if soft:
+            temperature = options.get("temperature") or temperature_for(n, n * L)
+            sublayers += [
+                max_read_soft(temperature, r),
+                reset_soft(L, n * L, r),
+                count_soft(alpha[r], beta[r], n, r),
+            ]
+        else:
+            sublayers += [max_read(alpha[r], "hardmax", r), deactivate(L, r), count(beta[r], n, r)]
 
     # the (context, token) ids at the judged positions, distinct, with their first label
     positions = list(range(n)) if seq2seq else [n - 1]
@@ -305,9 +326,13 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
                     collisions.append((_item(oi, ok, seq2seq), _item(i, k, seq2seq)))
                 continue
             a, e = int(a_final[i, k]), int(e_final[i, k])
-            points.append((mpq(t), mpq(a), mpq(0), mpq(e), mpq(int(S_of[i])), mpq(1)))
+            point = (mpq(t), mpq(a), mpq(0), mpq(e), mpq(int(S_of[i])), mpq(1))
+            if soft:  # v = a·g of the last round: M_n at its maximisers
+                point += (mpq(e * int(M[i, n - 1])),)
+            points.append(point)
             point_labels.append(y)
-    memorizer_projection = Projection(1, (1, 0, 0, 0, A, 0), -2 * A * S_min, 2)
+    direction = (1, 0, 0, 0, A, 0) + (0,) * (len(lanes) - len(LANES))
+    memorizer_projection = Projection(1, direction, -2 * A * S_min, 2)
     mlp, mem_witness = build_memorizer(
         points,
         point_labels,
@@ -316,20 +341,21 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
         group_size=options.get("group_size"),
         seed=seed + 1,
         projection=memorizer_projection,
-        input_names=LANES,
+        input_names=lanes,
         label="memorizer",
     )
     sublayers.append(mlp)
     model = Transformer(
         input_dim=dataset.dim,
         sublayers=tuple(sublayers),
-        embed=embedding(proj, dataset.dim),
+        embed=embedding(proj, dataset.dim, lanes),
         meta={
             "construction": "kim23",
             "theorem": THEOREM,
             "options": {k: v for k, v in options.items()},
             "sequence_length": n,
             "position_aware": positional,
+            "temperature": temperature,
         },
     )
     parts = resources_by_part(model)
