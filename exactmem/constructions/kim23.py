@@ -25,9 +25,11 @@ contextual mapping are not printed, so the middle part is **our reconstruction**
    (M_1, c_1, …, M_n, c_n) lists the distinct keys in decreasing order with their
    multiplicities, then a deterministic tail (deactivated keys t − L, t − 2L, …): an injective
    function of the multiset. The integer functional (α, β) is drawn uniformly from
-   [−K', K']^{2n}, K' = N'² (N' distinct contexts), and redrawn (seeded) until the N' values S
-   are distinct, checked exactly; ``resample=false`` keeps the first draw (a collision is then
-   left for the verifier to refute).
+   [−K', K']^{2n}, K' = N'² (N' distinct contexts; smaller K' are tried first), and redrawn
+   (seeded) until the N' values S are distinct, checked exactly; ``resample=false`` keeps the
+   first draw (a collision is then left for the verifier to refute). With
+   ``attention=softmax`` the rounds are those of :mod:`exactmem.constructions.kim23_softmax`
+   (a temperature, a margin step that re-quantizes the max-read, S from exact quantities).
 3. **√(nN) — the memorizer** on the ≤ nN (context, token) ids z = A(S − S_min) + t, A = T + 1
    (distinct exactly when (S, t) are): the VYS network of Lemma C.1 (exactmem.constructions.vys)
    with Stage I the projection 2z (keys ≥ 2, ≥ 2 apart), read from the lanes t and S.
