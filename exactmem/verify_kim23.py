@@ -177,7 +177,7 @@ def _ids(key: np.ndarray, den: int, index: np.ndarray, labels: np.ndarray, seq2s
     ids = np.asarray(key, dtype=object)[index]  # (N, P)
     want = labels if seq2seq else labels[:, -1:]
     owner: dict = {}
-    bad = []
+    bad: list[str] = []
     clashes = 0
     P = ids.shape[1]
     for m, (z, y) in enumerate(
@@ -225,7 +225,7 @@ def _attention(model: Transformer, trace: Trace) -> Check:
     for si, s in enumerate(model.sublayers):
         if not isinstance(s, Attention):
             continue
-        stream = trace.streams[si - 1] if si else trace.embedded
+        stream = _before(trace, si)
         h = s.heads[0]
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: scores not read (not one head of size 1)")
@@ -262,6 +262,14 @@ def _attention(model: Transformer, trace: Trace) -> Check:
     )
 
 
+def _before(trace: Trace, si: int) -> Stream:
+    """The stream sub-layer ``si`` reads (check_kim23 made sure the embedding's is kept)."""
+    stream = trace.streams[si - 1] if si else trace.embedded
+    if stream is None:
+        raise ChecklistStructureError("the evaluation kept no stream before the first layer")
+    return stream
+
+
 def _score_den(h, stream: Stream) -> int:
     return stream.den * h.query.denominator * stream.den * h.key.denominator
 
@@ -294,7 +302,7 @@ def _softmax(model: Transformer, trace: Trace) -> Check:
     for si, s in enumerate(model.sublayers):
         if not (isinstance(s, Attention) and s.score == "softmax"):
             continue
-        before = trace.streams[si - 1] if si else trace.embedded
+        before = _before(trace, si)
         h = s.heads[0]
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: not one head of size 1")
