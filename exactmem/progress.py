@@ -1,6 +1,8 @@
 """Progress on stderr: a bar with percentage and ETA for each phase that reports how far it is
-(the layers of an evaluation, the instances of ``check``), an elapsed-time line for a phase that
-cannot (a construction's build, a generator), and milestone lines.
+(the items a generator draws, through :func:`counter`; the steps of a construction's build,
+through :class:`Steps`; the blocks of a file's compression, the layers of an evaluation, the
+checks, the instances of ``check``), an elapsed-time line for a phase that cannot (reading or
+writing a file in one call), and milestone lines.
 
 The bars are tqdm's. tqdm is a small, dependency-free, maintained library that draws
 percentage, rate and ETA itself and imports in a few tens of milliseconds; rich draws the same
@@ -50,6 +52,9 @@ def tell(
             fraction(phase or message, done, total, message)
     elif message:
         progress(message)
+
+
+RARE = 100  # a phase of at most this many steps draws every step (a construction's build)
 
 
 def _columns() -> int:
@@ -187,7 +192,7 @@ class Progress:
             if message:
                 bar.set_postfix_str(message[:80], refresh=False)
             bar.update(max(0, min(done, total) - bar.n))
-            if outer:  # rare steps: each one shown at once
+            if outer or total <= RARE:  # rare steps (instances, a build's): each shown at once
                 bar.refresh()
             if done >= total:
                 self._close(outer)
