@@ -352,12 +352,12 @@ def _gzip(data: bytes, progress: Callable[..., Any] | None, phase: str) -> bytes
 
     if progress is None:
         return gzip.compress(data, compresslevel=6, mtime=0)
-    told = counter(progress, phase, len(data))
+    told = counter(progress, phase, -(-len(data) // GZIP_BLOCK))  # in blocks of 4 MiB
     deflate = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: a gzip header, mtime 0
     parts = []
-    for start in range(0, len(data), GZIP_BLOCK):
+    for k, start in enumerate(range(0, len(data), GZIP_BLOCK)):
         parts.append(deflate.compress(data[start : start + GZIP_BLOCK]))
-        told(min(start + GZIP_BLOCK, len(data)))
+        told(k + 1)
     parts.append(deflate.flush())
     return b"".join(parts)
 
