@@ -381,7 +381,7 @@ def build(
         raise InputError(
             "mahdavi24: score must be hardmax|softmax, readout regression|classification"
         )
-    steps = Steps(progress, "building mahdavi24", 6)
+    steps = Steps(progress, "building mahdavi24", 5)  # A1, features, pivots, readout, model
     steps.step("assumption A1")
     report = check_assumptions(queries, contexts, seed=seed)
     d_h = options.get("head_dim", d)
@@ -403,7 +403,8 @@ def build(
     groups = [tuple(rest[h * (m - 1) : (h + 1) * (m - 1)]) for h in range(H)]
     outputs = 1 if readout == "regression" else dataset.num_classes
     Y = _targets(dataset, readout)
-    steps.add(H + (score == "softmax") + (solve_of(options) == "resolve"))
+    searched = score == "softmax" and not options.get("temperature")
+    steps.add(H + searched + (score == "softmax" and solve_of(options) == "resolve"))
     for attempt in range(16):
         if attempt:
             steps.add(H + 1)  # another design
