@@ -125,7 +125,9 @@ def _add_inspection(sub) -> None:
         "predict",
         help="a model's exact outputs on every sequence of a dataset",
         description="Evaluate MODEL exactly on every sequence (or point) of a dataset file and "
-        "print the outputs beside the dataset's labels. Nothing is judged: verify does that.",
+        "print the outputs beside the dataset's labels. Nothing is judged: verify does that. "
+        "Softmax attention has no exact outputs: there predict prints certified bounds (Arb "
+        "enclosures as exact rationals) and the certified argmax, exit 4 if one stays undecided.",
         epilog=EPILOG,
     )
     pr.add_argument("model", metavar="MODEL", help="model file (.json or .json.gz)")
