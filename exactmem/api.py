@@ -119,6 +119,10 @@ def _construct(dataset: Dataset, construction: str, options: dict) -> Transforme
         from exactmem.constructions import dana25
 
         return dana25.build(dataset, options)[0]
+    if construction == "ks24":
+        from exactmem.constructions import ks24
+
+        return ks24.build(dataset, options)[0]
     from exactmem.constructions import ks25
 
     return ks25.build(dataset, options, construction)[0]

@@ -47,6 +47,7 @@ from exactmem.verify_attention import (
     exact_classification_check,
     mahdavi_checks,
 )
+from exactmem.verify_ks24 import ball_seq2seq_label_check, check_ks24
 from exactmem.verify_ks25 import check_ks25
 
 __all__ = [
@@ -113,6 +114,7 @@ CONSTRUCTIONS = (
     "ks25-bit-budget",
     "mahdavi24",
     "dana25",
+    "ks24",
 )
 """The constructions whose checklists the verifier knows (``verify --construction NAME``)."""
 
@@ -127,6 +129,8 @@ CHECKLISTS = {
     "features (exact, or certified on balls), capacity H(min(n, d_h) − 1) + 1, Proposition 2's "
     "ceiling",
     "dana25": "Dana et al. 2025: Lemma 2's feature rank (Arb), capacity H·d_h + d",
+    "ks24": "Kajitsuka & Sato 2024: tokenwise separatedness, the contextual-mapping gap of the "
+    "rank-one softmax head (Arb), the FFN's exact re-quantization, labels exact",
 }
 
 
@@ -242,6 +246,7 @@ TASKS = {
     "ks25-seq2seq": ("seq2seq",),
     "mahdavi24": ("next-token",),
     "dana25": ("next-token",),
+    "ks24": ("seq2seq",),
 }
 
 
@@ -413,12 +418,16 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
             folds=step_folds(model),
         )
     except InconclusiveError:
-        if seq2seq:
-            raise
         trace = None  # unequal softmax scores: certify on Arb enclosures instead
     phases = 2 + bool(construction)
     tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
-    if trace is None:
+    if trace is None and seq2seq:
+        checks = [
+            ball_seq2seq_label_check(
+                model, dataset, readout=readout, tolerance=criteria.tolerance
+            )
+        ]
+    elif trace is None:
         checks = [ball_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)]
     elif readout == "argmax":
         checks = [exact_classification_check(trace.outputs, dataset.labels)]
@@ -442,6 +451,8 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         checks += _checklist(construction, lambda: mahdavi_checks(model, dataset))
     if construction == "dana25":
         checks += _checklist(construction, lambda: dana_checks(model, dataset))
+    if construction == "ks24":
+        checks += _checklist(construction, lambda: check_ks24(model, dataset))
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
         model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")

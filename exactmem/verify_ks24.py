@@ -1,0 +1,378 @@
+"""Kajitsuka & Sato 2024's checklist, measured on the model (Arb balls), and seq-to-seq labels of
+softmax models certified on balls.
+
+The model the checklist reads is one softmax self-attention layer with a single head of rank
+one (W_Q, W_K, W_V of one row, W_O of one column) followed by one token-wise FFN, on the raw
+tokens. Its *context id* of a token is what the FFN's first layer reads: wᵀz after the
+attention, w the common direction of that layer's rows (every row a multiple of w, else the
+model has not the structure the checklist reads).
+
+* ``ks24.separation``: tokenwise (r_min, r_max, ε)-separatedness, exact (r_min > 0);
+* ``ks24.contextual_mapping``: the tokens of every sequence are pairwise distinct (equal tokens
+  of one sequence get one id: refuted) and the ids of different (multiset, token) classes are
+  certified apart — the least distance between the enclosures of two classes, against their
+  widest enclosure — reported beside the paper's worst-case margin δ, which is exponentially
+  small and not what the model is held to;
+* ``ks24.requantization``: every unit of the FFN's last hidden layer takes an exact value in
+  {0, 1} at every token (the ball of an id off every ramp gives exact steps), so the outputs
+  after it are exact.
+
+A figure that stays undecided up to the precision limit is *inconclusive* (exit 4), naming the
+precision tried.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from flint import arb, ctx
+from gmpy2 import mpq
+
+from exactmem.errors import InconclusiveError
+from exactmem.evaluate.softmax import (
+    MAX_PRECISION,
+    _affine,
+    _attention,
+    ball_bounds,
+    decide,
+    run_balls,
+    to_ball,
+)
+from exactmem.exact import format_rational
+from exactmem.model import MLP, Attention
+from exactmem.separation import Separation, separation
+from exactmem.verify import Check, ChecklistStructureError, _examples
+from exactmem.verify_attention import brief
+
+__all__ = ["ball_seq2seq_label_check", "check_ks24", "paper_delta_exponent"]
+
+
+# --------------------------------------------------------------------------- labels on balls
+
+
+def _judge(trace, labels, readout: str, tol: mpq):
+    """(verdict or None, worst figure, bad items) over every position."""
+    undecided, bad, worst = False, [], None
+    for i, (out, ys) in enumerate(zip(trace.outputs, labels, strict=True)):
+        for k, (col, y) in enumerate(zip(out, ys, strict=True)):
+            where = f"sequences[{i}][{k}]"
+            if readout == "argmax":
+                for c, other in enumerate(col):
+                    if c == y - 1:
+                        continue
+                    lead = col[y - 1] - other
+                    if not lead.is_finite():
+                        undecided = True
+                        continue
+                    lo, hi = ball_bounds(lead)
+                    if hi <= 0:
+                        bad.append(f"{where}: logit {c + 1} ≥ the target's")
+                    elif lo <= 0:
+                        undecided = True
+                    worst = lo if worst is None else min(worst, lo)
+                continue
+            off = col[0] - y
+            if not off.is_finite():
+                undecided = True
+                continue
+            lo, hi = ball_bounds(off)
+            err = max(abs(lo), abs(hi))
+            worst = err if worst is None else max(worst, err)
+            if lo > tol or hi < -tol:
+                bad.append(f"{where}: output off the label {y} by more than {format_rational(tol)}")
+            elif not (-tol <= lo and hi <= tol):
+                undecided = True
+    if bad:
+        return False, worst, bad
+    return (None if undecided else True), worst, bad
+
+
+def ball_seq2seq_label_check(
+    model, ds, *, readout: str = "label", tolerance: mpq | None = None, limit: int = MAX_PRECISION
+) -> Check:
+    """Labels at every position of a softmax model, certified on Arb balls at rising precision:
+    without ``tolerance`` an output must be *exactly* its label (an enclosure of radius 0)."""
+    tol = mpq(0) if tolerance is None else mpq(tolerance)
+    state: dict = {}
+
+    def evaluate(precision):
+        return run_balls(model, ds.vocab, ds.sequences, precision=precision, positions="all")
+
+    def judge(trace):
+        verdict, worst, bad = _judge(trace, ds.labels, readout, tol)
+        state.update(worst=worst, bad=bad)
+        return verdict
+
+    verdict, precision = decide(evaluate, judge, limit=limit)
+    count = sum(len(y) for y in ds.labels)
+    if verdict is None:
+        raise InconclusiveError(
+            f"the enclosures of the outputs stay too wide at {precision} bits to decide every "
+            "label" + (" exactly (pass --tolerance Q)" if tol == 0 and readout == "label" else "")
+        )
+    worst = state["worst"]
+    figures = {
+        "precision": precision,
+        ("min_margin_lower_bound" if readout == "argmax" else "max_error_upper_bound"): (
+            None if worst is None else format_rational(worst)
+        ),
+    }
+    if not verdict:
+        return Check("labels", False, _examples(state["bad"]), figures)
+    if readout == "argmax":
+        detail = f"all {count} argmax labels certified (Arb, {precision} bits)"
+    elif worst == 0:
+        detail = (
+            f"all {count} outputs exactly their labels (enclosures of radius 0; Arb, "
+            f"{precision} bits)"
+        )
+    else:
+        detail = (
+            f"all {count} outputs within {format_rational(tol)} of their labels (Arb, "
+            f"{precision} bits)"
+        )
+    return Check("labels", True, detail, figures)
+
+
+# --------------------------------------------------------------------------- the checklist
+
+
+def _layers(model) -> tuple[Attention, MLP, list[int], int]:
+    """The architecture the checklist reads, and the id direction w (primitive integer vector)
+    with the FFN's first layer rows as multiples a_j·w (a_j ≠ 0)."""
+    subs = model.sublayers
+    if (
+        len(subs) != 2
+        or not isinstance(subs[0], Attention)
+        or not isinstance(subs[1], MLP)
+        or model.embed is not None
+        or model.token_inputs
+    ):
+        raise ChecklistStructureError(
+            "Kajitsuka & Sato 2024's model is one attention layer and then one FFN on the raw "
+            "tokens"
+        )
+    att, ffn = subs
+    if att.score != "softmax" or att.mask != "none" or len(att.heads) != 1:
+        raise ChecklistStructureError("its attention is not one softmax head over every position")
+    h = att.heads[0]
+    if (h.query.out_dim, h.key.out_dim, h.value.out_dim, h.output.in_dim) != (1, 1, 1, 1):
+        raise ChecklistStructureError("its W_Q, W_K, W_V, W_O are not of rank one (1 row/column)")
+    if len(ffn.layers) < 3:
+        raise ChecklistStructureError("its FFN has fewer than two hidden layers to re-quantize")
+    first = ffn.layers[0]
+    dense = [[0] * first.in_dim for _ in first.rows]
+    for r, row in enumerate(first.rows):
+        for c, x in row:
+            dense[r][c] = x
+    base = next((r for r in dense if any(r)), None)
+    if base is None:
+        raise ChecklistStructureError("the FFN's first layer reads nothing")
+    g = 0
+    for x in base:
+        g = _gcd(g, x)
+    w = [x // g for x in base]
+    for r, row in enumerate(dense):
+        ratio = {Fraction(x, y) for x, y in zip(row, w, strict=True) if y} | (
+            {None} if any(x for x, y in zip(row, w, strict=True) if not y) else set()
+        )
+        if len(ratio) != 1 or None in ratio or 0 in ratio:
+            raise ChecklistStructureError(
+                f"the FFN's first layer row {r} is not a multiple of row 0: it reads no single "
+                "context id"
+            )
+    return att, ffn, w, first.denominator
+
+
+def _gcd(a: int, b: int) -> int:
+    import math
+
+    return math.gcd(a, b)
+
+
+def paper_delta_exponent(sep: Separation, n: int, d: int) -> str | None:
+    """E of the paper's worst-case margin δ ≈ poly · e^{−E}, E = (|V| + 1)⁴ (2 ln n + 3) π d
+    r_max² / (4 ε r_min) — the form reconstructed from the paper, its constants unverified — as
+    a short decimal (None when ε is not measured)."""
+    if sep.eps2 is None or sep.r_min2 == 0:
+        return None
+    old = ctx.prec
+    ctx.prec = 64
+    try:
+        V = arb(sep.distinct + 1)
+        E = (
+            V**4
+            * (2 * arb(max(n, 1)).log() + 3)
+            * arb.pi()
+            * d
+            * to_ball(sep.r_max2)
+            / (4 * to_ball(sep.eps2).sqrt() * to_ball(sep.r_min2).sqrt())
+        )
+        return brief(ball_bounds(E)[0], up=False)
+    finally:
+        ctx.prec = old
+
+
+def _classes(ds):
+    """Per (sequence, position): the key (multiset of token vectors, token vector)."""
+    keys = []
+    for seq in ds.sequences:
+        toks = [tuple(ds.vocab[t]) for t in seq]
+        ms = tuple(sorted(toks))
+        keys.append([(ms, z) for z in toks])
+    return keys
+
+
+def _measure(att, ffn, w, ds, precision):
+    """At ``precision`` bits: the context ids (balls) and the FFN's last hidden layer per token."""
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        ids, hidden = [], []
+        for seq in ds.sequences:
+            cols = [[to_ball(x) for x in ds.vocab[t]] for t in seq]
+            cols = _attention(att, cols, only_last=False)
+            ids.append([sum((c[j] * w[j] for j in range(len(w)) if w[j]), arb(0)) for c in cols])
+            row = []
+            for c in cols:
+                h = c
+                for layer in ffn.layers[:-1]:
+                    h = [x.max(arb(0)) for x in _affine(layer, h)]
+                row.append(h)
+            hidden.append(row)
+        return ids, hidden
+    finally:
+        ctx.prec = old
+
+
+def _gap(ids, keys):
+    """(certified least gap between classes or None if two overlap, widest enclosure, pair)."""
+    hull: dict = {}
+    width = mpq(0)
+    for row, krow in zip(ids, keys, strict=True):
+        for c, key in zip(row, krow, strict=True):
+            if not c.is_finite():
+                return None, None, None
+            lo, hi = ball_bounds(c)
+            width = max(width, hi - lo)
+            a, b = hull.get(key, (lo, hi))
+            hull[key] = (min(a, lo), max(b, hi))
+    ordered = sorted(hull.values())
+    if len(ordered) < 2:
+        return mpq(0), width, None
+    gaps = [(b[0] - a[1], a, b) for a, b in zip(ordered, ordered[1:], strict=False)]
+    least = min(gaps, key=lambda g: g[0])
+    return (least[0] if least[0] > 0 else None), width, least
+
+
+def _steps_judge(hidden, ds):
+    """(verdict or None, bad items) for 'every last-hidden unit exact in {0, 1}'."""
+    bad, undecided = [], False
+    one = arb(1)
+    for i, rows in enumerate(hidden):
+        for k, units in enumerate(rows):
+            for j, g in enumerate(units):
+                if g.is_exact() and (g == 0 or g == one):
+                    continue
+                if not g.is_finite():
+                    undecided = True
+                    continue
+                lo, hi = ball_bounds(g)
+                if hi < 0 or lo > 1 or (0 < lo and hi < 1) or g.is_exact():
+                    bad.append(f"sequences[{i}][{k}] unit {j}: {brief(lo, up=False)}…{brief(hi)}")
+                else:
+                    undecided = True
+    if bad:
+        return False, bad
+    return (None if undecided else True), bad
+
+
+def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
+    """The ks24 checklist (module docstring), from the model's weights on ``ds``."""
+    att, ffn, w, _den = _layers(model)
+    sep = separation(ds)
+    n = len(ds.sequences[0])
+    zero = sep.zero_tokens
+    checks = [
+        Check(
+            "ks24.separation",
+            not zero,
+            ("tokenwise separated: " + sep.describe())
+            if not zero
+            else f"vocab[{zero[0]}] is the zero vector: r_min = 0",
+            sep.figures(),
+        )
+    ]
+    keys = _classes(ds)
+    state: dict = {}
+
+    def evaluate(precision):
+        return _measure(att, ffn, w, ds, precision)
+
+    def judge(result):
+        ids, hidden = result
+        gap, width, pair = _gap(ids, keys)
+        steps, bad = _steps_judge(hidden, ds)
+        state.update(gap=gap, width=width, steps=steps, bad=bad)
+        if steps is False:
+            return False
+        return None if gap is None or steps is None else True
+
+    _, precision = decide(evaluate, judge, limit=limit)
+    delta = paper_delta_exponent(sep, n, ds.dim)
+    delta_text = (
+        "paper's worst-case δ: not measured"
+        if delta is None
+        else f"the paper's worst-case δ ≈ e^(−E), E ≥ {delta} (form reconstructed; not targeted)"
+    )
+    figures = {
+        "precision": precision,
+        "classes": len({k for row in keys for k in row}),
+        "paper_delta_exponent": delta,
+    }
+    if sep.repeats:
+        i, k, j = sep.repeats[0]
+        checks.append(
+            Check(
+                "ks24.contextual_mapping",
+                False,
+                f"sequences[{i}][{j}] and sequences[{i}][{k}] are equal tokens: they receive one "
+                "context id, and a contextual mapping gives every position of a sequence its own",
+                figures,
+            )
+        )
+    elif state["gap"] is None:
+        raise InconclusiveError(
+            f"ks24.contextual_mapping: the context ids of two classes still overlap at "
+            f"{precision} bits (the precision limit); their gap is not certified"
+        )
+    else:
+        gap, width = state["gap"], state["width"]
+        figures.update(gap_lower_bound=format_rational(gap), max_enclosure=format_rational(width))
+        checks.append(
+            Check(
+                "ks24.contextual_mapping",
+                True,
+                f"{figures['classes']} (multiset, token) classes get context ids ≥ "
+                f"{brief(gap, up=False)} apart (enclosures ≤ {brief(width)} wide; Arb, "
+                f"{precision} bits); {delta_text}",
+                figures,
+            )
+        )
+    steps = state["steps"]
+    units = ffn.layers[-2].out_dim
+    if steps is None:
+        raise InconclusiveError(
+            f"ks24.requantization: some step units stay undecided at {precision} bits"
+        )
+    checks.append(
+        Check(
+            "ks24.requantization",
+            steps,
+            f"all {units} step units exact in {{0, 1}} at every token (Arb, {precision} bits)"
+            if steps
+            else "step units off {0, 1}: " + _examples(state["bad"]),
+            {"units": units, "precision": precision},
+        )
+    )
+    return checks
