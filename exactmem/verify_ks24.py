@@ -246,23 +246,30 @@ def _measure(att, ffn, w, ds, precision):
 
 
 def _gap(ids, keys):
-    """(certified least gap between classes or None if two overlap, widest enclosure, pair)."""
+    """(certified least gap between classes or None, widest enclosure, collision): the
+    collision names two classes whose ids are the same exact number (certified equal)."""
     hull: dict = {}
+    where: dict = {}
     width = mpq(0)
-    for row, krow in zip(ids, keys, strict=True):
-        for c, key in zip(row, krow, strict=True):
+    for i, (row, krow) in enumerate(zip(ids, keys, strict=True)):
+        for k, (c, key) in enumerate(zip(row, krow, strict=True)):
             if not c.is_finite():
                 return None, None, None
             lo, hi = ball_bounds(c)
             width = max(width, hi - lo)
             a, b = hull.get(key, (lo, hi))
             hull[key] = (min(a, lo), max(b, hi))
-    ordered = sorted(hull.values())
+            where.setdefault(key, (i, k))
+    ordered = sorted((lo, hi, where[key]) for key, (lo, hi) in hull.items())
     if len(ordered) < 2:
         return mpq(0), width, None
-    gaps = [(b[0] - a[1], a, b) for a, b in zip(ordered, ordered[1:], strict=False)]
-    least = min(gaps, key=lambda g: g[0])
-    return (least[0] if least[0] > 0 else None), width, least
+    least = None
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        if a[0] == a[1] == b[0] == b[1]:
+            return None, width, (a[2], b[2], a[0])
+        gap = b[0] - a[1]
+        least = gap if least is None else min(least, gap)
+    return (least if least > 0 else None), width, None
 
 
 def _steps_judge(hidden, ds):
@@ -311,10 +318,10 @@ def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
 
     def judge(result):
         ids, hidden = result
-        gap, width, pair = _gap(ids, keys)
+        gap, width, collision = _gap(ids, keys)
         steps, bad = _steps_judge(hidden, ds)
-        state.update(gap=gap, width=width, steps=steps, bad=bad)
-        if steps is False:
+        state.update(gap=gap, width=width, steps=steps, bad=bad, collision=collision)
+        if steps is False or collision:
             return False
         return None if gap is None or steps is None else True
 
@@ -341,6 +348,17 @@ def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
                 figures,
             )
         )
+    elif state["collision"]:
+        (i, k), (j, m), value = state["collision"]
+        checks.append(
+            Check(
+                "ks24.contextual_mapping",
+                False,
+                f"sequences[{i}][{k}] and sequences[{j}][{m}] are of different (multiset, token) "
+                f"classes but share the context id {format_rational(value)} exactly",
+                figures,
+            )
+        )
     elif state["gap"] is None:
         raise InconclusiveError(
             f"ks24.contextual_mapping: the context ids of two classes still overlap at "
@@ -361,6 +379,8 @@ def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
         )
     steps = state["steps"]
     units = ffn.layers[-2].out_dim
+    if steps is None and state["collision"]:
+        return checks
     if steps is None:
         raise InconclusiveError(
             f"ks24.requantization: some step units stay undecided at {precision} bits"

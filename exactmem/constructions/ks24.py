@@ -151,10 +151,10 @@ def _midpoint_gap(ids, keys) -> mpq | None:
     return min(gaps) if gaps else None
 
 
-def _search(projected, keys, labels, beta, lam0, limit, tried):
+def _search(projected, keys, labels, beta, lam0, limit):
     """The (λ, precision, hulls, radius) whose class hulls are disjoint with gaps ≥ 16·radius,
     the widest relative gap among the candidates at the least precision that certifies."""
-    precision = START_PRECISION
+    precision = min(START_PRECISION, limit)
     while precision <= limit:
         best = None
         for j in TEMPERATURE_STEPS:
@@ -162,7 +162,6 @@ def _search(projected, keys, labels, beta, lam0, limit, tried):
             ids = context_ids(projected, lam, beta, precision)
             ordered, radius = _hulls(ids, keys, labels)
             if ordered is None:
-                tried.append((precision, _midpoint_gap(ids, keys)))
                 continue
             gaps = [b[0] - a[1] for a, b in zip(ordered, ordered[1:], strict=False)]
             gap = min(gaps) if gaps else mpq(1)
@@ -174,14 +173,16 @@ def _search(projected, keys, labels, beta, lam0, limit, tried):
     return None
 
 
-def _needed_precision(tried, scale: mpq) -> str:
-    gaps = [g for _, g in tried if g]
-    if not gaps:
-        return "two classes share one context id to the last bit tried: the gap may be zero"
-    g = min(gaps)
-    bits = int(scale.numerator).bit_length() - int(g.numerator).bit_length()
-    bits += int(g.denominator).bit_length() - int(scale.denominator).bit_length() + 16
-    return f"about {max(bits, START_PRECISION)} bits would be needed (--set precision=…)"
+def _needed_precision(projected, keys, beta, lam0, limit: int, scale: mpq) -> str:
+    """The bits a certified gap would need: the least midpoint gap between classes, measured
+    once at a precision above the limit, against the ids' magnitude (with 16 bits of room)."""
+    probe = min(max(4 * limit, 512), 1 << 16)
+    g = _midpoint_gap(context_ids(projected, lam0, beta, probe), keys)
+    if not g:
+        return f"two classes share one context id to {probe} bits: their gap may be zero"
+    bits = int(scale.numerator).bit_length() - int(scale.denominator).bit_length()
+    bits += int(g.denominator).bit_length() - int(g.numerator).bit_length() + 16
+    return f"about {max(bits, 64)} bits would be needed (--set precision=…)"
 
 
 def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
@@ -209,7 +210,6 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
         ms = tuple(sorted(toks))
         keys.append([(ms, t) for t in toks])
     labels = [tuple(y) for y in dataset.labels]
-    tried: list = []
     for _attempt in range(DIRECTION_ATTEMPTS):
         v = _direction(vectors, rng)
         s_of = [sum((a * x for a, x in zip(v, z, strict=True)), mpq(0)) for z in vectors]
@@ -224,7 +224,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
         lam0 = _pow2_at_most(1 / (top * spread)) if spread and top else mpq(1)
         if options.get("temperature"):
             lam0 = mpq(options["temperature"])
-        found = _search(projected, keys, labels, beta, lam0, limit, tried)
+        found = _search(projected, keys, labels, beta, lam0, limit)
         if found is not None:
             break
     else:
@@ -232,7 +232,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
         raise InconclusiveError(
             f"ks24: the context ids of different (sequence, token) classes were not certified "
             f"apart at up to {limit} bits in {DIRECTION_ATTEMPTS} directions; "
-            + _needed_precision(tried, scale)
+            + _needed_precision(projected, keys, beta, lam0, limit, scale)
         )
     lam, precision, ordered, radius, gap = found
     return _assemble(dataset, options, v, lam, beta, precision, ordered, radius, gap)
