@@ -311,14 +311,19 @@ def random_instance(
     seed: int = 0,
     *,
     repeats: int = 0,
-    bound: int = 9,
+    bound: int | None = None,
 ) -> Dataset:
     """N seq-to-seq pairs of n tokens drawn without repeats from ``vocab`` distinct non-zero
-    integer tokens in [−bound, bound]^d; the first ``repeats`` sequences repeat their first
+    integer tokens in [−bound, bound]^d (default: the least bound ≥ 9 leaving twice ``vocab``
+    tokens to draw from); the first ``repeats`` sequences repeat their first
     token at position 1 (outside the paper's hypothesis). Labels in 1..C, a function of
     (token, multiset of the sequence)."""
     if min(N, n, d, vocab, C) < 1 or vocab < n:
         raise InputError("random_instance needs N, n, d, C ≥ 1 and vocab ≥ n")
+    if bound is None:
+        bound = 9
+        while (2 * bound + 1) ** d - 1 < 2 * vocab:
+            bound *= 2
     if (2 * bound + 1) ** d - 1 < vocab:
         raise InputError(f"[−{bound}, {bound}]^{d} holds fewer than {vocab} non-zero tokens")
     rng = random.Random(seed)
