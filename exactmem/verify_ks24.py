@@ -137,9 +137,9 @@ def ball_seq2seq_label_check(
 # --------------------------------------------------------------------------- the checklist
 
 
-def _layers(model) -> tuple[Attention, MLP, list[int], int]:
-    """The architecture the checklist reads, and the id direction w (primitive integer vector)
-    with the FFN's first layer rows as multiples a_j·w (a_j ≠ 0)."""
+def _layers(model) -> tuple[Attention, MLP, list[int], list[Fraction]]:
+    """The architecture the checklist reads, the id direction w (primitive integer vector) and
+    the factors a_j ≠ 0 with the FFN's first-layer rows a_j·w."""
     subs = model.sublayers
     if (
         len(subs) != 2
@@ -172,6 +172,7 @@ def _layers(model) -> tuple[Attention, MLP, list[int], int]:
     for x in base:
         g = _gcd(g, x)
     w = [x // g for x in base]
+    factors = []
     for r, row in enumerate(dense):
         ratio = {Fraction(x, y) for x, y in zip(row, w, strict=True) if y} | (
             {None} if any(x for x, y in zip(row, w, strict=True) if not y) else set()
@@ -181,7 +182,8 @@ def _layers(model) -> tuple[Attention, MLP, list[int], int]:
                 f"the FFN's first layer row {r} is not a multiple of row 0: it reads no single "
                 "context id"
             )
-    return att, ffn, w, first.denominator
+        factors.append(ratio.pop())
+    return att, ffn, w, factors
 
 
 def _gcd(a: int, b: int) -> int:
@@ -223,21 +225,27 @@ def _classes(ds):
     return keys
 
 
-def _measure(att, ffn, w, ds, precision):
-    """At ``precision`` bits: the context ids (balls) and the FFN's last hidden layer per token."""
+def _measure(att, ffn, w, factors, ds, precision):
+    """At ``precision`` bits: the context ids (balls) and the FFN's last hidden layer per token.
+    The first layer's rows are a_j·w (checked exactly), so its unit j is (a_j·id + b_j)/den: the
+    same function of the stream, one product per unit instead of d."""
     old = ctx.prec
     ctx.prec = precision
     try:
+        first = ffn.layers[0]
+        scale = [to_ball(mpq(a.numerator, a.denominator * first.denominator)) for a in factors]
+        shift = [to_ball(mpq(b, first.denominator)) for b in first.bias]
         ids, hidden = [], []
         for seq in ds.sequences:
             cols = [[to_ball(x) for x in ds.vocab[t]] for t in seq]
             cols = _attention(att, cols, only_last=False)
-            ids.append([sum((c[j] * w[j] for j in range(len(w)) if w[j]), arb(0)) for c in cols])
+            row_ids = [sum((c[j] * w[j] for j in range(len(w)) if w[j]), arb(0)) for c in cols]
+            ids.append(row_ids)
             row = []
-            for c in cols:
-                h = c
-                for layer in ffn.layers[:-1]:
-                    h = [x.max(arb(0)) for x in _affine(layer, h)]
+            for x in row_ids:
+                h = [(a * x + b).max(arb(0)) for a, b in zip(scale, shift, strict=True)]
+                for layer in ffn.layers[1:-1]:
+                    h = [y.max(arb(0)) for y in _affine(layer, h)]
                 row.append(h)
             hidden.append(row)
         return ids, hidden
@@ -296,7 +304,7 @@ def _steps_judge(hidden, ds):
 
 def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
     """The ks24 checklist (module docstring), from the model's weights on ``ds``."""
-    att, ffn, w, _den = _layers(model)
+    att, ffn, w, factors = _layers(model)
     sep = separation(ds)
     n = len(ds.sequences[0])
     zero = sep.zero_tokens
@@ -314,7 +322,7 @@ def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
     state: dict = {}
 
     def evaluate(precision):
-        return _measure(att, ffn, w, ds, precision)
+        return _measure(att, ffn, w, factors, ds, precision)
 
     def judge(result):
         ids, hidden = result

@@ -44,7 +44,8 @@ def test_builds_and_certifies_with_exact_labels(built):
     assert isinstance(att, Attention) and att.score == "softmax" and len(att.heads) == 1
     h = att.heads[0]
     assert (h.query.out_dim, h.key.out_dim, h.value.out_dim, h.output.in_dim) == (1, 1, 1, 1)
-    assert isinstance(ffn, MLP) and len(ffn.layers) == 3
+    assert isinstance(ffn, MLP) and len(ffn.layers) == 5
+    assert ffn.layers[0].out_dim == 2 * len(witness.thresholds)  # two ramp units per step
     assert len(witness.thresholds) <= len(ds.sequences) * 4 - 1
     cert = certify(model, ds, construction="ks24")
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
@@ -142,20 +143,33 @@ def test_collapsed_contextual_mapping_is_refuted():
     assert "exactly" in got["ks24.contextual_mapping"].detail
 
 
-def test_shallow_ramps_fail_the_requantization(built):
-    """Slopes divided by 10⁹: ids sit inside the ramps, the step units leave {0, 1}."""
+def test_shallow_cuts_fail_the_requantization(built):
+    """The label lane's cut slopes divided by 10⁹: the step units g_c = 1 − h_c leave {0, 1}."""
     ds, model, _ = built
-    first, middle, last = model.sublayers[1].layers
-    soft = Affine(first.in_dim, first.rows, first.bias, first.denominator * 10**9)
-    got = {c.name: c for c in check_ks24(with_ffn(model, (soft, middle, last)), ds, limit=256)}
+    layers = list(model.sublayers[1].layers)
+    cuts = layers[2]
+    layers[2] = Affine(cuts.in_dim, cuts.rows, cuts.bias, cuts.denominator * 10**9)
+    got = {c.name: c for c in check_ks24(with_ffn(model, layers), ds, limit=256)}
     assert not got["ks24.requantization"].passed
+
+
+def test_ffn_reading_two_directions_is_not_the_structure(built):
+    ds, model, _ = built
+    layers = list(model.sublayers[1].layers)
+    ramps = layers[0]
+    rows = list(ramps.rows)
+    rows[1] = tuple((c, x + 1) for c, x in rows[1])
+    layers[0] = Affine(ramps.in_dim, tuple(rows), ramps.bias, ramps.denominator)
+    cert = certify(with_ffn(model, layers), ds, construction="ks24")
+    assert "ks24.structure" in {c.name for c in cert.failed}
 
 
 def test_wrong_readout_fails_the_labels(built):
     ds, model, _ = built
-    first, middle, last = model.sublayers[1].layers
-    off = Affine(last.in_dim, last.rows, (last.bias[0] + 1,), last.denominator)
-    cert = certify(with_ffn(model, (first, middle, off)), ds, construction="ks24")
+    layers = list(model.sublayers[1].layers)
+    last = layers[-1]
+    layers[-1] = Affine(last.in_dim, last.rows, (last.bias[0] + 1,), last.denominator)
+    cert = certify(with_ffn(model, layers), ds, construction="ks24")
     assert "labels" in {c.name for c in cert.failed}
 
 

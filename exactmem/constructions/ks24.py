@@ -22,14 +22,18 @@ reconstruction of it; the choices of v, λ, β and the exact re-quantizer are ou
    below by an exponentially small worst case; here the gap is *measured*: the ids are
    enclosed in Arb balls and λ (a power of two, from a few candidates) and the precision are
    chosen so that the enclosures of different classes are disjoint with room to spare;
-4. FFN, re-quantizing (ours: the paper's one-hidden-layer form, two units per id, is not
-   exactly evaluable on balls): for each id threshold t_j between consecutive classes with
-   different labels, h_j = ReLU(M(t_j − vᵀz)) and g_j = ReLU(1 − h_j), so g_j = 0 exactly below
-   t_j − 1/M and 1 exactly above t_j — the ball of an id away from the ramp gives an exact 0 or
-   1; the output y_lowest + Σ_j Δ_j g_j is then the label, exactly.
+4. FFN (the paper's "two ReLU units per id", its exact form ours): for each id threshold t_j
+   between consecutive classes with different labels, the ramp
+   ReLU(M(vᵀz − t_j) + 1) − ReLU(M(vᵀz − t_j)), 0 below t_j − 1/M and 1 above t_j, adds the label
+   step Δ_j to a label lane y'. On balls the ramps are exact only where they are 0, so y' is the
+   label up to a tiny radius; the FFN's last layers *re-quantize* it: h_c = ReLU(4(c + ½ − y'))
+   and g_c = ReLU(1 − h_c) are exactly 0 or 1 when y' lies within ¼ of an integer, and the
+   output y_lo + Σ_c g_c is the label exactly. The thresholds sit ≥ 2·radius off every ramp and
+   the precision is raised until the lane's error bound is below 1/16.
 
-Parameters: 3d for W_Q, W_K, W_V and d for W_O (rank one), then K(d + 1) + 2K + K + 1 for the
-FFN with K ≤ nN − 1 thresholds (its middle layer is diagonal: K non-zero of K² dense entries).
+Parameters: W_Q, W_K, W_V (1 × d) and W_O (d × 1): 4d, rank one; the FFN: 2K(d + 1) for the
+ramps (K ≤ nN − 1 thresholds), 2K + 1 for the lane and O(C²) for the re-quantization — the
+paper's O(d(2nN + d)) with C labels; depth 1 + 5.
 """
 
 from __future__ import annotations
@@ -235,18 +239,30 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
             + _needed_precision(projected, keys, beta, lam0, limit, scale)
         )
     lam, precision, ordered, radius, gap = found
-    return _assemble(dataset, options, v, lam, beta, precision, ordered, radius, gap)
+    M, thresholds, deltas = _staircase(ordered, radius)
+    while _label_error(M, deltas, radius) > mpq(1, 16):  # the label lane needs narrower ids
+        precision *= 2
+        if precision > limit:
+            raise InconclusiveError(
+                f"ks24: the label lane stays wider than 1/16 at {limit} bits; "
+                f"--set precision={2 * precision} would be needed"
+            )
+        ordered, radius = _hulls(context_ids(projected, lam, beta, precision), keys, labels)
+        M, thresholds, deltas = _staircase(ordered, radius)
+    return _assemble(
+        dataset, options, v, lam, beta, precision, ordered, radius, gap, M, thresholds, deltas
+    )
 
 
 def _opt(options: dict, key: str) -> mpq | None:
     return mpq(options[key]) if options.get(key) is not None else None
 
 
-def _assemble(dataset, options, v, lam, beta, precision, ordered, radius, gap):
-    d = dataset.dim
-    steps = [
-        (a, b) for a, b in zip(ordered, ordered[1:], strict=False) if a[2] != b[2]
-    ]  # thresholds only where the label changes
+def _staircase(ordered, radius):
+    """Slope M and the thresholds t_j (multiples of 1/M) between consecutive classes whose
+    labels differ, each ≥ 1/M + 2·radius above the lower class and ≥ 2·radius below the upper
+    one (gaps ≥ 16·radius and ≥ 8/M leave an interval ≥ 5/M long), with the label steps Δ_j."""
+    steps = [(a, b) for a, b in zip(ordered, ordered[1:], strict=False) if a[2] != b[2]]
     least = min((b[0] - a[1] for a, b in steps), default=mpq(1))
     M = 1 << max(0, math.ceil(math.log2(8 / least)) + 1)
     while mpq(1, M) > least / 8:
@@ -254,19 +270,61 @@ def _assemble(dataset, options, v, lam, beta, precision, ordered, radius, gap):
     thresholds, deltas = [], []
     for a, b in steps:
         t = mpq(math.ceil((a[1] + mpq(1, M) + 2 * radius) * M), M)
-        assert t <= b[0] - 2 * radius  # the interval is ≥ 5/M long (gaps ≥ 16·radius, 8/M)
+        assert t <= b[0] - 2 * radius
         thresholds.append(t)
         deltas.append(b[2] - a[2])
-    if not thresholds:  # one label for all: a unit below every id keeps the layers non-empty
+    if not thresholds:  # one label for all: a ramp below every id keeps the layers non-empty
         thresholds.append(mpq(math.floor((ordered[0][0] - 1) * M), M))
         deltas.append(0)
+    return M, thresholds, deltas
+
+
+def _label_error(M: int, deltas, radius: mpq) -> mpq:
+    """A bound on how far the label lane's ball strays from the label: each ramp pair is off
+    by ≤ 2M·radius (plus rounding, covered by the factor 2)."""
+    return 4 * M * radius * sum(abs(x) for x in deltas)
+
+
+def _ffn(d: int, v, M: int, thresholds, deltas, y_lo: int, y_hi: int) -> MLP:
+    """The FFN: two ramp units per threshold (the paper's "two ReLU units per id"), the label
+    lane y' = y − y_lo + 1 ≥ 1 (a ReLU leaves it be), then its re-quantization: units
+    h_c = ReLU(4(c + ½ − y')) and g_c = ReLU(1 − h_c), exactly 0 or 1 when y' is within ¼ of an
+    integer, and the label y_lo + Σ_c g_c."""
     K = len(thresholds)
-    first = Affine.from_dense(
-        [[-M * x for x in v]] * K, [int(t * M) for t in thresholds], 1, in_dim=d
+    rows, bias = [], []
+    for t in thresholds:
+        a = int(t * M)
+        rows += [[M * x for x in v], [M * x for x in v]]
+        bias += [1 - a, -a]  # ReLU(M(x − t) + 1) and ReLU(M(x − t)): their difference a ramp
+    ramps = Affine.from_dense(rows, bias, 1, in_dim=d)
+    lane = Affine(
+        2 * K,
+        (tuple(p for j, dj in enumerate(deltas) if dj for p in ((2 * j, dj), (2 * j + 1, -dj))),),
+        (1,),  # y' of the lowest class (offset y_lo − 1 below)
     )
-    middle = Affine(K, tuple(((j, -1),) for j in range(K)), (1,) * K)
-    last = Affine(
-        K, (tuple((j, int(dj)) for j, dj in enumerate(deltas) if dj),), (int(ordered[0][2]),)
+    span = max(1, y_hi - y_lo)
+    cuts = Affine(
+        1, tuple(((0, -4),) for _ in range(span)), tuple(4 * c + 2 for c in range(1, span + 1))
+    )
+    steps = Affine(span, tuple(((c, -1),) for c in range(span)), (1,) * span)
+    read = Affine(span, (tuple((c, 1) for c in range(y_hi - y_lo)),), (y_lo,))
+    return MLP((ramps, lane, cuts, steps, read), residual=False, label="ffn")
+
+
+def _assemble(
+    dataset, options, v, lam, beta, precision, ordered, radius, gap, M, thresholds, deltas
+):
+    d = dataset.dim
+    y_lo = min(c[2] for c in ordered)
+    y_hi = max(c[2] for c in ordered)
+    # the lowest class's label enters through the lane's bias: shift Δ's origin to y_lo
+    ffn = _ffn(d, v, M, thresholds, deltas, y_lo, y_hi)
+    base = ordered[0][2] - y_lo + 1
+    lane = ffn.layers[1]
+    ffn = MLP(
+        (ffn.layers[0], Affine(lane.in_dim, lane.rows, (base,)), *ffn.layers[2:]),
+        residual=False,
+        label="ffn",
     )
     u = [mpq(0)] * d
     j0 = max(range(d), key=lambda i: abs(v[i]))
@@ -290,7 +348,7 @@ def _assemble(dataset, options, v, lam, beta, precision, ordered, radius, gap):
         d,
         (
             Attention((head,), "softmax", "boltzmann", "none"),
-            MLP((first, middle, last), residual=False, label="requantizer"),
+            ffn,
         ),
         None,
         None,
