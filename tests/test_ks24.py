@@ -216,3 +216,20 @@ def test_quick_claim_instances_reproduce():
         ds = GENERATORS[inst.generator](inst.params)
         model, _ = _build(claim.construction, ds, {**claim.options, **inst.options, "seed": 0})
         assert certify(model, ds, construction="ks24").verdict == verdict
+
+
+def test_files_of_a_ks24_run_validate(tmp_path, built):
+    """The dataset, model and certificate files of a ks24 run meet the published schemas."""
+    import json
+
+    from test_schemas import assert_valid
+
+    from exactmem.data import dataset_to_json
+    from exactmem.io import save_certificate, save_model
+
+    ds, model, _ = built
+    assert_valid(json.loads(json.dumps(dataset_to_json(ds))), "dataset")
+    save_model(model, tmp_path / "m.json")
+    assert_valid(json.loads((tmp_path / "m.json").read_text()), "model")
+    save_certificate(certify(model, ds, construction="ks24").to_json(), tmp_path / "c.json")
+    assert_valid(json.loads((tmp_path / "c.json").read_text()), "certificate")
