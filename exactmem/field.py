@@ -321,7 +321,7 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
     attention-only constructions run at capped sizes (their exact feature solves grow fast):
     Mahdavi et al. with T = min(N, 41) examples of min(n, d − 1) context tokens, Dana et al. with
     min(N, 100) associations, Kajitsuka & Sato 2024 with min(N, 100) sequences of n distinct
-    tokens (its ball verification grows with (nN)²); the task column says which.
+    tokens; the task column says which.
     """
     from exactmem.certify import certify
     from exactmem.constructions import ks25, vys

@@ -18,7 +18,9 @@ model has not the structure the checklist reads).
   after it are exact.
 
 A figure that stays undecided up to the precision limit is *inconclusive* (exit 4), naming the
-precision tried.
+precision tried. Models of this shape are evaluated through the FFN's rank-one first layer
+(:mod:`exactmem.rank_one`: the same function, O(log K) per token); any other seq-to-seq softmax
+model through the plain ball evaluator.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from gmpy2 import mpq
 from exactmem.errors import InconclusiveError
 from exactmem.evaluate.softmax import (
     MAX_PRECISION,
-    _affine,
+    BallTrace,
     _attention,
+    _mlp,
     ball_bounds,
     decide,
     run_balls,
@@ -40,6 +43,7 @@ from exactmem.evaluate.softmax import (
 )
 from exactmem.exact import format_rational
 from exactmem.model import MLP, Attention
+from exactmem.rank_one import RankOneFFN, rank_one_direction
 from exactmem.separation import Separation, separation
 from exactmem.verify import Check, ChecklistStructureError, _examples
 from exactmem.verify_attention import brief
@@ -87,6 +91,51 @@ def _judge(trace, labels, readout: str, tol: mpq):
     return (None if undecided else True), worst, bad
 
 
+def _fast_path(model):
+    """A :class:`RankOneFFN` for a model that is one attention layer and one plain FFN with a
+    rank-one first layer on raw tokens (the ks24 shape), else None."""
+    subs = model.sublayers
+    if (
+        len(subs) != 2
+        or not isinstance(subs[0], Attention)
+        or not isinstance(subs[1], MLP)
+        or subs[1].residual
+        or len(subs[1].layers) < 2
+        or model.embed is not None
+        or model.unembed is not None
+        or model.token_inputs
+    ):
+        return None
+    found = rank_one_direction(subs[1].layers[0])
+    return None if found is None else RankOneFFN(subs[1], *found)
+
+
+def _run(model, ds, precision: int, fast: RankOneFFN | None):
+    """Per sequence and position: the ids x = wᵀz after the attention (None without the fast
+    path) and the FFN's layers from the second on (hidden activations, then the output)."""
+    if fast is None:
+        trace = run_balls(model, ds.vocab, ds.sequences, precision=precision, positions="all")
+        return None, [[[col] for col in out] for out in trace.outputs]
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        att, ffn = model.sublayers
+        ids, layers = [], []
+        for seq in ds.sequences:
+            cols = _attention(att, [[to_ball(x) for x in ds.vocab[t]] for t in seq], False)
+            xs = [sum((c[j] * wj for j, wj in enumerate(fast.w) if wj), arb(0)) for c in cols]
+            ids.append(xs)
+            layers.append(
+                [
+                    fast.layers(x) if x.is_finite() else [_mlp(ffn, c)]
+                    for x, c in zip(xs, cols, strict=True)
+                ]
+            )
+        return ids, layers
+    finally:
+        ctx.prec = old
+
+
 def ball_seq2seq_label_check(
     model, ds, *, readout: str = "label", tolerance: mpq | None = None, limit: int = MAX_PRECISION
 ) -> Check:
@@ -95,8 +144,11 @@ def ball_seq2seq_label_check(
     tol = mpq(0) if tolerance is None else mpq(tolerance)
     state: dict = {}
 
+    fast = _fast_path(model)
+
     def evaluate(precision):
-        return run_balls(model, ds.vocab, ds.sequences, precision=precision, positions="all")
+        _, layers = _run(model, ds, precision, fast)
+        return BallTrace([[token[-1] for token in seq] for seq in layers], precision)
 
     def judge(trace):
         verdict, worst, bad = _judge(trace, ds.labels, readout, tol)
@@ -160,36 +212,16 @@ def _layers(model) -> tuple[Attention, MLP, list[int], list[Fraction]]:
         raise ChecklistStructureError("its W_Q, W_K, W_V, W_O are not of rank one (1 row/column)")
     if len(ffn.layers) < 3:
         raise ChecklistStructureError("its FFN has fewer than two hidden layers to re-quantize")
-    first = ffn.layers[0]
-    dense = [[0] * first.in_dim for _ in first.rows]
-    for r, row in enumerate(first.rows):
-        for c, x in row:
-            dense[r][c] = x
-    base = next((r for r in dense if any(r)), None)
-    if base is None:
-        raise ChecklistStructureError("the FFN's first layer reads nothing")
-    g = 0
-    for x in base:
-        g = _gcd(g, x)
-    w = [x // g for x in base]
-    factors = []
-    for r, row in enumerate(dense):
-        ratio = {Fraction(x, y) for x, y in zip(row, w, strict=True) if y} | (
-            {None} if any(x for x, y in zip(row, w, strict=True) if not y) else set()
+    if ffn.residual:
+        raise ChecklistStructureError("its FFN is residual; the checklist reads a plain FFN")
+    found = rank_one_direction(ffn.layers[0])
+    if found is None:
+        raise ChecklistStructureError(
+            "the rows of its FFN's first layer are not multiples of one direction: it reads no "
+            "single context id"
         )
-        if len(ratio) != 1 or None in ratio or 0 in ratio:
-            raise ChecklistStructureError(
-                f"the FFN's first layer row {r} is not a multiple of row 0: it reads no single "
-                "context id"
-            )
-        factors.append(ratio.pop())
+    w, factors = found
     return att, ffn, w, factors
-
-
-def _gcd(a: int, b: int) -> int:
-    import math
-
-    return math.gcd(a, b)
 
 
 def paper_delta_exponent(sep: Separation, n: int, d: int) -> str | None:
@@ -225,34 +257,6 @@ def _classes(ds):
     return keys
 
 
-def _measure(att, ffn, w, factors, ds, precision):
-    """At ``precision`` bits: the context ids (balls) and the FFN's last hidden layer per token.
-    The first layer's rows are a_j·w (checked exactly), so its unit j is (a_j·id + b_j)/den: the
-    same function of the stream, one product per unit instead of d."""
-    old = ctx.prec
-    ctx.prec = precision
-    try:
-        first = ffn.layers[0]
-        scale = [to_ball(mpq(a.numerator, a.denominator * first.denominator)) for a in factors]
-        shift = [to_ball(mpq(b, first.denominator)) for b in first.bias]
-        ids, hidden = [], []
-        for seq in ds.sequences:
-            cols = [[to_ball(x) for x in ds.vocab[t]] for t in seq]
-            cols = _attention(att, cols, only_last=False)
-            row_ids = [sum((c[j] * w[j] for j in range(len(w)) if w[j]), arb(0)) for c in cols]
-            ids.append(row_ids)
-            row = []
-            for x in row_ids:
-                h = [(a * x + b).max(arb(0)) for a, b in zip(scale, shift, strict=True)]
-                for layer in ffn.layers[1:-1]:
-                    h = [y.max(arb(0)) for y in _affine(layer, h)]
-                row.append(h)
-            hidden.append(row)
-        return ids, hidden
-    finally:
-        ctx.prec = old
-
-
 def _gap(ids, keys):
     """(certified least gap between classes or None, widest enclosure, collision): the
     collision names two classes whose ids are the same exact number (certified equal)."""
@@ -286,6 +290,9 @@ def _steps_judge(hidden, ds):
     one = arb(1)
     for i, rows in enumerate(hidden):
         for k, units in enumerate(rows):
+            if units is None:  # an id beyond the exponent range: nothing decided here
+                undecided = True
+                continue
             for j, g in enumerate(units):
                 if g.is_exact() and (g == 0 or g == one):
                     continue
@@ -321,11 +328,14 @@ def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
     keys = _classes(ds)
     state: dict = {}
 
+    fast = RankOneFFN(ffn, w, factors)
+
     def evaluate(precision):
-        return _measure(att, ffn, w, factors, ds, precision)
+        return _run(model, ds, precision, fast)
 
     def judge(result):
-        ids, hidden = result
+        ids, layers = result
+        hidden = [[token[-2] if len(token) > 1 else None for token in seq] for seq in layers]
         gap, width, collision = _gap(ids, keys)
         steps, bad = _steps_judge(hidden, ds)
         state.update(gap=gap, width=width, steps=steps, bad=bad, collision=collision)

@@ -233,3 +233,85 @@ def test_files_of_a_ks24_run_validate(tmp_path, built):
     assert_valid(json.loads((tmp_path / "m.json").read_text()), "model")
     save_certificate(certify(model, ds, construction="ks24").to_json(), tmp_path / "c.json")
     assert_valid(json.loads((tmp_path / "c.json").read_text()), "certificate")
+
+
+def _exact_mlp(ffn, z):
+    """The plain FFN on an exact rational input (ReLU after every layer but the last)."""
+    h = list(z)
+    for i, layer in enumerate(ffn.layers):
+        h = [
+            (sum((h[c] * x for c, x in row), mpq(0)) + b) / layer.denominator
+            for row, b in zip(layer.rows, layer.bias, strict=True)
+        ]
+        if i < len(ffn.layers) - 1:
+            h = [max(v, mpq(0)) for v in h]
+    return h
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rank_one_evaluator_encloses_the_exact_values(seed):
+    """Kinks of both slope signs, several second-layer rows, inputs on, beside and between the
+    kinks, exact and as wide balls: every exact value of the FFN lies in the enclosure."""
+    import random
+
+    from flint import arb, ctx
+
+    from exactmem.rank_one import RankOneFFN, rank_one_direction
+
+    rng = random.Random(seed)
+    d, K = 3, 9
+    w = [rng.choice([-3, -1, 2, 5]) for _ in range(d)]
+    factors = [rng.choice([-4, -1, 1, 3]) for _ in range(K)]
+    first = Affine.from_dense(
+        [[f * x for x in w] for f in factors], [rng.randint(-20, 20) for _ in range(K)], 2
+    )
+    second = Affine.from_dense(
+        [[rng.choice([0, 0, -2, 1, 3]) for _ in range(K)] for _ in range(3)],
+        [rng.randint(-5, 5) for _ in range(3)],
+        3,
+    )
+    third = Affine.from_dense([[1, -1, 2]], [1], 1)
+    ffn = MLP((first, second, third), residual=False)
+    found = rank_one_direction(first)
+    assert found is not None
+    fast = RankOneFFN(ffn, *found)
+    old = ctx.prec
+    ctx.prec = 128
+    try:
+        for _ in range(30):
+            z = [mpq(rng.randint(-12, 12), rng.choice([1, 2, 3])) for _ in range(d)]
+            x = sum((a * b for a, b in zip(found[0], z, strict=True)), mpq(0))
+            layers = fast.layers(arb(float(x)) if x.denominator == 1 else _ball(x))
+            assert _contains(layers[-1][0], _exact_mlp(ffn, z)[0])
+            # a wide ball: every point inside it maps into the enclosure
+            rad = mpq(rng.randint(1, 40), 8)  # dyadic: the ball is exactly x ± rad
+            wide = fast.layers(_ball(x) + arb(0, float(rad)))[-1][0]
+            for t in range(5):
+                shift = rad * mpq(2 * t - 4, 4)
+                zt = list(z)
+                pivot = next(i for i, v in enumerate(found[0]) if v)
+                zt[pivot] += shift / found[0][pivot]
+                assert _contains(wide, _exact_mlp(ffn, zt)[0])
+    finally:
+        ctx.prec = old
+
+
+def _ball(q):
+    from exactmem.balls import to_ball
+
+    return to_ball(q)
+
+
+def _contains(ball, q) -> bool:
+    from exactmem.balls import ball_bounds
+
+    lo, hi = ball_bounds(ball)
+    return lo <= q <= hi
+
+
+def test_rank_one_direction_refuses_other_layers():
+    from exactmem.rank_one import rank_one_direction
+
+    assert rank_one_direction(Affine.from_dense([[2, 4], [-1, -2]], [0, 1])) is not None
+    assert rank_one_direction(Affine.from_dense([[2, 4], [1, 3]], [0, 1])) is None
+    assert rank_one_direction(Affine.from_dense([[2, 4], [0, 0]], [0, 1])) is None
