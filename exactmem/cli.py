@@ -309,7 +309,7 @@ def parser() -> argparse.ArgumentParser:
         "formulas evaluated at the given sizes; --measure adds exactmem's own constructions, "
         "built and certified on random data (the Kajitsuka & Sato 2025 and VYS ones at these "
         "sizes; Mahdavi et al. at T = min(N, 41) examples of min(n, d − 1) context tokens, Dana "
-        "et al. at min(N, 100) associations, Kajitsuka & Sato 2024 at min(N, 100) sequences of n "
+        "et al. at min(N, 100) associations, Kajitsuka & Sato 2024 at min(N, 1000) sequences of n "
         "distinct tokens), with measured / paper bound and the fitted constants of the claims' "
         "tight bounds.",
         epilog=EPILOG,

@@ -320,7 +320,7 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
     eq. (72) count of its block architecture is reported beside its parameter count. The
     attention-only constructions run at capped sizes (their exact feature solves grow fast):
     Mahdavi et al. with T = min(N, 41) examples of min(n, d − 1) context tokens, Dana et al. with
-    min(N, 100) associations, Kajitsuka & Sato 2024 with min(N, 100) sequences of n distinct
+    min(N, 100) associations, Kajitsuka & Sato 2024 with min(N, 1000) sequences of n distinct
     tokens; the task column says which.
     """
     from exactmem.certify import certify
@@ -378,7 +378,7 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
     ]
     from exactmem.constructions import ks24
 
-    N_ks24 = min(N, 100)
+    N_ks24 = min(N, 1000)
     jobs.append(
         (
             "ks24",
