@@ -155,7 +155,7 @@ def ball_seq2seq_label_check(
         state.update(worst=worst, bad=bad)
         return verdict
 
-    verdict, precision = decide(evaluate, judge, limit=limit)
+    verdict, precision = decide(evaluate, judge, start=min(64, limit), limit=limit)
     count = sum(len(y) for y in ds.labels)
     if verdict is None:
         raise InconclusiveError(
@@ -284,6 +284,26 @@ def _gap(ids, keys):
     return (least if least > 0 else None), width, None
 
 
+def _bits_needed(ids, keys) -> str:
+    """The precision a certified gap would need, estimated from the midpoints: the ids'
+    magnitude over the least midpoint gap between classes, with 16 bits of room."""
+    from exactmem.balls import ball_midpoint
+
+    mids: dict = {}
+    for row, krow in zip(ids, keys, strict=True):
+        for c, key in zip(row, krow, strict=True):
+            if c.is_finite():
+                mids.setdefault(key, ball_midpoint(c))
+    values = sorted(mids.values())
+    gaps = [b - a for a, b in zip(values, values[1:], strict=False) if b != a]
+    if not gaps or len(gaps) < len(values) - 1:
+        return " (two classes share a midpoint: their gap may be zero)"
+    top = max(abs(v) for v in values) or mpq(1)
+    ratio = top / min(gaps)
+    bits = int(ratio.numerator).bit_length() - int(ratio.denominator).bit_length() + 16
+    return f"; about {bits} bits would be needed"
+
+
 def _steps_judge(hidden, ds):
     """(verdict or None, bad items) for 'every last-hidden unit exact in {0, 1}'."""
     bad, undecided = [], False
@@ -343,7 +363,7 @@ def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
             return False
         return None if gap is None or steps is None else True
 
-    _, precision = decide(evaluate, judge, limit=limit)
+    _, precision = decide(evaluate, judge, start=min(64, limit), limit=limit)
     delta = paper_delta_exponent(sep, n, ds.dim)
     delta_text = (
         "paper's worst-case δ: not measured"
@@ -381,6 +401,7 @@ def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
         raise InconclusiveError(
             f"ks24.contextual_mapping: the context ids of two classes still overlap at "
             f"{precision} bits (the precision limit); their gap is not certified"
+            + _bits_needed(_run(model, ds, min(max(4 * limit, 512), 1 << 16), fast)[0], keys)
         )
     else:
         gap, width = state["gap"], state["width"]

@@ -315,3 +315,9 @@ def test_rank_one_direction_refuses_other_layers():
     assert rank_one_direction(Affine.from_dense([[2, 4], [-1, -2]], [0, 1])) is not None
     assert rank_one_direction(Affine.from_dense([[2, 4], [1, 3]], [0, 1])) is None
     assert rank_one_direction(Affine.from_dense([[2, 4], [0, 0]], [0, 1])) is None
+
+
+def test_verify_below_the_needed_precision_is_inconclusive_naming_the_bits(built):
+    ds, model, _ = built
+    with pytest.raises(InconclusiveError, match=r"about \d+ bits would be needed"):
+        check_ks24(model, ds, limit=16)
