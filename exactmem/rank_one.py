@@ -44,11 +44,12 @@ def rank_one_direction(first: Affine) -> tuple[list[int], list[Fraction]] | None
     w = [x // g for x in base]
     pivot = next(i for i, x in enumerate(w) if x)
     factors = []
+    wp = w[pivot]
     for row in dense:
-        f = Fraction(row[pivot], w[pivot])
-        if f == 0 or any(Fraction(x) != f * y for x, y in zip(row, w, strict=True)):
+        rp = row[pivot]  # row = (rp / wp)·w  ⇔  row·wp = rp·w, in integers
+        if rp == 0 or any(x * wp != rp * y for x, y in zip(row, w, strict=True)):
             return None
-        factors.append(f)
+        factors.append(Fraction(rp, wp))
     return w, factors
 
 
