@@ -110,9 +110,23 @@ def _fast_path(model):
     return None if found is None else RankOneFFN(subs[1], *found)
 
 
+_LAST_RUN: list = []  # (model, dataset, precision, fast?, result): the labels check and the
+# checklist evaluate the same model at the same precisions; the entry holds its objects, so an
+# `is` match cannot be a recycled id
+
+
 def _run(model, ds, precision: int, fast: RankOneFFN | None):
     """Per sequence and position: the ids x = wᵀz after the attention (None without the fast
     path) and the FFN's layers from the second on (hidden activations, then the output)."""
+    for m, d, p, f, result in _LAST_RUN:
+        if m is model and d is ds and p == precision and f == (fast is not None):
+            return result
+    result = _evaluate(model, ds, precision, fast)
+    _LAST_RUN[:] = [(model, ds, precision, fast is not None, result)]
+    return result
+
+
+def _evaluate(model, ds, precision: int, fast: RankOneFFN | None):
     if fast is None:
         trace = run_balls(model, ds.vocab, ds.sequences, precision=precision, positions="all")
         return None, [[[col] for col in out] for out in trace.outputs]
@@ -363,7 +377,10 @@ def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
             return False
         return None if gap is None or steps is None else True
 
-    _, precision = decide(evaluate, judge, start=min(64, limit), limit=limit)
+    try:
+        _, precision = decide(evaluate, judge, start=min(64, limit), limit=limit)
+    finally:
+        _LAST_RUN.clear()
     delta = paper_delta_exponent(sep, n, ds.dim)
     delta_text = (
         "paper's worst-case δ: not measured"

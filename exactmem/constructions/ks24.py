@@ -20,7 +20,7 @@ reconstruction of it; the choices of v, λ, β and the exact re-quantizer are ou
    tokens apart; the tilted mean b_k separates one token's occurrences in different sequences.
    The paper bounds the least gap δ between ids of different (sequence, token) classes from
    below by an exponentially small worst case; here the gap is *measured*: the ids are
-   enclosed in Arb balls and λ (a power of two, from a few candidates) and the precision are
+   enclosed in Arb balls and λ (a power of two: λ₀, then λ₀/4 and 4λ₀) and the precision are
    chosen so that the enclosures of different classes are disjoint with room to spare;
 4. FFN (the paper's "two ReLU units per id", its exact form ours): for each id threshold t_j
    between consecutive classes with different labels, the ramp
@@ -54,7 +54,7 @@ from exactmem.sequences import check_consistency
 
 __all__ = ["KS24Witness", "build", "context_ids", "random_instance"]
 
-TEMPERATURE_STEPS = (-2, 0, 2)  # λ = 2^j·λ₀: the candidates tried at each precision
+TEMPERATURE_STEPS = (0, -2, 2)  # λ = 2^j·λ₀: the candidates, in the order tried
 START_PRECISION = 128
 DEFAULT_PRECISION_LIMIT = 4096
 DIRECTION_ATTEMPTS = 6
@@ -156,11 +156,10 @@ def _midpoint_gap(ids, keys) -> mpq | None:
 
 
 def _search(projected, keys, labels, beta, lam0, limit):
-    """The (λ, precision, hulls, radius) whose class hulls are disjoint with gaps ≥ 16·radius,
-    the widest relative gap among the candidates at the least precision that certifies."""
+    """The first (λ, precision, hulls, radius, gap) whose class hulls are disjoint with gaps ≥
+    16·radius: λ₀, λ₀/4, 4λ₀ at each precision, the least precision first."""
     precision = min(START_PRECISION, limit)
     while precision <= limit:
-        best = None
         for j in TEMPERATURE_STEPS:
             lam = lam0 * (mpq(2) ** j if j >= 0 else mpq(1, 2 ** (-j)))
             ids = context_ids(projected, lam, beta, precision)
@@ -169,10 +168,8 @@ def _search(projected, keys, labels, beta, lam0, limit):
                 continue
             gaps = [b[0] - a[1] for a, b in zip(ordered, ordered[1:], strict=False)]
             gap = min(gaps) if gaps else mpq(1)
-            if gap > 16 * radius and (best is None or gap > best[4]):
-                best = (lam, precision, ordered, radius, gap)
-        if best is not None:
-            return best
+            if gap > 16 * radius:
+                return lam, precision, ordered, radius, gap
         precision *= 2
     return None
 
