@@ -423,9 +423,7 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
     tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
     if trace is None and seq2seq:
         checks = [
-            ball_seq2seq_label_check(
-                model, dataset, readout=readout, tolerance=criteria.tolerance
-            )
+            ball_seq2seq_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)
         ]
     elif trace is None:
         checks = [ball_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)]
