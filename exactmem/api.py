@@ -77,8 +77,8 @@ def build(
     ``ks25-next-token`` (Kajitsuka & Sato 2025, Theorem 4.1) and its variants
     ``ks25-seq2seq`` (Corollary 4.1), ``ks25-token-ids`` (Theorem E.1), ``ks25-deep-sets``
     (Theorem D.1), ``ks25-bit-budget`` (Theorem F.1), ``mahdavi24`` (Mahdavi, Liao &
-    Thrampoulidis 2024), ``dana25`` (Dana, Pydi & Chevaleyre 2025) and ``kim23`` (Kim, Kim &
-    Mozafari 2023).
+    Thrampoulidis 2024), ``dana25`` (Dana, Pydi & Chevaleyre 2025), ``kim23`` (Kim, Kim &
+    Mozafari 2023) and ``ks24`` (Kajitsuka & Sato 2024; task ``seq2seq``).
 
     ``options`` are the construction's options, exactly those of ``build --set KEY=VALUE``
     (``python -m exactmem build --help`` lists them), given as Python values:
@@ -139,6 +139,10 @@ def _construct(
         from exactmem.constructions import dana25
 
         return dana25.build(dataset, options, progress=progress)[0]
+    if construction == "ks24":
+        from exactmem.constructions import ks24
+
+        return ks24.build(dataset, options)[0]
     from exactmem.constructions import ks25
 
     return ks25.build(dataset, options, construction, progress=progress)[0]

@@ -76,6 +76,10 @@ def _build(construction: str, dataset, options: dict, progress: Callable | None 
         from exactmem.constructions import kim23
 
         return kim23.build(dataset, options)
+    if construction == "ks24":
+        from exactmem.constructions import ks24
+
+        return ks24.build(dataset, options)
     return ks25.build(dataset, options, construction, progress=progress)
 
 
@@ -197,7 +201,16 @@ def _gen_associations(p: dict, progress=None):
     return random_associations(p["vocab"], p["S"], p["T"], p.get("seed", 0), progress=progress)
 
 
+def _gen_ks24(p: dict, progress=None):
+    from exactmem.constructions.ks24 import random_instance
+
+    return random_instance(
+        p["N"], p["n"], p["d"], p["vocab"], p["C"], p.get("seed", 0), repeats=p.get("repeats", 0)
+    )
+
+
 GENERATORS: dict[str, Callable] = {
+    "ks24": _gen_ks24,
     "attention": _gen_attention,
     "associations": _gen_associations,
     "random_points": _gen_random_points,
@@ -261,6 +274,7 @@ GENERATOR_PARAMS: dict[str, dict[str, type | tuple[str, ...]]] = {
     "zen": {"n": int, "unit": ("char", "word"), "limit": int, "seed": int},
     "attention": {"T": int, "n": int, "d": int, "C": int, "seed": int, "shared_context": bool},
     "associations": {"vocab": int, "S": int, "T": int, "seed": int},
+    "ks24": {"N": int, "n": int, "d": int, "vocab": int, "C": int, "seed": int, "repeats": int},
 }
 REQUIRED_PARAMS = {
     "random_points": ("N", "d", "C"),
@@ -270,6 +284,7 @@ REQUIRED_PARAMS = {
     "zen": (),
     "attention": ("T", "n", "d", "C"),
     "associations": ("vocab", "S", "T"),
+    "ks24": ("N", "n", "d", "vocab", "C"),
 }
 _KIND_NAMES = {
     str: "a string",
