@@ -28,7 +28,7 @@ from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, ratio_equal
 from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
-from exactmem.model import MLP, PositionalEncoding, Transformer, resources
+from exactmem.model import MLP, PositionalEncoding, Transformer, has_gelu, resources
 from exactmem.progress import tell
 from exactmem.sequences import check_consistency, view, with_positions
 from exactmem.verify import (
@@ -48,6 +48,7 @@ from exactmem.verify_attention import (
     mahdavi_checks,
 )
 from exactmem.verify_ks25 import check_ks25
+from exactmem.verify_madden24 import madden_checks, require_tolerance
 
 __all__ = [
     "CHECKLISTS",
@@ -113,6 +114,7 @@ CONSTRUCTIONS = (
     "ks25-bit-budget",
     "mahdavi24",
     "dana25",
+    "madden24",
 )
 """The constructions whose checklists the verifier knows (``verify --construction NAME``)."""
 
@@ -127,6 +129,8 @@ CHECKLISTS = {
     "features (exact, or certified on balls), capacity H(min(n, d_h) − 1) + 1, Proposition 2's "
     "ceiling",
     "dana25": "Dana et al. 2025: Lemma 2's feature rank (Arb), capacity H·d_h + d",
+    "madden24": "Madden et al. 2024: injective last-position outputs, full row rank of the GELU "
+    "features (m ≥ n − 1), targets within --tolerance, the dimension count k ≥ n(ω − 1) (Arb)",
 }
 
 
@@ -176,7 +180,9 @@ def certify(
     ``reference`` (plain Python integers, in ``jobs`` processes for the token-wise sub-layers).
     Both compute the same values, lanes and statistics."""
     criteria = Criteria(construction, None if tolerance is None else mpq(tolerance))
-    run = _evaluator(evaluator)
+    if criteria.construction == "madden24":
+        require_tolerance(dataset, criteria.tolerance)
+    run = _evaluator(_evaluator_for(evaluator, model))
     readout = _readout(model, dataset)
     feed = "vectors"
     if dataset.task == "points":
@@ -242,6 +248,7 @@ TASKS = {
     "ks25-seq2seq": ("seq2seq",),
     "mahdavi24": ("next-token",),
     "dana25": ("next-token",),
+    "madden24": ("next-token",),
 }
 
 
@@ -316,6 +323,13 @@ def _evaluator(name: str) -> Callable:
     if name == "reference":
         return reference_run
     raise InputError(f"evaluator {name!r} is not one of {', '.join(EVALUATORS)}")
+
+
+def _evaluator_for(name: str, model: Transformer) -> str:
+    """The fast evaluator knows neither GELU nor causal masks: such models go to the reference
+    evaluator (which refuses GELU as transcendental: the checks then run on Arb balls)."""
+    causal = any(getattr(s, "mask", "") == "causal" for s in model.sublayers)
+    return "reference" if name == "fast" and (has_gelu(model) or causal) else name
 
 
 def _checklist(name: str, run_checks: Callable[[], list[Check]]) -> list[Check]:
@@ -442,6 +456,10 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         checks += _checklist(construction, lambda: mahdavi_checks(model, dataset))
     if construction == "dana25":
         checks += _checklist(construction, lambda: dana_checks(model, dataset))
+    if construction == "madden24":
+        checks += _checklist(
+            construction, lambda: madden_checks(model, dataset, criteria.tolerance)
+        )
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
         model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")

@@ -32,6 +32,10 @@ CONSTRUCTIONS["dana25"] = (
     "Dana, Pydi & Chevaleyre 2025: an attention-only Transformer memorizes H*d_h + d "
     "associations (task next-token over token ids)"
 )
+CONSTRUCTIONS["madden24"] = (
+    "Madden, Fox & Thrampoulidis 2024: a one-layer decoder (causal softmax head, GELU FNN of "
+    "width m >= n - 1) interpolates n next-token distributions (task next-token over token ids)"
+)
 
 
 NUMBER_CHARS = 64  # --set numbers: 2⁶⁴ and p/q with p, q < 2⁶⁴ fit, 10⁷-digit strings do not
@@ -149,6 +153,20 @@ OPTIONS = {
         "head_dim": ("d_h, 2 ≤ d_h ≤ d (default d): capacity H(min(n, d_h) − 1) + 1", _positive),
     },
 }
+OPTIONS["madden24"] = {
+    "d": ("embedding dimension (default 8)", _positive),
+    "width": (
+        "m: the FNN's width (default n, the distinct contexts; below n − 1 the verifier refutes)",
+        _positive,
+    ),
+    "precision": ("bits of the Arb output solve (default 256, doubled on failure)", _positive),
+    "bits": ("significant bits of each output weight (default 128)", _positive),
+    "tolerance": (
+        "allowed |softmax − target| a claim file certifies (the build ignores it; verify takes "
+        "--tolerance)",
+        lambda k, v: str(_rational_option(k, v)),
+    ),
+}
 
 
 def _rational_option(key: str, value: str):
@@ -210,6 +228,8 @@ OPTION_LIMITS = {
     "scale": (lambda ds: 2**64, "at most 2⁶⁴"),
     "precision": (lambda ds: 2**16, "at most 65536 bits (it is doubled up to 7 times)"),
     "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
+    "width": (lambda ds: 2 * ds.size, "a width above 2N = {limit} adds nothing to fit"),
+    "bits": (lambda ds: 4096, "at most 4096 significant bits"),
 }
 
 

@@ -72,6 +72,10 @@ def _build(construction: str, dataset, options: dict):
         from exactmem.constructions import dana25
 
         return dana25.build(dataset, options)
+    if construction == "madden24":
+        from exactmem.constructions import madden24
+
+        return madden24.build(dataset, options)
     return ks25.build(dataset, options, construction)
 
 
@@ -187,7 +191,16 @@ def _gen_associations(p: dict):
     return random_associations(p["vocab"], p["S"], p["T"], p.get("seed", 0))
 
 
+def _gen_contexts(p: dict):
+    from exactmem.constructions.madden24 import random_contexts
+
+    return random_contexts(
+        p["N"], p["n"], p["vocab"], p.get("seed", 0), targets=p.get("targets", True)
+    )
+
+
 GENERATORS: dict[str, Callable] = {
+    "contexts": _gen_contexts,
     "attention": _gen_attention,
     "associations": _gen_associations,
     "random_points": _gen_random_points,
@@ -251,6 +264,7 @@ GENERATOR_PARAMS: dict[str, dict[str, type | tuple[str, ...]]] = {
     "zen": {"n": int, "unit": ("char", "word"), "limit": int, "seed": int},
     "attention": {"T": int, "n": int, "d": int, "C": int, "seed": int, "shared_context": bool},
     "associations": {"vocab": int, "S": int, "T": int, "seed": int},
+    "contexts": {"N": int, "n": int, "vocab": int, "seed": int, "targets": bool},
 }
 REQUIRED_PARAMS = {
     "random_points": ("N", "d", "C"),
@@ -260,6 +274,7 @@ REQUIRED_PARAMS = {
     "zen": (),
     "attention": ("T", "n", "d", "C"),
     "associations": ("vocab", "S", "T"),
+    "contexts": ("N", "n", "vocab"),
 }
 _KIND_NAMES = {
     str: "a string",

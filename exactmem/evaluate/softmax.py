@@ -1,6 +1,7 @@
 """Rigorous evaluation of models with softmax attention: Arb balls (python-flint).
 
-Softmax of unequal scores is transcendental, so the exact reference evaluator stops there. This
+Softmax of unequal scores is transcendental, so the exact reference evaluator stops there; so is
+GELU (x·Φ(x), through Arb's erf). This
 evaluator carries every value as a ball [m ± r] that is guaranteed to contain the true value
 (ball arithmetic: every operation rounds outward). Where all scores of a column are exactly
 equal, the weights are exactly 1/n. Balls convert to exact rational bounds
@@ -17,11 +18,12 @@ from dataclasses import dataclass
 from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
-from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
+from exactmem.balls import ball_bounds, ball_midpoint, gelu_ball, softmax_balls, to_ball
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 
 __all__ = [
     "BallTrace",
+    "affine_balls",
     "ball_bounds",
     "ball_midpoint",
     "decide",
@@ -55,19 +57,35 @@ def _affine(a: Affine, v) -> list[arb]:
     return out
 
 
+def affine_balls(a: Affine, v: Sequence[arb]) -> list[arb]:
+    """Enclosures of ``a(v)`` for a vector of balls (at the caller's precision)."""
+    return _affine(a, v)
+
+
 def _mlp(mlp: MLP, v: list[arb]) -> list[arb]:
     h = v
     last = len(mlp.layers) - 1
     for i, layer in enumerate(mlp.layers):
         h = _affine(layer, h)
         if i < last:
-            h = [x.max(arb(0)) for x in h]
+            h = (
+                [gelu_ball(x) for x in h]
+                if mlp.activation == "gelu"
+                else [x.max(arb(0)) for x in h]
+            )
     return [a + b for a, b in zip(v, h, strict=True)] if mlp.residual else h
+
+
+def _keys(mask: str, n: int, query: int) -> list[int]:
+    """The key positions of the query at ``query``: 0..query under a ``causal`` mask, all but
+    the last under ``context``, else all."""
+    if mask == "causal":
+        return list(range(query + 1))
+    return list(range(n - 1)) if mask == "context" and n > 1 else list(range(n))
 
 
 def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[list[arb]]:
     n = len(cols)
-    idx = list(range(n - 1)) if att.mask == "context" and n > 1 else list(range(n))
     new = [list(c) for c in cols]
     for h in att.heads:
         values = [_affine(h.value, c) for c in cols]
@@ -76,6 +94,7 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
         for kq, q in enumerate(queries):
             if only_last and kq != n - 1:
                 continue
+            idx = _keys(att.mask, n, kq)
             scores = [sum((a * b for a, b in zip(keys[k], q, strict=True)), arb(0)) for k in idx]
             if att.score == "uniform":
                 weights = [arb(fmpq(1, len(idx)))] * len(idx)
