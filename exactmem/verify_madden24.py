@@ -28,6 +28,7 @@ from gmpy2 import mpq
 
 from exactmem.balls import ball_bounds, gelu_ball, softmax_balls, to_ball
 from exactmem.errors import InconclusiveError, InputError
+from exactmem.evaluate.reference import run as reference_run
 from exactmem.evaluate.softmax import affine_balls, decide, run_balls
 from exactmem.exact import format_rational
 from exactmem.model import MLP, Attention, PositionalEncoding, Transformer, resources
@@ -112,7 +113,48 @@ def _separate(balls: list[list[arb]]) -> tuple[bool | None, mpq | None, mpq]:
     return True, gap, radius
 
 
+def _head_is_zero(front: Transformer) -> bool:
+    """Whether W_O·W_V = 0 exactly: the head then adds nothing and h(x) = e(x_S) + p_S."""
+    head = front.sublayers[-1].heads[0]
+    V = {
+        (i, c): mpq(v, head.value.denominator)
+        for i, row in enumerate(head.value.rows)
+        for c, v in row
+    }
+    for row in head.output.rows:
+        for c in range(head.value.in_dim):
+            total = sum(
+                (mpq(w, head.output.denominator) * V.get((j, c), 0) for j, w in row), mpq(0)
+            )
+            if total != 0:
+                return False
+    return True
+
+
+def _exact_collision(front: Transformer, dataset, rows: list[int]) -> tuple[int, int] | None:
+    """Two distinct contexts with the same h(x), computed exactly when the head adds nothing
+    (the stream before attention is exact rational arithmetic)."""
+    bare = Transformer(front.input_dim, front.sublayers[:-1], front.embed, None, token_inputs=True)
+    trace = reference_run(
+        bare, dataset.vocab, [dataset.sequences[i] for i in rows], positions="last"
+    )
+    seen: dict = {}
+    for r, out in zip(rows, trace.outputs, strict=True):
+        j = seen.setdefault(tuple(out[-1]), r)
+        if j != r:
+            return j, r
+    return None
+
+
 def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
+    if _head_is_zero(front) and (pair := _exact_collision(front, dataset, rows)):
+        return Check(
+            "madden24.injectivity",
+            False,
+            f"sequences[{pair[0]}] and sequences[{pair[1]}] are distinct contexts with exactly "
+            "the same last-position output h(x) (the head's W_O·W_V is 0)",
+            {"contexts": len(rows)},
+        )
     state: dict = {}
 
     def judge(H):
