@@ -208,3 +208,28 @@ def test_the_model_file_keeps_gelu_and_causal(tmp_path):
     att = loaded.sublayers[1]
     assert isinstance(att, Attention) and att.mask == "causal"
     assert isinstance(att.heads[0], AttentionHead)
+
+
+def test_the_files_validate_against_the_schemas(tmp_path):
+    import json
+
+    from test_schemas import assert_valid, problems
+
+    from exactmem.certify import certificate_json
+    from exactmem.data import dataset_to_json
+
+    ds, model, _ = built(8, 2, 3)
+    assert_valid(json.loads(json.dumps(dataset_to_json(ds))), "dataset")
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    assert_valid(json.loads(path.read_text()), "model")
+    from exactmem.io import save_certificate
+
+    cert = certify_built(model, ds, tolerance="1/1000")
+    save_certificate(certificate_json(cert), tmp_path / "c.json")
+    assert_valid(json.loads((tmp_path / "c.json").read_text()), "certificate")
+    points = {"format": "exactmem.dataset/1", "task": "points", "points": [[1]], "labels": [1]}
+    assert problems({**points, "targets": [["1"]]}, "dataset")
+    obj = json.loads(path.read_text())
+    obj["model"]["sublayers"][2]["activation"] = "relu"
+    assert problems(obj, "model")
