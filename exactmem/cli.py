@@ -309,7 +309,8 @@ def parser() -> argparse.ArgumentParser:
         "formulas evaluated at the given sizes; --measure adds exactmem's own constructions, "
         "built and certified on random data (the Kajitsuka & Sato and VYS ones at these sizes; "
         "Mahdavi et al. at T = min(N, 41) examples of min(n, d − 1) context tokens, Dana et al. "
-        "at min(N, 100) associations), with measured / paper bound and the fitted constants of "
+        "at min(N, 100) associations, Madden et al. at min(N, 100) contexts over min(ω, 20) "
+        "tokens), with measured / paper bound and the fitted constants of "
         "the claims' tight bounds.",
         epilog=EPILOG,
     )

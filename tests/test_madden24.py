@@ -233,3 +233,15 @@ def test_the_files_validate_against_the_schemas(tmp_path):
     obj = json.loads(path.read_text())
     obj["model"]["sublayers"][2]["activation"] = "relu"
     assert problems(obj, "model")
+
+
+def test_the_measured_row_stands_against_the_lower_bound_row():
+    """`bounds --measure`: dense parameters over ω·N, the madden24-lower row (Θ(nω))."""
+    from exactmem.field import against_paper
+
+    ds, model, _ = built(30, 3, 5)
+    dense = resources(model).dense_parameters
+    figures = against_paper("madden24", ds, dense)
+    assert figures["paper_row"] == "madden24-lower"
+    assert 1 < float(figures["measured_over_paper"]) < 3
+    assert figures["fitted_constants"]["depth"] == "3"
