@@ -261,16 +261,21 @@ def targets_check(model: Transformer, dataset, tolerance: mpq) -> Check:
         )
         old = ctx.prec
         ctx.prec = precision
-        try:
-            return [softmax_balls(out[-1]) for out in trace.outputs]
+        try:  # p − π at the working precision (a 53-bit subtraction would cap the figure)
+            return [
+                [
+                    ball_bounds(ball - to_ball(target))
+                    for ball, target in zip(softmax_balls(out[-1]), pi, strict=True)
+                ]
+                for out, pi in zip(trace.outputs, dataset.targets, strict=True)
+            ]
         finally:
             ctx.prec = old
 
-    def judge(probs):
+    def judge(errors):
         undecided, worst, bad = False, mpq(0), []
-        for i, (p, pi) in enumerate(zip(probs, dataset.targets, strict=True)):
-            for c, (ball, target) in enumerate(zip(p, pi, strict=True)):
-                lo, hi = ball_bounds(ball - to_ball(target))
+        for i, row in enumerate(errors):
+            for c, (lo, hi) in enumerate(row):
                 err = max(abs(lo), abs(hi))
                 worst = max(worst, err)
                 if lo > tolerance or hi < -tolerance:
