@@ -346,12 +346,14 @@ def parser() -> argparse.ArgumentParser:
             "multisets",
             "attention",
             "associations",
+            "contexts",
             "zen",
             "text",
         ),
         help="random points; random sequences labelled at the last position (next-token), at "
         "every position (seq2seq) or by multiset (multisets, for deep sets); windows of the Zen "
-        "of Python (next character or word); windows of your own text (text: --file, --window)",
+        "of Python (next character or word); windows of your own text (text: --file, --window); "
+        "contexts: distinct contexts with next-token distributions (targets)",
     )
     g.add_argument("--N", type=int, help="number of points or sequences")
     g.add_argument("--n", type=int, help="sequence length (next-token: 16, zen: 32)")

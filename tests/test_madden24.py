@@ -10,7 +10,7 @@ from support import certify_built
 
 from exactmem.cli import main
 from exactmem.constructions import madden24
-from exactmem.data import save_dataset
+from exactmem.data import load_dataset
 from exactmem.errors import InputError
 from exactmem.io import save_model
 from exactmem.model import MLP, Affine, Attention, AttentionHead, resources
@@ -178,9 +178,11 @@ def test_rational_positions_lie_on_the_unit_circle():
 
 
 def test_cli_build_verify_and_the_refuted_width(tmp_path, capsys):
-    ds = madden24.random_contexts(10, 3, 4, seed=5)
     data = tmp_path / "ds.json"
-    save_dataset(ds, data)
+    generate = ["generate", "contexts", "--N", "10", "--n", "3", "--vocab", "4", "--seed", "5"]
+    assert main([*generate, "--out", str(data)]) == 0
+    ds = madden24.random_contexts(10, 3, 4, seed=5)
+    assert load_dataset(data) == ds
     out = tmp_path / "m.json"
     assert (
         main(["build", "--construction", "madden24", "--data", str(data), "--out", str(out)]) == 0
