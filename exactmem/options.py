@@ -236,7 +236,7 @@ OPTION_LIMITS = {
 LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
 for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d ≤ max(2, N); head_dim ≤ max(2, N, the
 token dimension); direction_bound ≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536;
-numbers ≤ 64 characters"""
+width ≤ 2N; bits ≤ 4096; numbers ≤ 64 characters"""
 
 
 def check_option_limits(options: dict, dataset) -> None:
