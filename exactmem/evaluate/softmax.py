@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from flint import arb, ctx, fmpq
+from flint import arb, arb_mat, ctx, fmpq
 from gmpy2 import mpq
 
 from exactmem.balls import ball_bounds, ball_midpoint, gelu_ball, softmax_balls, to_ball
@@ -57,23 +57,41 @@ def _affine(a: Affine, v) -> list[arb]:
     return out
 
 
+BATCH_ENTRIES = 1 << 22  # a dense weight matrix up to this size is multiplied by Arb (in C)
+
+
+def _affine_batch(a: Affine, cols: list[list[arb]]) -> list[list[arb]]:
+    """``a`` on many columns at once: one Arb matrix product (rigorous, in C) instead of a
+    Python loop per weight; the same enclosures up to rounding, which stays outward."""
+    if len(cols) < 2 or a.in_dim * a.out_dim > BATCH_ENTRIES:
+        return [_affine(a, c) for c in cols]
+    W = arb_mat(a.out_dim, a.in_dim)
+    for i, row in enumerate(a.rows):
+        for col, coeff in row:
+            W[i, col] = coeff
+    Y = W * arb_mat([list(r) for r in zip(*cols, strict=True)])
+    den = arb(a.denominator)
+    bias = [arb(b) for b in a.bias]
+    return [[(Y[i, j] + bias[i]) / den for i in range(a.out_dim)] for j in range(len(cols))]
+
+
+def _mlp_batch(mlp: MLP, cols: list[list[arb]]) -> list[list[arb]]:
+    """:func:`_mlp` on many columns (the token-wise sub-layer of every sequence at once)."""
+    h = cols
+    last = len(mlp.layers) - 1
+    for i, layer in enumerate(mlp.layers):
+        h = _affine_batch(layer, h)
+        if i < last:
+            act = gelu_ball if mlp.activation == "gelu" else (lambda x: x.max(arb(0)))
+            h = [[act(x) for x in c] for c in h]
+    if mlp.residual:
+        return [[a + b for a, b in zip(v, c, strict=True)] for v, c in zip(cols, h, strict=True)]
+    return h
+
+
 def affine_balls(a: Affine, v: Sequence[arb]) -> list[arb]:
     """Enclosures of ``a(v)`` for a vector of balls (at the caller's precision)."""
     return _affine(a, v)
-
-
-def _mlp(mlp: MLP, v: list[arb]) -> list[arb]:
-    h = v
-    last = len(mlp.layers) - 1
-    for i, layer in enumerate(mlp.layers):
-        h = _affine(layer, h)
-        if i < last:
-            h = (
-                [gelu_ball(x) for x in h]
-                if mlp.activation == "gelu"
-                else [x.max(arb(0)) for x in h]
-            )
-    return [a + b for a, b in zip(v, h, strict=True)] if mlp.residual else h
 
 
 def _keys(mask: str, n: int, query: int) -> list[int]:
@@ -120,6 +138,14 @@ class BallTrace:
     precision: int
 
 
+def _unflatten(flat: list, like: list[list]) -> list[list]:
+    out, at = [], 0
+    for cols in like:
+        out.append(flat[at : at + len(cols)])
+        at += len(cols)
+    return out
+
+
 def run_balls(
     model: Transformer,
     vocab: Sequence[Sequence[mpq]],
@@ -129,13 +155,18 @@ def run_balls(
     positions: str = "all",
 ) -> BallTrace:
     """Evaluate ``model`` in ball arithmetic at ``precision`` bits. With ``positions="last"``
-    attention is computed for the last column only (what next-token tasks are judged on; the
-    other columns then carry no attention output)."""
+    the last attention layer is computed for the last column only, and from there on only that
+    column is carried: ``outputs[i]`` then holds it alone (what next-token tasks are judged
+    on). Token-wise sub-layers run on the columns of all sequences at once, as Arb matrix
+    products."""
     old = ctx.prec
     ctx.prec = precision
     try:
-        outs = []
         only_last = positions == "last"
+        last_attention = max(
+            (i for i, s in enumerate(model.sublayers) if isinstance(s, Attention)), default=-1
+        )
+        seqs = []
         for seq in sequences:
             if model.token_inputs:
                 cols = [_OneHotBall(t) for t in seq]  # read only where the table reads it
@@ -143,19 +174,25 @@ def run_balls(
                 cols = [[to_ball(x) for x in vocab[t]] for t in seq]
             if model.embed:
                 cols = [_affine(model.embed, c) for c in cols]
-            for sub in model.sublayers:
-                if isinstance(sub, MLP):
-                    cols = [_mlp(sub, c) for c in cols]
-                elif isinstance(sub, PositionalEncoding):
-                    cols = [
+            seqs.append(cols)
+        for si, sub in enumerate(model.sublayers):
+            if isinstance(sub, MLP):  # token-wise: every column of every sequence at once
+                seqs = _unflatten(_mlp_batch(sub, [c for cols in seqs for c in cols]), seqs)
+            elif isinstance(sub, PositionalEncoding):
+                seqs = [
+                    [
                         [a + to_ball(b) for a, b in zip(c, sub.table[k], strict=True)]
                         for k, c in enumerate(cols)
                     ]
-                else:
-                    cols = _attention(sub, cols, only_last)
-            if model.unembed:
-                cols = [_affine(model.unembed, c) for c in cols]
-            outs.append(cols)
+                    for cols in seqs
+                ]
+            else:
+                seqs = [_attention(sub, cols, only_last) for cols in seqs]
+                if only_last and si == last_attention:
+                    seqs = [cols[-1:] for cols in seqs]  # the judged column alone from here
+        if model.unembed:
+            seqs = [[_affine(model.unembed, c) for c in cols] for cols in seqs]
+        outs = seqs
         return BallTrace(outs, precision)
     finally:
         ctx.prec = old
