@@ -121,7 +121,12 @@ def _dot(u, v):
 
 
 def _matvec(W, v):
-    return [_dot([to_ball(w) for w in row], v) for row in W]
+    """W v for a matrix W of balls (converted once: :func:`_balls`)."""
+    return [_dot(row, v) for row in W]
+
+
+def _balls(W) -> list[list[arb]]:
+    return [[to_ball(w) for w in row] for row in W]
 
 
 def _last_output(tokens, emb, pos, head) -> list[arb]:
@@ -139,8 +144,10 @@ def _last_output(tokens, emb, pos, head) -> list[arb]:
 
 
 def _features(H, W1, b1) -> list[list[arb]]:
-    """Φ = GELU(W₁h + b₁) per context."""
-    return [[gelu_ball(z + to_ball(b)) for z, b in zip(_matvec(W1, h), b1, strict=True)] for h in H]
+    """Φ = GELU(W₁h + b₁) per context (one Arb matrix product for all contexts)."""
+    Z = arb_mat(_balls(W1)) * arb_mat([list(r) for r in zip(*H, strict=True)])
+    bias = [to_ball(b) for b in b1]
+    return [[gelu_ball(Z[i, j] + bias[i]) for i in range(len(W1))] for j in range(len(H))]
 
 
 def _log_targets(ds: Dataset, rows: list[int], precision: int) -> list[list[arb]]:
@@ -225,7 +232,8 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MaddenWitness]:
         old = ctx.prec
         ctx.prec = precision
         try:
-            H = [_last_output(dataset.sequences[i], emb, pos, head) for i in keep]
+            balls = tuple(_balls(W) for W in head)
+            H = [_last_output(dataset.sequences[i], emb, pos, balls) for i in keep]
             Phi = _features(H, W1, b1)
             solved = _solve_output(Phi, _log_targets(dataset, keep, precision), m, precision, bits)
         finally:
