@@ -187,6 +187,9 @@ def test_cli_build_verify_and_the_refuted_width(tmp_path, capsys):
     assert (
         main(["build", "--construction", "madden24", "--data", str(data), "--out", str(out)]) == 0
     )
+    assert main(["inspect", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "plain gelu, 2 layers" in shown and "mask causal" in shown
     verify = ["verify", str(out), "--data", str(data), "--construction", "madden24", "--quiet"]
     assert main([*verify, "--tolerance", "1/1000000"]) == 0
     assert main(verify) == 2  # targets without a tolerance
