@@ -48,7 +48,12 @@ from exactmem.verify_attention import (
     mahdavi_checks,
 )
 from exactmem.verify_ks25 import check_ks25
-from exactmem.verify_madden24 import madden_checks, require_tolerance
+from exactmem.verify_madden24 import (
+    dimension_count_check,
+    distinct_contexts,
+    madden_checks,
+    require_tolerance,
+)
 
 __all__ = [
     "CHECKLISTS",
@@ -460,6 +465,8 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         checks += _checklist(
             construction, lambda: madden_checks(model, dataset, criteria.tolerance)
         )
+        # the upper bound reads only k, n and ω: it judges any model, decoder or not
+        checks.append(dimension_count_check(model, dataset, len(distinct_contexts(dataset))))
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
         model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")

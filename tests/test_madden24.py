@@ -143,6 +143,7 @@ def test_a_relu_model_lacks_the_structure():
     cert, checks = checks_of(relu, ds, tolerance="1/1000")
     assert not checks["madden24.structure"].passed
     assert "not gelu" in checks["madden24.structure"].detail
+    assert checks["madden24.dimension_count"].passed  # the upper bound judges any model
 
 
 def test_a_non_causal_model_lacks_the_structure():
