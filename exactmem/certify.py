@@ -187,7 +187,8 @@ def certify(
     criteria = Criteria(construction, None if tolerance is None else mpq(tolerance))
     if criteria.construction == "madden24":
         require_tolerance(dataset, criteria.tolerance)
-    run = _evaluator(_evaluator_for(evaluator, model))
+    evaluator = _evaluator_for(evaluator, model)  # the certificate names the one that ran
+    run = _evaluator(evaluator)
     readout = _readout(model, dataset)
     feed = "vectors"
     if dataset.task == "points":

@@ -101,6 +101,7 @@ def test_certify_falls_back_to_balls_for_gelu():
     cert = certify(decoder(), ds, evaluator="fast")
     labels = next(c for c in cert.checks if c.name == "labels")
     assert cert.verdict == "verified" and "Arb" in labels.detail
+    assert cert.subject["evaluator"] == "reference"  # the fast one knows no GELU
 
 
 def test_model_files_carry_gelu_and_causal_and_relu_files_are_unchanged(tmp_path):
