@@ -355,11 +355,11 @@ def _attention(
         new = [list(c) for c in cols]
         for h in att.heads:
             values = [_apply_linear(h.value, c) for c in cols]
-            if att.score == "uniform":
-                weights = [
-                    [(k, mpq(1, len(ks))) for k in ks]
-                    for ks in (_keys(att.mask, n, q) for q in range(n))
-                ]
+            if att.score == "uniform" and att.mask != "causal":  # one row for every query
+                keys_at = _keys(att.mask, n, 0)
+                weights = [[(k, mpq(1, len(keys_at))) for k in keys_at]] * n
+            elif att.score == "uniform":
+                weights = [[(k, mpq(1, q + 1)) for k in range(q + 1)] for q in range(n)]
             else:
                 keys = [_apply_linear(h.key, c) for c in cols]
                 queries = [_apply_linear(h.query, c) for c in cols]
