@@ -183,11 +183,13 @@ def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
             "two distinct contexts have exactly the same last-position output h(x)",
             figures,
         )
+    if gap is None:
+        return Check("madden24.injectivity", True, "one context: nothing to separate", figures)
     return Check(
         "madden24.injectivity",
         True,
         f"the {len(rows)} distinct contexts have pairwise distinct h(x): L∞ distance ≥ "
-        f"{float(gap or 0):.3g} > enclosure radius {float(state['radius']):.3g} (Arb, "
+        f"{float(gap):.3g} > enclosure radius {float(state['radius']):.3g} (Arb, "
         f"{precision} bits)",
         figures,
     )
