@@ -139,6 +139,11 @@ def save_model(model: Transformer, path: str | Path) -> str:
     """Write the model file; returns its SHA-256."""
     content = model_to_json(model)
     digest = canonical_hash(content)
+    if os.fspath(path).endswith(".exm"):  # the binary container (exactmem.container)
+        from exactmem.container import write_model
+
+        write_model(content, digest, path)
+        return digest
     _write({"format": MODEL_FORMAT, "sha256": digest, "model": content}, Path(path))
     return digest
 
@@ -327,8 +332,14 @@ def model_from_json(obj: object, where: str = "model") -> Transformer:
 
 
 def load_model(path: str | Path) -> tuple[Transformer, str]:
-    """Load and check a model file; returns (model, sha256)."""
-    obj = read_json_file(path, "model")
+    """Load and check a model file (JSON, or the binary container if the name ends in
+    ``.exm``); returns (model, sha256)."""
+    if os.fspath(path).endswith(".exm"):
+        from exactmem.container import read_model_object
+
+        obj: object = read_model_object(path)
+    else:
+        obj = read_json_file(path, "model")
     where = f"model file {path}"
     if not isinstance(obj, dict):
         raise InputError(f"{where}: top level: expected an object")
