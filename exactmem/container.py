@@ -269,8 +269,10 @@ class _Container:
             dtype, shape = meta["dtype"], meta["shape"]
             if dtype not in DTYPES:
                 self.fail(f"{at}.dtype: {dtype!r:.40} is not one of {', '.join(DTYPES)}")
-            if not isinstance(shape, list) or not 1 <= len(shape) <= 2 or not all(
-                _count(s) for s in shape
+            if (
+                not isinstance(shape, list)
+                or not 1 <= len(shape) <= 2
+                or not all(_count(s) for s in shape)
             ):
                 self.fail(f"{at}.shape: expected 1 or 2 non-negative integers")
             for key in ("offset", "bytes"):
@@ -332,8 +334,10 @@ class _Container:
             self.fail(f"{at}[{i}]: more than {cap} bytes (--max-digits)")
         ends = 8 * count + np.cumsum(sizes)
         if (int(ends[-1]) if count else 8 * count) != meta["bytes"]:
-            self.fail(f"{at}: the lengths add up to {int(ends[-1]) if count else 0} bytes of "
-                      f"magnitudes, the array holds {meta['bytes'] - 8 * count}")
+            self.fail(
+                f"{at}: the lengths add up to {int(ends[-1]) if count else 0} bytes of "
+                f"magnitudes, the array holds {meta['bytes'] - 8 * count}"
+            )
         buf = np.frombuffer(view, np.uint8)
         nonzero = np.flatnonzero(sizes)
         if nonzero.size and (buf[ends[nonzero] - 1] == 0).any():
@@ -481,7 +485,9 @@ def read_dataset(path: str | os.PathLike):
         rows = "vocab" if tokens else "points"
         shape = c.shape("numerator")
         if len(shape) != 2 or shape != c.shape("denominator") or 0 in shape:
-            c.fail("header.arrays: numerator and denominator must have one non-empty shape (rows, d)")
+            c.fail(
+                "header.arrays: numerator and denominator must share a non-empty shape (rows, d)"
+            )
         num, den = _ints_list(c.ints("numerator")), _ints_list(c.ints("denominator"))
         if min(den) < 1:
             i = next(i for i, q in enumerate(den) if q < 1)
@@ -524,8 +530,10 @@ def _labels(c: _Container, task: str, raw, size: int, sequences: tuple, C: int) 
     shape = c.shape("labels")
     want = [size, len(sequences[0])] if task == "seq2seq" else [size]
     if shape != want:
-        c.fail(f"header.arrays.labels: shape {shape}, expected {want} (one label per "
-               f"{'position' if task == 'seq2seq' else 'item'})")
+        c.fail(
+            f"header.arrays.labels: shape {shape}, expected {want} (one label per "
+            f"{'position' if task == 'seq2seq' else 'item'})"
+        )
     values = raw if isinstance(raw, np.ndarray) else np.array(raw, dtype=object).reshape(shape)
     if values.size and (values < 1).any():
         where = np.argwhere(values < 1)[0].tolist()
@@ -538,4 +546,3 @@ def _labels(c: _Container, task: str, raw, size: int, sequences: tuple, C: int) 
     if task == "seq2seq":
         return tuple(map(tuple, values.tolist()))
     return tuple(values.tolist())
-
