@@ -48,7 +48,7 @@ __all__ = [
     "is_container",
     "read_dataset",
     "read_header",
-    "read_model_object",
+    "read_model",
     "write_dataset",
     "write_model",
 ]
@@ -377,68 +377,112 @@ def _ints_list(values: np.ndarray | list[int]) -> list[int]:
     return values.ravel().tolist() if isinstance(values, np.ndarray) else values
 
 
-def read_model_object(path: str | os.PathLike) -> dict:
-    """The top-level object a model file holds (``format``, ``sha256``, ``model``), rebuilt
-    from a container: :func:`exactmem.io.load_model` checks it as it checks a JSON file's."""
-    from exactmem.exact import to_hex
+def read_model(path: str | os.PathLike):
+    """The model a container holds and its SHA-256, checked as :func:`exactmem.io.load_model`
+    checks a JSON file: the affine maps are built from the arrays (their values never pass
+    through text), the rest of the header goes through :func:`exactmem.io.model_from_json`,
+    and the canonical hash must be the one the header states."""
+    from exactmem.io import MODEL_FORMAT, model_from_json, model_hash
 
     c = _Container(path, "model")
     try:
         unknown = sorted(set(c.header) - {"format", "sha256", "model", "arrays"})
         if unknown:
             c.fail(f"header: unknown field {unknown[0]!r} (fields: format, sha256, model, arrays)")
-        c.names({"row_start", "entry_start", "col", "value", "bias"})
-        row_start = c.ints("row_start")
-        entry_start = c.ints("entry_start")
-        if not isinstance(row_start, np.ndarray) or not isinstance(entry_start, np.ndarray):
-            c.fail("header.arrays: row_start and entry_start must be fixed-width integers")
-        col = c.ints("col")
-        if not isinstance(col, np.ndarray):
-            c.fail("header.arrays.col: must be fixed-width integers")
-        values, bias = c.ints("value"), c.ints("bias")
-        _offsets(c, "row_start", row_start, len(bias))
-        _offsets(c, "entry_start", entry_start, len(col))
-        if len(entry_start) != len(bias) + 1:
-            c.fail(f"header.arrays.entry_start: {len(entry_start)} offsets for {len(bias)} rows")
-        if len(values) != len(col):
-            c.fail(f"header.arrays.value: {len(values)} values for {len(col)} columns")
-        rs, es = row_start.tolist(), entry_start.tolist()
-        cols = col.tolist()
-        vals = [to_hex(v) for v in _ints_list(values)]
-        hex_bias = [to_hex(b) for b in _ints_list(bias)]
-        seen = 0
-
-        def unpack(obj, where):
-            nonlocal seen
-            if isinstance(obj, list):
-                return [unpack(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-            if not isinstance(obj, dict):
-                return obj
-            if "packed" in obj:
-                if set(obj) != set(PACKED_FIELDS):
-                    c.fail(f"{where}: a packed map has exactly {', '.join(PACKED_FIELDS)}")
-                if not _count(obj["packed"]) or obj["packed"] != seen or seen >= len(rs) - 1:
-                    c.fail(f"{where}.packed: expected {seen}, maps are numbered in order")
-                lo, hi = rs[seen], rs[seen + 1]
-                seen += 1
-                rows = [
-                    [[cols[e], vals[e]] for e in range(es[r], es[r + 1])] for r in range(lo, hi)
-                ]
-                return {
-                    "in": obj["in"],
-                    "den": obj["den"],
-                    "names": obj["names"],
-                    "rows": rows,
-                    "bias": hex_bias[lo:hi],
-                }
-            return {k: (v if k == "meta" else unpack(v, f"{where}.{k}")) for k, v in obj.items()}
-
-        model = unpack(c.header.get("model"), "header.model")
-        if seen != len(rs) - 1:
-            c.fail(f"header.arrays.row_start: {len(rs) - 1} maps, the model packs {seen}")
-        return {"format": c.header.get("format"), "sha256": c.header.get("sha256"), "model": model}
+        fmt, stated = c.header.get("format"), c.header.get("sha256")
+        if fmt != MODEL_FORMAT:
+            c.fail(f"format {fmt!r:.60} is not supported (expected {MODEL_FORMAT!r})")
+        if not isinstance(stated, str) or not isinstance(c.header.get("model"), dict):
+            c.fail("header: needs fields 'model' (object) and 'sha256' (string)")
+        skeleton = _affines(c)
+        try:
+            model = model_from_json(skeleton, "model")
+        except InputError as exc:
+            c.fail(str(exc))
+        digest = model_hash(model)
+        if digest != stated:
+            c.fail(
+                f"SHA-256 mismatch — the content hashes to {digest[:16]}…, the file states "
+                f"{stated[:16]}…; the file was modified or damaged"
+            )
+        return model, digest
     finally:
         c.close()
+
+
+def _affines(c: _Container) -> dict:
+    """The header's model with each packed map replaced by its :class:`Affine`."""
+    from exactmem.exact import from_hex
+    from exactmem.model import Affine
+
+    c.names({"row_start", "entry_start", "col", "value", "bias"})
+    arrays = {k: c.ints(k) for k in ("row_start", "entry_start", "col")}
+    for name, a in arrays.items():
+        if not isinstance(a, np.ndarray):
+            c.fail(f"header.arrays.{name}: must be fixed-width integers, not big")
+    values, bias = c.ints("value"), c.ints("bias")
+    _offsets(c, "row_start", arrays["row_start"], len(bias))
+    _offsets(c, "entry_start", arrays["entry_start"], len(arrays["col"]))
+    if len(arrays["entry_start"]) != len(bias) + 1:
+        c.fail(
+            f"header.arrays.entry_start: {len(arrays['entry_start'])} offsets for {len(bias)} rows"
+        )
+    if len(values) != len(arrays["col"]):
+        c.fail(f"header.arrays.value: {len(values)} values for {len(arrays['col'])} columns")
+    vals = _ints_list(values)
+    zero = (
+        np.flatnonzero(values == 0)
+        if isinstance(values, np.ndarray)
+        else [i for i, v in enumerate(vals) if v == 0]
+    )
+    if len(zero):
+        c.fail(f"header.arrays.value[{zero[0]}]: zero entries are left out of a sparse row")
+    rs, es = arrays["row_start"].tolist(), arrays["entry_start"].tolist()
+    entries = list(zip(arrays["col"].tolist(), vals, strict=True))
+    biases = _ints_list(bias)
+    seen = 0
+
+    def affine(obj: dict, where: str) -> Affine:
+        nonlocal seen
+        if set(obj) != set(PACKED_FIELDS):
+            c.fail(f"{where}: a packed map has exactly {', '.join(PACKED_FIELDS)}")
+        k = obj["packed"]
+        if not _count(k) or k != seen or seen >= len(rs) - 1:
+            c.fail(f"{where}.packed: expected {seen}, maps are numbered in order")
+        seen += 1
+        in_dim, names = obj["in"], obj["names"]
+        if not _count(in_dim):
+            c.fail(f"{where}.in: expected a non-negative integer")
+        try:
+            den = from_hex(obj["den"], f"{where}.den")
+        except InputError as exc:
+            c.fail(str(exc))
+        if den < 1:
+            c.fail(f"{where}.den: denominator must be a positive integer, got {den}")
+        lo, hi = rs[k], rs[k + 1]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            c.fail(f"{where}.names: expected a list of strings")
+        if names and len(names) != hi - lo:
+            c.fail(f"{where}.names: {len(names)} names for {hi - lo} rows")
+        rows = tuple(tuple(entries[es[r] : es[r + 1]]) for r in range(lo, hi))
+        try:
+            return Affine(in_dim, rows, tuple(biases[lo:hi]), den, tuple(names))
+        except ValueError as exc:
+            c.fail(f"{where}: {exc}")
+
+    def unpack(obj, where: str):
+        if isinstance(obj, list):
+            return [unpack(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        if not isinstance(obj, dict):
+            return obj
+        if "packed" in obj:
+            return affine(obj, where)
+        return {k: (v if k == "meta" else unpack(v, f"{where}.{k}")) for k, v in obj.items()}
+
+    model = unpack(c.header["model"], "header.model")
+    if seen != len(rs) - 1:
+        c.fail(f"header.arrays.row_start: {len(rs) - 1} maps, the model packs {seen}")
+    return model
 
 
 def _offsets(c: _Container, name: str, starts: np.ndarray, total: int) -> None:
