@@ -11,8 +11,8 @@ endian, docs/files.md has it field by field)::
     header   H bytes   strict JSON (exactmem.json_input), at most HEADER_BYTES
     arrays             each at an offset that is a multiple of 8, in header order
 
-An array is ``{"dtype", "shape", "offset", "bytes", "sha256"}``: ``dtype`` ``<u1``, ``<u2``,
-``<u4`` or ``<i8`` for integers that fit, ``big`` for any integers (``count`` int64 signed
+An array is ``{"dtype", "shape", "offset", "bytes", "sha256"}``: ``dtype`` ``<u1`` … ``<u4``,
+``<i1`` … ``<i8`` for integers that fit, ``big`` for any integers (``count`` int64 signed
 byte lengths — the sign is the value's — then the magnitudes, little-endian, no leading zero
 byte). The reader checks every offset and length against the file's size before it reads,
 every array's SHA-256, and every value as the JSON reader would (the model goes through
@@ -58,8 +58,8 @@ MAGIC = b"EXMB\r\n\x1a\n"  # PNG's trick: a text-mode transfer or a truncation t
 VERSION = 1
 HEADER_BYTES = 256 << 20  # a model of 10⁷ sequences has a header of a few MB
 _PREFIX = struct.Struct("<8sIIQ")
-DTYPES = ("<u1", "<u2", "<u4", "<i8", "big")
-_FIXED = {"<u1": np.uint8, "<u2": np.uint16, "<u4": np.uint32, "<i8": np.int64}
+_FIXED = {k: np.dtype(k) for k in ("<u1", "<u2", "<u4", "<i1", "<i2", "<i4", "<i8")}
+DTYPES = (*_FIXED, "big")
 ARRAY_FIELDS = ("dtype", "shape", "offset", "bytes", "sha256")
 
 
@@ -72,11 +72,11 @@ def is_container(path: str | os.PathLike) -> bool:
 
 
 def _narrowest(values: np.ndarray) -> str:
-    if values.size == 0 or values.min() >= 0:
-        top = int(values.max()) if values.size else 0
-        for dtype in ("<u1", "<u2", "<u4"):
-            if top <= np.iinfo(_FIXED[dtype]).max:
-                return dtype
+    low, top = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    for dtype in ("<u1", "<u2", "<u4") if low >= 0 else ("<i1", "<i2", "<i4"):
+        info = np.iinfo(_FIXED[dtype])
+        if info.min <= low and top <= info.max:
+            return dtype
     return "<i8"
 
 
