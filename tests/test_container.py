@@ -99,6 +99,21 @@ def test_cli_certificate_hashes_are_the_same_whichever_format(models, tmp_path, 
         hashes[ext] = (subject["dataset_sha256"], subject["model_sha256"])
     assert hashes[".json"] == hashes[".exm"]
     capsys.readouterr()
+    for command in (
+        ["inspect", str(tmp_path / "m.exm"), "--json"],
+        [
+            "predict",
+            str(tmp_path / "m.exm"),
+            "--data",
+            str(tmp_path / "d.exm"),
+            "--evaluator",
+            "reference",
+            "--json",
+            "--quiet",
+        ],
+    ):
+        assert main(command) == 0
+        json.loads(capsys.readouterr().out)
     # convert both ways gives the JSON file back byte for byte
     assert main(["convert", str(tmp_path / "m.json"), str(tmp_path / "m2.exm"), "--quiet"]) == 0
     assert main(["convert", str(tmp_path / "m2.exm"), str(tmp_path / "m2.json"), "--quiet"]) == 0
