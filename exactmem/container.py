@@ -28,6 +28,7 @@ them back, so the canonical content, and its SHA-256, are those of the JSON file
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import mmap
 import os
@@ -82,7 +83,7 @@ def _narrowest(values: np.ndarray) -> str:
 
 def _pack(values, shape: tuple[int, ...]) -> tuple[str, bytes | np.ndarray]:
     """(dtype, payload) of integers given as an int64 array or any iterable of ints."""
-    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu" and values.dtype != np.uint64:
         dtype = _narrowest(values)
         return dtype, np.ascontiguousarray(values, _FIXED[dtype]).reshape(shape)
     ints = [int(v) for v in values]
@@ -117,11 +118,10 @@ class _Writer:
 
     def pieces(self, header: dict) -> Iterator[bytes | memoryview]:
         """The file: prefix, header, then each array at its 8-byte-aligned offset."""
-        import json
-
         header = {**header, "arrays": self.arrays}
-        # the offsets change the header's length only through their digits: iterate to a fix
-        for _ in range(4):
+        # the offsets change the header's length only through their digits, and only upwards:
+        # a few rounds reach the fixed point
+        while True:
             text = json.dumps(header, separators=(",", ":"), ensure_ascii=True).encode()
             at = _align(_PREFIX.size + len(text))
             changed = False
