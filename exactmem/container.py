@@ -34,6 +34,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
+from typing import NoReturn
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class _Writer:
 
     def add(self, name: str, values, shape: tuple[int, ...]) -> None:
         dtype, payload = _pack(values, shape)
-        view = memoryview(payload).cast("B") if isinstance(payload, np.ndarray) else payload
+        view = payload.data.cast("B") if isinstance(payload, np.ndarray) else payload
         self.arrays[name] = {
             "dtype": dtype,
             "shape": list(shape),
@@ -136,7 +137,7 @@ class _Writer:
         at = _PREFIX.size + len(text)
         for meta, payload in zip(self.arrays.values(), self.payloads, strict=True):
             yield bytes(meta["offset"] - at)
-            yield memoryview(payload).cast("B") if isinstance(payload, np.ndarray) else payload
+            yield payload.data.cast("B") if isinstance(payload, np.ndarray) else payload
             at = meta["offset"] + meta["bytes"]
 
 
@@ -249,15 +250,15 @@ class _Container:
         header = parse_json(raw, f"{self.where}: header")
         if not isinstance(header, dict):
             self.fail("header: expected a JSON object")
-        self.header = header
+        self.header: dict = header
         self.data_start = _PREFIX.size + length
         arrays = header.get("arrays")
         if not isinstance(arrays, dict):
             self.fail("header.arrays: expected an object of arrays")
-        self.arrays = arrays
+        self.arrays: dict = arrays
         self._check_layout()
 
-    def fail(self, message: str):
+    def fail(self, message: str) -> NoReturn:
         raise InputError(f"{self.where}: {message}")
 
     def _check_layout(self) -> None:
@@ -416,10 +417,12 @@ def _affines(c: _Container) -> dict:
     from exactmem.model import Affine
 
     c.names({"row_start", "entry_start", "col", "value", "bias"})
-    arrays = {k: c.ints(k) for k in ("row_start", "entry_start", "col")}
-    for name, a in arrays.items():
+    arrays: dict[str, np.ndarray] = {}
+    for name in ("row_start", "entry_start", "col"):
+        a = c.ints(name)
         if not isinstance(a, np.ndarray):
             c.fail(f"header.arrays.{name}: must be fixed-width integers, not big")
+        arrays[name] = a
     values, bias = c.ints("value"), c.ints("bias")
     _offsets(c, "row_start", arrays["row_start"], len(bias))
     _offsets(c, "entry_start", arrays["entry_start"], len(arrays["col"]))

@@ -115,7 +115,9 @@ def _mode_for(target: Path) -> int:
 
 
 def write_atomic(
-    path: str | os.PathLike, data: bytes | Iterable[bytes], option: str = "output file"
+    path: str | os.PathLike,
+    data: bytes | Iterable[bytes | memoryview],
+    option: str = "output file",
 ) -> None:
     """Write ``data`` (bytes, or pieces of bytes written one after another) to ``path`` so that
     the file is either the old one or the whole new one.
