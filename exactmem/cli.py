@@ -257,7 +257,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--data", required=True, metavar="FILE", help="dataset (.json, .json.gz or .exm)"
     )
-    b.add_argument("--out", required=True, metavar="MODEL", help="model file to write")
+    b.add_argument(
+        "--out",
+        required=True,
+        metavar="MODEL",
+        help="model file to write (.json, .json.gz or .exm)",
+    )
     b.add_argument("--seed", type=int, default=0, help="seed of the random choices (default 0)")
     b.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="construction option, repeatable"
@@ -391,7 +396,12 @@ def parser() -> argparse.ArgumentParser:
         default=1000,
         help="integer coordinates in [-B, B] (default 1000)",
     )
-    g.add_argument("--out", required=True, metavar="FILE", help="dataset file to write")
+    g.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="dataset file to write (.json, .json.gz or .exm)",
+    )
     g.add_argument("--json", action="store_true", help=JSON_WRITTEN)
     g.add_argument("--quiet", action="store_true", help="no progress on stderr")
     g.set_defaults(func=_command("generate"))
