@@ -400,3 +400,12 @@ def test_cli_exit_2_names_the_file(container, capsys):
     )
     err = capsys.readouterr().err
     assert str(container) in err and "past the end" in err and "Traceback" not in err
+
+
+def test_convert_checks_a_json_dataset_as_load_dataset_does(tmp_path, capsys):
+    bad = {"format": "exactmem.dataset/1", "task": "points", "points": [[1], [2]], "labels": [1, 0]}
+    (tmp_path / "d.json").write_text(json.dumps(bad))
+    assert main(["convert", str(tmp_path / "d.json"), str(tmp_path / "d.exm")]) == 2
+    err = capsys.readouterr().err
+    assert f"dataset file {tmp_path / 'd.json'}" in err and "labels[1]" in err
+    assert not (tmp_path / "d.exm").exists()

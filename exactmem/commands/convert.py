@@ -13,13 +13,15 @@ from exactmem.errors import EXIT_VERIFIED, InputError
 from exactmem.progress import Progress
 
 
-def _kind(path: str) -> str:
-    """``dataset`` or ``model``: the format the file states."""
+def _kind(path: str) -> tuple[str, object]:
+    """``dataset`` or ``model`` (the format the file states), and a JSON file's parsed object
+    (None for a container)."""
     from exactmem.container import is_container, read_header
     from exactmem.data import FORMAT, read_json_file
     from exactmem.io import MODEL_FORMAT
 
     kinds = {FORMAT: "dataset", MODEL_FORMAT: "model"}
+    obj: object = None
     if is_container(path):
         fmt = read_header(path).get("format")
     else:
@@ -29,7 +31,7 @@ def _kind(path: str) -> str:
         raise InputError(
             f"input file {path}: format {fmt!r:.60} is neither {FORMAT!r} nor {MODEL_FORMAT!r}"
         )
-    return kinds[fmt]
+    return kinds[fmt], obj
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,12 +39,22 @@ def run(args: argparse.Namespace) -> int:
 
     check_output(args.output, "OUT", [args.input])
     progress = Progress(not args.quiet)
-    kind = _kind(args.input)
+    with progress.phase(f"reading {args.input}"):
+        kind, obj = _kind(args.input)
     if kind == "dataset":
-        from exactmem.data import dataset_hash, load_dataset, save_dataset
+        from exactmem.data import dataset_hash, load_dataset, parse_dataset, save_dataset
 
-        with progress.phase(f"reading {args.input}"):
-            ds = load_dataset(args.input, allow_floats=args.allow_floats)
+        with progress.phase(f"checking {args.input}"):
+            if obj is None:
+                ds = load_dataset(args.input)
+            else:  # parsed once: checked as load_dataset checks it
+                source = f"dataset file {args.input}"
+                try:
+                    ds = parse_dataset(obj, allow_floats=args.allow_floats, source=source)
+                except InputError as exc:
+                    if str(exc).startswith(source):
+                        raise
+                    raise InputError(f"{source}: {exc}") from None
         with progress.phase(f"writing {args.output}"):
             save_dataset(ds, args.output)
         digest = dataset_hash(ds)
