@@ -130,8 +130,10 @@ def _add_inspection(sub) -> None:
         "enclosures as exact rationals) and the certified argmax, exit 4 if one stays undecided.",
         epilog=EPILOG,
     )
-    pr.add_argument("model", metavar="MODEL", help="model file (.json or .json.gz)")
-    pr.add_argument("--data", required=True, metavar="FILE", help="dataset (.json or .json.gz)")
+    pr.add_argument("model", metavar="MODEL", help="model file (.json, .json.gz or .exm)")
+    pr.add_argument(
+        "--data", required=True, metavar="FILE", help="dataset (.json, .json.gz or .exm)"
+    )
     pr.add_argument(
         "--positions",
         choices=("last", "all"),
@@ -159,7 +161,7 @@ def _add_inspection(sub) -> None:
         "file's own word, a label and never a criterion (docs/trust.md).",
         epilog=EPILOG,
     )
-    ins.add_argument("model", metavar="MODEL", help="model file (.json or .json.gz)")
+    ins.add_argument("model", metavar="MODEL", help="model file (.json, .json.gz or .exm)")
     ins.add_argument("--json", action="store_true", help="JSON on stdout")
     _add_limits(ins)
     ins.set_defaults(func=_command("inspect"))
@@ -289,8 +291,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the construction to run (listed below): " + ", ".join(CONSTRUCTIONS),
     )
-    b.add_argument("--data", required=True, metavar="FILE", help="dataset (.json or .json.gz)")
-    b.add_argument("--out", required=True, metavar="MODEL", help="model file to write")
+    b.add_argument(
+        "--data", required=True, metavar="FILE", help="dataset (.json, .json.gz or .exm)"
+    )
+    b.add_argument(
+        "--out",
+        required=True,
+        metavar="MODEL",
+        help="model file to write (.json, .json.gz or .exm)",
+    )
     b.add_argument("--seed", type=int, default=0, help="seed of the random choices (default 0)")
     b.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="construction option, repeatable"
@@ -308,9 +317,12 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser(
         "verify", help="evaluate a model exactly on a dataset and certify it", epilog=EPILOG
     )
-    v.add_argument("model", metavar="MODEL", help="model file (.json or .json.gz)")
+    v.add_argument("model", metavar="MODEL", help="model file (.json, .json.gz or .exm)")
     v.add_argument(
-        "--data", required=True, metavar="FILE", help="dataset to verify on (.json or .json.gz)"
+        "--data",
+        required=True,
+        metavar="FILE",
+        help="dataset to verify on (.json, .json.gz or .exm)",
     )
     _add_evaluator(v)
     v.add_argument(
@@ -434,7 +446,12 @@ def parser() -> argparse.ArgumentParser:
         default=1000,
         help="integer coordinates in [-B, B] (default 1000)",
     )
-    g.add_argument("--out", required=True, metavar="FILE", help="dataset file to write")
+    g.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="dataset file to write (.json, .json.gz or .exm)",
+    )
     g.add_argument("--json", action="store_true", help=JSON_WRITTEN)
     g.add_argument("--quiet", action="store_true", help="no progress on stderr")
     g.set_defaults(func=_command("generate"))
@@ -489,7 +506,32 @@ def parser() -> argparse.ArgumentParser:
     _add_plot_common(pc)
     pc.set_defaults(func=_command("plot"))
     _add_inspection(sub)
+    _add_convert(sub)
     return p
+
+
+def _add_convert(sub) -> None:
+    """``convert``: JSON ⇄ the binary container (exactmem.container)."""
+    cv = sub.add_parser(
+        "convert",
+        help="a dataset or model file from JSON to the binary container (.exm) or back",
+        description="Read a dataset or model file (checked as every command checks its inputs) "
+        "and write the same content in the form OUT's name asks for: .exm is the binary "
+        "container, .json or .json.gz JSON. The canonical SHA-256 is the same in both "
+        "(docs/files.md).",
+        epilog=EPILOG,
+    )
+    cv.add_argument("input", metavar="IN", help="dataset or model file (.json, .json.gz, .exm)")
+    cv.add_argument("output", metavar="OUT", help="file to write (.exm, .json or .json.gz)")
+    cv.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in a dataset, converted exactly (dyadic)",
+    )
+    cv.add_argument("--json", action="store_true", help="JSON on stdout: the path and sha256")
+    cv.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_limits(cv)
+    cv.set_defaults(func=_command("convert"))
 
 
 def _stop_workers() -> None:

@@ -109,6 +109,11 @@ def _affine_batch(a: Affine, cols: list[list[arb]]) -> list[list[arb]]:
     return [[(Y[i, j] + bias[i]) / den for i in range(a.out_dim)] for j in range(len(cols))]
 
 
+def _mlp(mlp: MLP, v: list[arb]) -> list[arb]:
+    """The token-wise sub-layer ``mlp`` on one column of balls."""
+    return _mlp_batch(mlp, [v])[0]
+
+
 def _mlp_batch(mlp: MLP, cols: list[list[arb]]) -> list[list[arb]]:
     """:func:`_mlp` on many columns (the token-wise sub-layer of every sequence at once)."""
     h = cols
