@@ -35,7 +35,10 @@ class _Classes:
         if isinstance(known, _Step):
             known = known.rows()
         if known is not None:
-            sigs = known[None, :]  # a probe of the layer before read the same functional
+            # a probe of the layer before read the same functional; copied into int64 scratch,
+            # so the kernel has one compiled form whatever the probe's type
+            sigs = self._buffer(1)
+            sigs[0] = known
         else:
             ptr, src, kind, coef = _encode(functionals, self.lanes, {})
             sigs = self._buffer(len(functionals))

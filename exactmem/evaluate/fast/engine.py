@@ -278,15 +278,12 @@ class _Engine(_KeyOrder, _SharedRuns, _SharedLayer, _RowUnits, _Classes, _Slots)
             table = self._tables(table_of, lanes)
             if table_of and len(table_of) == len(terms):  # class-shared lanes alone
                 return self._per_class(terms, table, reach)
-            # kept until the verifier reads it: the narrowest exact type (steps are 0/1)
-            if reach < 128:  # every value fits int8: written so, in the one pass
-                values = np.empty(self.n, np.int8)
-                self._linear(self.R, self.cls, table, ptr, src, kind, coef, values[None, :])
-            else:
-                out = self._buffer(1)
-                self._linear(self.R, self.cls, table, ptr, src, kind, coef, out)
-                small = self.n and -128 <= out[0].min() and out[0].max() < 128
-                values = out[0].astype(np.int8 if small else np.int64)
+            # computed in int64 (one compiled form of the kernel), kept until the verifier reads
+            # it in the narrowest exact type (steps are 0/1)
+            out = self._buffer(1)
+            self._linear(self.R, self.cls, table, ptr, src, kind, coef, out)
+            small = reach < 128 or (self.n and -128 <= out[0].min() and out[0].max() < 128)
+            values = out[0].astype(np.int8 if small else np.int64)
             if table is _EMPTY_TABLE:  # the next layer may refine on this very functional
                 self._probed[_key(terms, lanes)] = values
             return values

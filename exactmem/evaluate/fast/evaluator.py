@@ -43,9 +43,9 @@ def mlp(
 def threads(jobs: int) -> None:
     """Run the parallel kernels on ``jobs`` threads (at most numba's pool; results do not
     depend on it: chunk statistics are merged in chunk order and values are exact)."""
-    import numba
+    from exactmem import jit
 
-    numba.set_num_threads(max(1, min(jobs, numba.config.NUMBA_NUM_THREADS)))
+    jit.set_threads(jobs)
 
 
 def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):

@@ -4,7 +4,8 @@ MatchFold): in the row kernel's pass (:func:`_fold_block`) or apart. Imported la
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from exactmem.jit import njit
 
 
 @njit(cache=True)

@@ -5,7 +5,6 @@ Imported lazily."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from exactmem.evaluate.fast.limb_kernel import (
     LIMB,
@@ -29,6 +28,7 @@ from exactmem.evaluate.fast.limb_kernel import (
     _z_may_record,
     _zlimb,
 )
+from exactmem.jit import njit, prange
 
 
 @njit(parallel=True, cache=True)

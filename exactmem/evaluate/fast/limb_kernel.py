@@ -6,7 +6,8 @@ extremes. Imported lazily."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from exactmem.jit import njit
 
 LIMB = 30
 MASK = (1 << LIMB) - 1

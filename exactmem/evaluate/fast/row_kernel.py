@@ -9,9 +9,9 @@ Imported lazily (numba takes ~0.5 s to import).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from exactmem.evaluate.fast.fold_kernel import _fold_block
+from exactmem.jit import njit, prange
 
 BIG = np.int64(2**62)
 
@@ -347,8 +347,5 @@ def warm() -> None:
         relu_units(*args, 2)
     linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), i64))
     linear_rows_parallel(R, cls, table, one, *terms, np.zeros((1, 4), i64))
-    linear_rows(R, cls, table, one, *terms, np.zeros((1, 4), np.int8))  # step probes
-    linear_rows_parallel(R, cls, table, one, *terms, np.zeros((1, 4), np.int8))
     refine(cls.copy(), np.array([[0, 1, 0, 1]], i64), 1)
-    refine(cls.copy(), np.array([[0, 1, 0, 1]], np.int8), 1)  # a probed step lane
     gcd_rows(R, one[:1], i64(0))

@@ -12,10 +12,10 @@ int64 operation can wrap. Imported lazily, like :mod:`exactmem.evaluate.fast.ker
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from exactmem.evaluate.fast.limb_kernel import _hi, _settle, _view_value
 from exactmem.evaluate.fast.limits import _chunks
+from exactmem.jit import njit, prange
 
 __all__ = ["shared_run", "warm"]
 

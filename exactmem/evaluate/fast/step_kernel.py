@@ -15,9 +15,9 @@ run before anything of it is written. Imported lazily.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from exactmem.evaluate.fast.limb_kernel import _add_in_place, _hi, _less
+from exactmem.jit import njit
 
 __all__ = ["step_run", "warm"]
 
