@@ -83,8 +83,8 @@ def _add_evaluator(sub: argparse.ArgumentParser) -> None:
         default="fast",
         help="exact evaluator: fast (default; numba int64 rows and group-shared multi-limb "
         "lanes, the reference wherever int64 safety is not proved) | reference (plain Python "
-        "integers). Both give the same values; the first fast run compiles its kernels (~30 s, "
-        "cached)",
+        "integers). Both give the same values; the first fast run compiles the kernels it "
+        "needs (cached per user; `exactmem warmup` compiles all of them up front)",
     )
 
 
