@@ -83,8 +83,8 @@ def _add_evaluator(sub: argparse.ArgumentParser) -> None:
         default="fast",
         help="exact evaluator: fast (default; numba int64 rows and group-shared multi-limb "
         "lanes, the reference wherever int64 safety is not proved) | reference (plain Python "
-        "integers). Both give the same values; the first fast run compiles its kernels (~30 s, "
-        "cached)",
+        "integers). Both give the same values; the first fast run compiles the kernels it "
+        "needs (cached per user; `exactmem warmup` compiles all of them up front)",
     )
 
 
@@ -507,6 +507,7 @@ def parser() -> argparse.ArgumentParser:
     pc.set_defaults(func=_command("plot"))
     _add_inspection(sub)
     _add_convert(sub)
+    _add_warmup(sub)
     return p
 
 
@@ -532,6 +533,22 @@ def _add_convert(sub) -> None:
     cv.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_limits(cv)
     cv.set_defaults(func=_command("convert"))
+
+
+def _add_warmup(sub) -> None:
+    w = sub.add_parser(
+        "warmup",
+        help="compile every numba kernel now (once per machine; later runs load them)",
+        description="Compile every kernel of the fast evaluator and of the constructions, in "
+        "every form a run may need, into the per-user cache (NUMBA_CACHE_DIR when set), so that "
+        "no later run compiles, whatever its size. Kernels already cached are only loaded.",
+        epilog=EPILOG,
+    )
+    w.add_argument(
+        "--json", action="store_true", help="JSON on stdout: the cache folder and what compiled"
+    )
+    w.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    w.set_defaults(func=_command("warmup"))
 
 
 def _stop_workers() -> None:
@@ -570,6 +587,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _complete(p)
     args = p.parse_args(argv)
     sys.set_int_max_str_digits(0)
+    from exactmem import jit  # (numba is not imported here)
+
+    was_quiet = jit.quiet(False)
+    jit.quiet(was_quiet or getattr(args, "quiet", False))  # --quiet: no compile notices either
     # SIGTERM raises, as Ctrl-C does, so the atomic writer removes its temporary file
     previous = _install(signal.SIGTERM, _terminate)
     # Ctrl-C as Python's own handler, plus the workers; an ignored SIGINT stays ignored
@@ -601,6 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_INTERNAL
     finally:
+        jit.quiet(was_quiet)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if keyboard is not None:
