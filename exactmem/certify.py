@@ -178,10 +178,13 @@ def certify(
     criteria = Criteria(construction, None if tolerance is None else mpq(tolerance))
     run = _evaluator(evaluator)
     readout = _readout(model, dataset)
+    res = resources(model)  # one pass over every weight, for the certificate and the bounds
     feed = "vectors"
     if dataset.task == "points":
         _require_task(criteria, dataset)
-        checks, trace, data = _points(model, dataset, progress, jobs, run, criteria, readout)
+        checks, trace, data = _points(
+            model, dataset, progress, jobs, run, criteria, readout, res=res
+        )
         stats = trace.stats
     elif dataset.task in ("next-token", "seq2seq"):
         _require_task(criteria, dataset)
@@ -189,7 +192,7 @@ def certify(
         if feed == "vectors with positions":
             dataset = with_positions(dataset)
         checks, stats, data = _sequences(
-            model, dataset, progress, jobs, run, criteria, readout, feed
+            model, dataset, progress, jobs, run, criteria, readout, feed, res=res
         )
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
@@ -218,7 +221,7 @@ def certify(
     }
     return Certificate(
         checks=checks,
-        resources=resources(model),
+        resources=res,
         activation=activation_summary(stats, per_layer=per_layer),
         subject=subject,
         data=data,
@@ -340,7 +343,7 @@ def _not_exactly_uniform() -> list[Check]:
     raise ChecklistStructureError("its attention is not exactly uniform on this dataset")
 
 
-def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: str):
+def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, res=None):
     _require_dim(model, dataset.dim, "points")
     point_conflicts(dataset)
     if model.has_attention:
@@ -358,7 +361,7 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
     else:
         got, den = trace.outputs.first_lane()
         checks = [_label_check(got, den, dataset.labels, criteria.tolerance, "points")]
-    checks += lower_bound_checks(model, dataset)
+    checks += lower_bound_checks(model, dataset, res=res)
     if criteria.construction == "vys":
         expected = {i: y for i, y in enumerate(dataset.labels)}
 
@@ -384,7 +387,9 @@ def _consistency_mode(model, dataset, criteria: Criteria, feed: str) -> str:
     return dataset.task
 
 
-def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, feed: str):
+def _sequences(
+    model, dataset, progress, jobs, run, criteria: Criteria, readout: str, feed: str, res=None
+):
     """Next-token (judged at the last position) and seq-to-seq (every position)."""
     construction = criteria.construction or ""
     if model.token_inputs:
@@ -444,7 +449,7 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         checks += _checklist(construction, lambda: dana_checks(model, dataset))
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
-        model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")
+        model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-"), res=res
     )
     tell(progress, "", phase="checks", done=phases, total=phases)
     tokens = [dataset.vocab[t] for t in sv.tokens]

@@ -23,8 +23,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer, resources
-from exactmem.sequences import canonical_tokens
+from exactmem.model import (
+    MLP,
+    Affine,
+    Attention,
+    PositionalEncoding,
+    Resources,
+    Transformer,
+    resources,
+)
+from exactmem.sequences import sequence_tokens
 
 if TYPE_CHECKING:  # sympy and flint cost a quarter of a second to import: only when a bound is
     import sympy  # computed (all-distinct seq-to-seq data), never on a plain verify
@@ -233,7 +241,8 @@ def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None)
         mlp_trace = run(equivalent_mlp(prefix), vocab, [[t] for t in tokens])
         for i, (out, ref) in enumerate(zip(trace.outputs, mlp_trace.outputs, strict=True)):
             if any(col != ref[0] for col in out):
-                bad.append(f"sequence of vocab[{tokens[i]}]: output differs from the equivalent MLP")
+                what = "output differs from the equivalent MLP"
+                bad.append(f"sequence of vocab[{tokens[i]}]: {what}")
     detail = (
         f"on {len(tokens)} constant sequences every column stays identical and the "
         "network equals an MLP on the first column"
@@ -247,7 +256,13 @@ def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None)
 
 
 def lower_bound_checks(
-    model: Transformer, dataset, sv=None, run=None, *, theorem_4_2: bool = False
+    model: Transformer,
+    dataset,
+    sv=None,
+    run=None,
+    *,
+    theorem_4_2: bool = False,
+    res: Resources | None = None,
 ) -> list:
     """The lower bounds that apply to a certified model on ``dataset``.
 
@@ -256,11 +271,13 @@ def lower_bound_checks(
     dataset's tokens.
     Seq-to-seq with all nN tokens pairwise distinct (Theorem 4.3's hypothesis): W ≥ the
     Theorem 4.3 bound, and nN within the eq. (72) count of the model's block architecture.
-    ``run``: the exact evaluator for Theorem 4.2 (:func:`constant_sequence_check`).
+    ``run``: the exact evaluator for Theorem 4.2 (:func:`constant_sequence_check`). ``res``:
+    the model's :func:`~exactmem.model.resources` if the caller has them (a pass over every
+    weight).
     """
     from exactmem.verify import Check
 
-    res = resources(model)
+    res = res or resources(model)
     if dataset.task == "points":
         labels, what = dataset.size, "N"
     else:
@@ -312,5 +329,5 @@ def lower_bound_checks(
 
 def _all_distinct(dataset, sv, labels: int) -> bool:
     """Theorem 4.3's hypothesis: the nN tokens of the dataset are pairwise distinct vectors."""
-    canonical = canonical_tokens(dataset, sv.canonical)
+    canonical = sequence_tokens(dataset, sv)
     return len(np.unique(canonical)) == labels

@@ -19,7 +19,7 @@ from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, first_seen_ids, ratio_equal, rational_table
 from exactmem.model import MLP
-from exactmem.sequences import SequenceView, canonical_tokens, describe_multiset
+from exactmem.sequences import SequenceView, describe_multiset, sequence_tokens
 from exactmem.verify import (
     MAX_EXAMPLES,
     Check,
@@ -87,7 +87,7 @@ def check_ks25(
         raise ChecklistStructureError("the evaluation kept no stream before the attention layer")
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
 
-    canon = canonical_tokens(ds, sv.canonical)  # (N, n) canonical tokens
+    canon = sequence_tokens(ds, sv)  # (N, n) canonical tokens (narrow ints)
     tokens, at_first = np.unique(canon.reshape(-1), return_index=True)
     token_rows = first.index.reshape(-1)[at_first]
     row_of = dict(zip(tokens.tolist(), token_rows.tolist(), strict=True))
@@ -105,7 +105,7 @@ def check_ks25(
     checks.append(_witness_set(canon[ms_first], A, ms_first))
     sums, sden = _sums(canon, phi)
     checks.append(_sequence_sums(sums[ms_first], sden, ms_first, sv))
-    tok = canon[:, positions]
+    tok = canon[:, positions].astype(np.int64)  # multiplied into (token, multiset) keys
     checks.append(_attention(trace.attention[0], mixed, tok, positions, phi, tid, sums, sden * n))
     if variant == "ks25-deep-sets":
         checks.append(_set_ids(mixed, ms_id, n))
