@@ -63,23 +63,31 @@ __all__ = [
 
 def library_versions() -> dict:
     import gmpy2
-    import mpmath
     import numpy
 
-    versions = {
+    return {
         "exactmem": __version__,
         "python": platform.python_version(),
         "gmpy2": gmpy2.version(),
         "numpy": numpy.__version__,
-        "mpmath": mpmath.__version__,
+        "mpmath": _version("mpmath", "mpmath"),
+        "python-flint": _version("flint", "python-flint"),
     }
-    try:
-        import flint
 
-        versions["python-flint"] = flint.__version__
-    except ImportError:  # pragma: no cover - a declared dependency
-        versions["python-flint"] = None
-    return versions
+
+def _version(module: str, distribution: str) -> str | None:
+    """A library's version without importing it for that (mpmath and flint cost a tenth of a
+    second, and a verification may need neither): the loaded module's, else the installed
+    distribution's."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return loaded.__version__
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:  # pragma: no cover - a declared dependency
+        return None
 
 
 def point_conflicts(dataset: Dataset) -> None:
