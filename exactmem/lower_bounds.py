@@ -213,32 +213,60 @@ def _mixing_prefix(model: Transformer) -> Transformer | None:
     )
 
 
+def _mixing_part(model: Transformer, vocab, tokens, run):
+    """The column-mixing part of :func:`_mixing_prefix` (from its first sub-layer that is not
+    an MLP) and what enters it: the MLPs before that act on each column alone, so they are
+    evaluated once, on the tokens alone, and their outputs become the part's vocabulary.
+    Returns (part, vocabulary, the tokens as indices into it, the part's first sub-layer), or
+    None when every sub-layer is an MLP."""
+    prefix = _mixing_prefix(model)
+    if prefix is None:
+        return None
+    first = next(i for i, s in enumerate(prefix.sublayers) if not isinstance(s, MLP))
+    if first == 0:
+        return prefix, vocab, list(tokens), 0
+    head = Transformer(
+        model.input_dim,
+        prefix.sublayers[:first],
+        model.embed,
+        None,
+        dict(model.meta),
+        model.token_inputs,
+    )
+    outputs = run(head, vocab, [[t] for t in tokens]).outputs
+    states = [outputs[i][0] for i in range(len(tokens))]
+    part = Transformer(len(states[0]), prefix.sublayers[first:], meta=dict(model.meta))
+    return part, states, list(range(len(tokens))), first
+
+
 def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None):
     """Theorem 4.2 on the constant sequences (x, x, …, x) for x in ``tokens``: every column
     identical after every sub-layer, and the output equal to the MLP of :func:`equivalent_mlp`
     applied to x. ``run``: the exact evaluator (the reference one by default; the certificate
     passes the one it uses). Returns a :class:`~exactmem.verify.Check`.
 
-    Both networks are evaluated up to the last sub-layer that mixes columns only: after it every
-    sub-layer is an MLP, applied column by column and shared by the two networks (so is the
-    unembedding), so identical columns stay identical and equal inputs give equal outputs —
-    what the evaluation of that tail would show, known without it (the tail of a deep memorizer
-    is most of the network)."""
+    Both networks are evaluated from the first to the last sub-layer that mixes columns only:
+    every other sub-layer is an MLP, applied column by column and shared by the two networks
+    (so is the unembedding), so identical columns stay identical and equal inputs give equal
+    outputs — what evaluating them on the sequences would show, known without it (the MLPs of
+    a deep memorizer are most of the network). The MLPs before the first mixing sub-layer are
+    evaluated once, on the tokens alone (:func:`_mixing_part`)."""
     from exactmem.verify import Check, _examples
 
     if run is None:
         from exactmem.evaluate.reference import run
 
     bad = []
-    prefix = _mixing_prefix(model)
-    if prefix is not None:
-        trace = run(prefix, vocab, [[t] * n for t in tokens])
-        for si, stream in enumerate(trace.streams):
+    mixing = _mixing_part(model, vocab, tokens, run)
+    if mixing is not None:
+        part, inputs, ids, at = mixing
+        trace = run(part, inputs, [[t] * n for t in ids])
+        for si, stream in enumerate(trace.streams, start=at):
             same = (stream.index == stream.index[:, :1]).all(axis=1)
             if not same.all():
                 i = int(np.argmin(same))
                 bad.append(f"sequence of vocab[{tokens[i]}]: columns differ after sub-layer {si}")
-        mlp_trace = run(equivalent_mlp(prefix), vocab, [[t] for t in tokens])
+        mlp_trace = run(equivalent_mlp(part), inputs, [[t] for t in ids])
         for i, (out, ref) in enumerate(zip(trace.outputs, mlp_trace.outputs, strict=True)):
             if any(col != ref[0] for col in out):
                 what = "output differs from the equivalent MLP"

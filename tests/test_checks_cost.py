@@ -15,7 +15,7 @@ from exactmem.certify import library_versions
 from exactmem.constructions import ks25
 from exactmem.data import parse_dataset
 from exactmem.errors import InputError
-from exactmem.lower_bounds import _mixing_prefix, constant_sequence_check
+from exactmem.lower_bounds import _mixing_part, _mixing_prefix, constant_sequence_check
 from exactmem.model import MLP, PositionalEncoding, Transformer
 from exactmem.sequences import canonical_tokens, random_sequences, sequence_tokens, view
 
@@ -41,7 +41,18 @@ def test_theorem_4_2_stops_at_the_last_mixing_sublayer(model_and_data):
         return reference(m, vocab, sequences, **kw)
 
     assert constant_sequence_check(model, ds.vocab, list(range(25)), 4, run).passed
-    assert seen == [2, 2]  # the deep F2 after the attention is never evaluated
+    # F1 once on the tokens alone; then the attention and its linear equivalent; never F2
+    assert seen == [1, 1, 1]
+
+
+def test_theorem_4_2_mixing_part_starts_at_the_attention(model_and_data):
+    from exactmem.evaluate.reference import run
+
+    model, ds = model_and_data
+    part, states, ids, at = _mixing_part(model, ds.vocab, [3, 7], run)
+    assert at == 1 and ids == [0, 1] and len(part.sublayers) == 1
+    head = Transformer(model.input_dim, model.sublayers[:1], meta=model.meta)
+    assert states == [run(head, ds.vocab, [[t]]).outputs[0][0] for t in (3, 7)]
 
 
 def test_theorem_4_2_fails_on_a_positional_encoding_after_the_attention(model_and_data):
