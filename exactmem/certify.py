@@ -41,12 +41,6 @@ from exactmem.verify import (
     outputs_verdict,
     step_folds,
 )
-from exactmem.verify_attention import (
-    ball_label_check,
-    dana_checks,
-    exact_classification_check,
-    mahdavi_checks,
-)
 from exactmem.verify_ks25 import check_ks25
 
 __all__ = [
@@ -365,6 +359,8 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
         folds=step_folds(model),
     )
     if readout == "argmax":
+        from exactmem.verify_attention import exact_classification_check  # imports flint
+
         checks = [exact_classification_check(trace.outputs, dataset.labels, "points")]
     else:
         got, den = trace.outputs.first_lane()
@@ -431,6 +427,14 @@ def _sequences(
         trace = None  # unequal softmax scores: certify on Arb enclosures instead
     phases = 2 + bool(construction)
     tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
+    if trace is None or readout == "argmax" or construction in ("mahdavi24", "dana25"):
+        # the checks of softmax and attention features import flint: only when they run
+        from exactmem.verify_attention import (
+            ball_label_check,
+            dana_checks,
+            exact_classification_check,
+            mahdavi_checks,
+        )
     if trace is None:
         checks = [ball_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)]
     elif readout == "argmax":
