@@ -461,7 +461,13 @@ def _sequences(
         checks += _checklist(construction, lambda: dana_checks(model, dataset))
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
-        model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-"), res=res
+        model,
+        dataset,
+        sv,
+        run,
+        theorem_4_2=construction.startswith("ks25-"),
+        res=res,
+        trace=trace,
     )
     tell(progress, "", phase="checks", done=phases, total=phases)
     tokens = [dataset.vocab[t] for t in sv.tokens]

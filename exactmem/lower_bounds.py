@@ -213,18 +213,22 @@ def _mixing_prefix(model: Transformer) -> Transformer | None:
     )
 
 
-def _mixing_part(model: Transformer, vocab, tokens, run):
+def _mixing_part(model: Transformer, vocab, tokens, run, entry=None):
     """The column-mixing part of :func:`_mixing_prefix` (from its first sub-layer that is not
     an MLP) and what enters it: the MLPs before that act on each column alone, so they are
     evaluated once, on the tokens alone, and their outputs become the part's vocabulary.
-    Returns (part, vocabulary, the tokens as indices into it, the part's first sub-layer), or
-    None when every sub-layer is an MLP."""
+    ``entry``: those outputs if the caller has them (:func:`_entry_columns`). Returns (part,
+    vocabulary, the tokens as indices into it, the part's first sub-layer), or None when every
+    sub-layer is an MLP."""
     prefix = _mixing_prefix(model)
     if prefix is None:
         return None
     first = next(i for i, s in enumerate(prefix.sublayers) if not isinstance(s, MLP))
     if first == 0:
         return prefix, vocab, list(tokens), 0
+    if entry is not None:
+        part = Transformer(len(entry[0]), prefix.sublayers[first:], meta=dict(model.meta))
+        return part, list(entry), list(range(len(tokens))), first
     head = Transformer(
         model.input_dim,
         prefix.sublayers[:first],
@@ -239,7 +243,7 @@ def _mixing_part(model: Transformer, vocab, tokens, run):
     return part, states, list(range(len(tokens))), first
 
 
-def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None):
+def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None, entry=None):
     """Theorem 4.2 on the constant sequences (x, x, …, x) for x in ``tokens``: every column
     identical after every sub-layer, and the output equal to the MLP of :func:`equivalent_mlp`
     applied to x. ``run``: the exact evaluator (the reference one by default; the certificate
@@ -250,14 +254,15 @@ def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None)
     (so is the unembedding), so identical columns stay identical and equal inputs give equal
     outputs — what evaluating them on the sequences would show, known without it (the MLPs of
     a deep memorizer are most of the network). The MLPs before the first mixing sub-layer are
-    evaluated once, on the tokens alone (:func:`_mixing_part`)."""
+    evaluated once, on the tokens alone (:func:`_mixing_part`), or read from the evaluation of
+    the dataset (``entry``, :func:`_entry_columns`)."""
     from exactmem.verify import Check, _examples
 
     if run is None:
         from exactmem.evaluate.reference import run
 
     bad = []
-    mixing = _mixing_part(model, vocab, tokens, run)
+    mixing = _mixing_part(model, vocab, tokens, run, entry)
     if mixing is not None:
         part, inputs, ids, at = mixing
         trace = run(part, inputs, [[t] * n for t in ids])
@@ -291,6 +296,7 @@ def lower_bound_checks(
     *,
     theorem_4_2: bool = False,
     res: Resources | None = None,
+    trace=None,
 ) -> list:
     """The lower bounds that apply to a certified model on ``dataset``.
 
@@ -301,7 +307,8 @@ def lower_bound_checks(
     Theorem 4.3 bound, and nN within the eq. (72) count of the model's block architecture.
     ``run``: the exact evaluator for Theorem 4.2 (:func:`constant_sequence_check`). ``res``:
     the model's :func:`~exactmem.model.resources` if the caller has them (a pass over every
-    weight).
+    weight). ``trace``: the evaluation of ``dataset``, whose columns entering the first
+    column-mixing sub-layer Theorem 4.2's check then reads instead of evaluating them again.
     """
     from exactmem.verify import Check
 
@@ -329,7 +336,8 @@ def lower_bound_checks(
     n = len(dataset.sequences[0])
     if theorem_4_2:
         tokens = list(sv.tokens)[:50]
-        checks.append(constant_sequence_check(model, dataset.vocab, tokens, n, run))
+        entry = _entry_columns(model, trace, sv, tokens)
+        checks.append(constant_sequence_check(model, dataset.vocab, tokens, n, run, entry))
     if dataset.task == "seq2seq" and _all_distinct(dataset, sv, labels):
         result = theorem_4_3_holds(res.dense_parameters, n, dataset.size)
         checks.append(
@@ -353,6 +361,25 @@ def lower_bound_checks(
             )
         )
     return checks
+
+
+def _entry_columns(model: Transformer, trace, sv, tokens) -> list | None:
+    """The columns entering the first column-mixing sub-layer for each of ``tokens``
+    (canonical), read from ``trace``, the evaluation of the dataset: the MLPs before that
+    sub-layer act on each column alone, so a token's column there is the same in every
+    sequence. None when the trace does not hold them."""
+    first = next((i for i, s in enumerate(model.sublayers) if not isinstance(s, MLP)), 0)
+    if trace is None or first == 0 or sv.canonical_sequences is None:
+        return None
+    stream = trace.streams[first - 1]
+    flat = sv.canonical_sequences.reshape(-1)
+    index = stream.index.reshape(-1)
+    if index.shape != flat.shape:
+        return None
+    values, at = np.unique(flat, return_index=True)
+    where = dict(zip(values.tolist(), at.tolist(), strict=True))
+    rows = stream.rows
+    return [rows[int(index[where[t]])] for t in tokens]
 
 
 def _all_distinct(dataset, sv, labels: int) -> bool:

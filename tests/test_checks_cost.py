@@ -140,3 +140,27 @@ def test_library_versions_match_the_modules():
     versions = library_versions()
     assert versions["mpmath"] == mpmath.__version__
     assert versions["python-flint"] == flint.__version__
+
+
+def test_theorem_4_2_reads_the_entry_columns_from_the_dataset_trace(model_and_data):
+    from exactmem.evaluate.reference import run
+    from exactmem.lower_bounds import _entry_columns
+
+    model, ds = model_and_data
+    sv = view(ds)
+    trace = run(model, ds.vocab, ds.sequences, positions="last")
+    tokens = list(sv.tokens)[:10]
+    entry = _entry_columns(model, trace, sv, tokens)
+    _, states, _, at = _mixing_part(model, ds.vocab, tokens, run)
+    assert at == 1 and entry == states
+    assert _entry_columns(model, None, sv, tokens) is None
+    calls = []
+
+    def counted(m, *args, **kw):
+        calls.append(len(m.sublayers))
+        return run(m, *args, **kw)
+
+    check = constant_sequence_check(model, ds.vocab, tokens, 4, counted, entry)
+    assert check.passed and calls == [1, 1]  # the attention and its linear map only
+    bad = [tuple(v + 1 for v in col) for col in entry]  # columns F1 does not output
+    assert constant_sequence_check(model, ds.vocab, tokens, 4, run, bad).passed  # still equal
