@@ -24,7 +24,6 @@ from exactmem.data import (
 )
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.reference import run as reference_run
-from exactmem.evaluate.softmax import MAX_PRECISION
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, ratio_equal
 from exactmem.io import model_hash
@@ -42,22 +41,7 @@ from exactmem.verify import (
     outputs_verdict,
     step_folds,
 )
-from exactmem.verify_attention import (
-    ball_label_check,
-    dana_checks,
-    exact_classification_check,
-    mahdavi_checks,
-)
-from exactmem.verify_kim23 import check_kim23, hardmax_limit, has_softmax
-from exactmem.verify_ks24 import ball_seq2seq_label_check, check_ks24
 from exactmem.verify_ks25 import check_ks25
-from exactmem.verify_madden24 import (
-    dimension_count_check,
-    distinct_contexts,
-    madden_checks,
-    require_tolerance,
-)
-from exactmem.verify_margins import margin_check
 
 __all__ = [
     "CHECKLISTS",
@@ -73,23 +57,31 @@ __all__ = [
 
 def library_versions() -> dict:
     import gmpy2
-    import mpmath
     import numpy
 
-    versions = {
+    return {
         "exactmem": __version__,
         "python": platform.python_version(),
         "gmpy2": gmpy2.version(),
         "numpy": numpy.__version__,
-        "mpmath": mpmath.__version__,
+        "mpmath": _version("mpmath", "mpmath"),
+        "python-flint": _version("flint", "python-flint"),
     }
-    try:
-        import flint
 
-        versions["python-flint"] = flint.__version__
-    except ImportError:  # pragma: no cover - a declared dependency
-        versions["python-flint"] = None
-    return versions
+
+def _version(module: str, distribution: str) -> str | None:
+    """A library's version without importing it for that (mpmath and flint cost a tenth of a
+    second, and a verification may need neither): the loaded module's, else the installed
+    distribution's."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return loaded.__version__
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:  # pragma: no cover - a declared dependency
+        return None
 
 
 def point_conflicts(dataset: Dataset) -> None:
@@ -206,14 +198,19 @@ def certify(
     regression labels, 2^14 per argmax example)."""
     criteria = Criteria(construction, None if tolerance is None else mpq(tolerance), max_precision)
     if criteria.construction == "madden24":
+        from exactmem.verify_madden24 import require_tolerance
+
         require_tolerance(dataset, criteria.tolerance)
     evaluator = _evaluator_for(evaluator, model)  # the certificate names the one that ran
     run = _evaluator(evaluator)
     readout = _readout(model, dataset)
+    res = resources(model)  # one pass over every weight, for the certificate and the bounds
     feed = "vectors"
     if dataset.task == "points":
         _require_task(criteria, dataset)
-        checks, trace, data = _points(model, dataset, progress, jobs, run, criteria, readout)
+        checks, trace, data = _points(
+            model, dataset, progress, jobs, run, criteria, readout, res=res
+        )
         stats = trace.stats
     elif dataset.task in ("next-token", "seq2seq"):
         _require_task(criteria, dataset)
@@ -221,7 +218,7 @@ def certify(
         if feed == "vectors with positions":
             dataset = with_positions(dataset)
         checks, stats, data = _sequences(
-            model, dataset, progress, jobs, run, criteria, readout, feed
+            model, dataset, progress, jobs, run, criteria, readout, feed, res=res
         )
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
@@ -251,7 +248,7 @@ def certify(
     }
     return Certificate(
         checks=checks,
-        resources=resources(model),
+        resources=res,
         activation=activation_summary(stats, per_layer=per_layer),
         subject=subject,
         data=data,
@@ -383,7 +380,7 @@ def _not_exactly_uniform() -> list[Check]:
     raise ChecklistStructureError("its attention is not exactly uniform on this dataset")
 
 
-def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: str):
+def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, res=None):
     _require_dim(model, dataset.dim, "points")
     point_conflicts(dataset)
     if model.has_attention:
@@ -397,11 +394,13 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
         folds=step_folds(model),
     )
     if readout == "argmax":
+        from exactmem.verify_attention import exact_classification_check  # imports flint
+
         checks = [exact_classification_check(trace.outputs, dataset.labels, "points")]
     else:
         got, den = trace.outputs.first_lane()
         checks = [_label_check(got, den, dataset.labels, criteria.tolerance, "points")]
-    checks += lower_bound_checks(model, dataset)
+    checks += lower_bound_checks(model, dataset, res=res)
     if criteria.construction == "vys":
         expected = {i: y for i, y in enumerate(dataset.labels)}
 
@@ -430,6 +429,10 @@ def _consistency_mode(model, dataset, criteria: Criteria, feed: str) -> str:
 def _ball_labels(model, dataset, readout: str, criteria: Criteria):
     """Labels of a softmax model on balls: argmax per example with margins and the float
     evaluation beside (:mod:`exactmem.verify_margins`), else within the tolerance."""
+    from exactmem.evaluate.softmax import MAX_PRECISION
+    from exactmem.verify_attention import ball_label_check
+    from exactmem.verify_margins import margin_check
+
     if readout == "argmax":
         limit = criteria.max_precision or MAX_PRECISION
         return margin_check(model, dataset, limit=limit)
@@ -439,7 +442,9 @@ def _ball_labels(model, dataset, readout: str, criteria: Criteria):
     )
 
 
-def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, feed: str):
+def _sequences(
+    model, dataset, progress, jobs, run, criteria: Criteria, readout: str, feed: str, res=None
+):
     """Next-token (judged at the last position) and seq-to-seq (every position)."""
     construction = criteria.construction or ""
     if model.token_inputs:
@@ -458,6 +463,9 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
     )
     seq2seq = dataset.task == "seq2seq"
     evaluated = model
+    # the construction checklists read Arb balls (flint): imported only when they run
+    if construction == "kim23":
+        from exactmem.verify_kim23 import check_kim23, hardmax_limit, has_softmax
     if construction == "kim23" and has_softmax(model):
         # the exact hardmax limit; kim23.softmax certifies the model equal to it (else refuted)
         evaluated = hardmax_limit(model)
@@ -475,7 +483,16 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         trace = None  # unequal softmax scores: certify on Arb enclosures instead
     phases = 2 + bool(construction)
     tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
+    if trace is None or readout == "argmax" or construction in ("mahdavi24", "dana25"):
+        # the checks of softmax and attention features import flint: only when they run
+        from exactmem.verify_attention import (
+            dana_checks,
+            exact_classification_check,
+            mahdavi_checks,
+        )
     if trace is None and seq2seq:
+        from exactmem.verify_ks24 import ball_seq2seq_label_check
+
         checks = [
             ball_seq2seq_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)
         ]
@@ -509,8 +526,12 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         else:
             checks += _checklist(construction, lambda: check_kim23(trace, model, dataset, sv))
     if construction == "ks24":
+        from exactmem.verify_ks24 import check_ks24
+
         checks += _checklist(construction, lambda: check_ks24(model, dataset))
     if construction == "madden24":
+        from exactmem.verify_madden24 import dimension_count_check, distinct_contexts, madden_checks
+
         checks += _checklist(
             construction, lambda: madden_checks(model, dataset, criteria.tolerance)
         )
@@ -518,7 +539,13 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         checks.append(dimension_count_check(model, dataset, len(distinct_contexts(dataset))))
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
-        model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")
+        model,
+        dataset,
+        sv,
+        run,
+        theorem_4_2=construction.startswith("ks25-"),
+        res=res,
+        trace=trace,
     )
     tell(progress, "", phase="checks", done=phases, total=phases)
     tokens = [dataset.vocab[t] for t in sv.tokens]

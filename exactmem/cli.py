@@ -39,6 +39,7 @@ from exactmem.options import (  # noqa: F401
     check_option_limits,
     parse_options,
 )
+from exactmem.parallel import default_jobs
 from exactmem.progress import Progress  # noqa: F401
 
 PROG = "exactmem"
@@ -92,9 +93,10 @@ def _add_jobs(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--jobs",
         type=_jobs,
-        default=os.cpu_count() or 1,
+        default=default_jobs(),
         metavar="N",
-        help="parallelism (default: all cores): kernel threads of the fast evaluator, "
+        help="parallelism (default: the cores other work leaves idle, at least 1): kernel "
+        "threads of the fast evaluator, "
         "processes of the reference; results are the same for every N",
     )
 

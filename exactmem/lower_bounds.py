@@ -19,22 +19,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy
-from flint import arb, ctx
 
-from exactmem.bounds import decide_ge
 from exactmem.model import (
     MLP,
     Affine,
     Attention,
     PositionalEncoding,
+    Resources,
     Sublayer,
     Transformer,
     resources,
 )
-from exactmem.sequences import canonical_tokens
+from exactmem.sequences import sequence_tokens
+
+if TYPE_CHECKING:  # sympy and flint cost a quarter of a second to import: only when a bound is
+    import sympy  # computed (all-distinct seq-to-seq data), never on a plain verify
+    from flint import arb
 
 __all__ = [
     "Architecture",
@@ -50,12 +53,16 @@ __all__ = [
 
 def theorem_4_3_bound(n: int, N: int) -> sympy.Expr:
     """√(nN / (9·log₂(48e·nN))) (Theorem 4.3)."""
+    import sympy
+
     nN = sympy.Integer(n * N)
     return sympy.sqrt(nN / (9 * sympy.log(48 * sympy.E * nN, 2)))
 
 
 def theorem_4_3_holds(parameters: int, n: int, N: int):
     """Decide W ≥ √(nN / (9·log₂(48e·nN))) rigorously (a ``BoundResult``)."""
+    from exactmem.bounds import decide_ge
+
     return decide_ge(parameters, theorem_4_3_bound(n, N))
 
 
@@ -96,6 +103,8 @@ def _log2_sign_vectors(M: int, D: int, W: int) -> arb:
     """log₂ of a bound on the sign vectors of M polynomials of degree ≤ D in W variables:
     Goldberg–Jerrum's (8eMD/W)^W when M ≥ W (Lemma B.4 needs it), and never more than 3^M —
     each polynomial has three signs. Without the cap the formula is meaningless for M < W."""
+    from flint import arb
+
     trivial = M * arb(3).log() / arb(2).log()
     if M < W:
         return trivial
@@ -107,6 +116,8 @@ def sign_pattern_log2(arch: Architecture, n: int, N: int, precision: int = 256) 
     """log₂ of the product bound on the number of sign vectors K (eqs. (72), (86)–(89)): per
     block, the hardmax pattern (N·H·n³ score differences of degree 8l − 4) and the ReLU pattern
     (n·q·N pre-activations of degree 4l), then the outputs (n·N of degree 4L + 2)."""
+    from flint import arb, ctx
+
     old = ctx.prec
     ctx.prec = precision
     try:
@@ -187,28 +198,93 @@ def equivalent_mlp(model: Transformer) -> Transformer:
     )
 
 
-def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None):
+def _mixing_prefix(model: Transformer) -> Transformer | None:
+    """``model`` up to and including its last sub-layer that is not an MLP (attention,
+    positional encoding: the only ones that see other columns), without the unembedding; None
+    when every sub-layer is an MLP."""
+    last = max((i for i, s in enumerate(model.sublayers) if not isinstance(s, MLP)), default=-1)
+    if last < 0:
+        return None
+    return Transformer(
+        model.input_dim,
+        model.sublayers[: last + 1],
+        model.embed,
+        None,
+        dict(model.meta),
+        model.token_inputs,
+    )
+
+
+def _mixing_part(model: Transformer, vocab, tokens, run, entry=None):
+    """The column-mixing part of :func:`_mixing_prefix` (from its first sub-layer that is not
+    an MLP) and what enters it: the MLPs before that act on each column alone, so they are
+    evaluated once, on the tokens alone, and their outputs become the part's vocabulary.
+    ``entry``: those outputs if the caller has them (:func:`_entry_columns`). Returns (part,
+    vocabulary, the tokens as indices into it, the part's first sub-layer), or None when every
+    sub-layer is an MLP."""
+    prefix = _mixing_prefix(model)
+    if prefix is None:
+        return None
+    first = next(i for i, s in enumerate(prefix.sublayers) if not isinstance(s, MLP))
+    if first == 0:
+        return prefix, vocab, list(tokens), 0
+    if entry is not None:
+        part = Transformer(len(entry[0]), prefix.sublayers[first:], meta=dict(model.meta))
+        return part, list(entry), list(range(len(tokens))), first
+    head = Transformer(
+        model.input_dim,
+        prefix.sublayers[:first],
+        model.embed,
+        None,
+        dict(model.meta),
+        model.token_inputs,
+    )
+    outputs = run(head, vocab, [[t] for t in tokens]).outputs
+    states = [outputs[i][0] for i in range(len(tokens))]
+    part = Transformer(len(states[0]), prefix.sublayers[first:], meta=dict(model.meta))
+    return part, states, list(range(len(tokens))), first
+
+
+def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None, entry=None):
     """Theorem 4.2 on the constant sequences (x, x, …, x) for x in ``tokens``: every column
     identical after every sub-layer, and the output equal to the MLP of :func:`equivalent_mlp`
     applied to x. ``run``: the exact evaluator (the reference one by default; the certificate
-    passes the one it uses). Returns a :class:`~exactmem.verify.Check`."""
+    passes the one it uses). Returns a :class:`~exactmem.verify.Check`.
+
+    Both networks are evaluated from the first to the last sub-layer that mixes columns only:
+    every other sub-layer is an MLP, applied column by column and shared by the two networks
+    (so is the unembedding), so identical columns stay identical and equal inputs give equal
+    outputs — what evaluating them on the sequences would show, known without it (the MLPs of
+    a deep memorizer are most of the network). The MLPs before the first mixing sub-layer are
+    evaluated once, on the tokens alone (:func:`_mixing_part`), or read from the evaluation of
+    the dataset (``entry``, :func:`_entry_columns`)."""
     from exactmem.verify import Check, _examples
 
     if run is None:
         from exactmem.evaluate.reference import run
 
-    sequences = [[t] * n for t in tokens]
-    trace = run(model, vocab, sequences)
     bad = []
-    for si, stream in enumerate(trace.streams):
-        for i, row in enumerate(stream.index):
-            if len(set(int(r) for r in row)) != 1:
+    mixing = _mixing_part(model, vocab, tokens, run, entry)
+    if mixing is not None:
+        part, inputs, ids, at = mixing
+        trace = run(part, inputs, [[t] * n for t in ids])
+        for si, stream in enumerate(trace.streams, start=at):
+            same = (stream.index == stream.index[:, :1]).all(axis=1)
+            if not same.all():
+                i = int(np.argmin(same))
                 bad.append(f"sequence of vocab[{tokens[i]}]: columns differ after sub-layer {si}")
-                break
-    mlp_trace = run(equivalent_mlp(model), vocab, [[t] for t in tokens])
-    for i, (out, ref) in enumerate(zip(trace.outputs, mlp_trace.outputs, strict=True)):
-        if any(col != ref[0] for col in out):
-            bad.append(f"sequence of vocab[{tokens[i]}]: output differs from the equivalent MLP")
+        linear = equivalent_mlp(part)
+        if all(isinstance(x, MLP) and len(x.layers) == 1 for x in linear.sublayers):
+            # affine maps on a few rows: no kernels to load, the reference evaluator is quicker
+            from exactmem.evaluate.reference import run as reference
+
+            mlp_trace = reference(linear, inputs, [[t] for t in ids])
+        else:
+            mlp_trace = run(linear, inputs, [[t] for t in ids])
+        for i, (out, ref) in enumerate(zip(trace.outputs, mlp_trace.outputs, strict=True)):
+            if any(col != ref[0] for col in out):
+                what = "output differs from the equivalent MLP"
+                bad.append(f"sequence of vocab[{tokens[i]}]: {what}")
     detail = (
         f"on {len(tokens)} constant sequences every column stays identical and the "
         "network equals an MLP on the first column"
@@ -222,7 +298,14 @@ def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None)
 
 
 def lower_bound_checks(
-    model: Transformer, dataset, sv=None, run=None, *, theorem_4_2: bool = False
+    model: Transformer,
+    dataset,
+    sv=None,
+    run=None,
+    *,
+    theorem_4_2: bool = False,
+    res: Resources | None = None,
+    trace=None,
 ) -> list:
     """The lower bounds that apply to a certified model on ``dataset``.
 
@@ -231,11 +314,14 @@ def lower_bound_checks(
     dataset's tokens.
     Seq-to-seq with all nN tokens pairwise distinct (Theorem 4.3's hypothesis): W ≥ the
     Theorem 4.3 bound, and nN within the eq. (72) count of the model's block architecture.
-    ``run``: the exact evaluator for Theorem 4.2 (:func:`constant_sequence_check`).
+    ``run``: the exact evaluator for Theorem 4.2 (:func:`constant_sequence_check`). ``res``:
+    the model's :func:`~exactmem.model.resources` if the caller has them (a pass over every
+    weight). ``trace``: the evaluation of ``dataset``, whose columns entering the first
+    column-mixing sub-layer Theorem 4.2's check then reads instead of evaluating them again.
     """
     from exactmem.verify import Check
 
-    res = resources(model)
+    res = res or resources(model)
     if dataset.task == "points":
         labels, what = dataset.size, "N"
     else:
@@ -259,7 +345,8 @@ def lower_bound_checks(
     n = len(dataset.sequences[0])
     if theorem_4_2:
         tokens = list(sv.tokens)[:50]
-        checks.append(constant_sequence_check(model, dataset.vocab, tokens, n, run))
+        entry = _entry_columns(model, trace, sv, tokens)
+        checks.append(constant_sequence_check(model, dataset.vocab, tokens, n, run, entry))
     if dataset.task == "seq2seq" and _all_distinct(dataset, sv, labels):
         result = theorem_4_3_holds(res.dense_parameters, n, dataset.size)
         checks.append(
@@ -285,7 +372,26 @@ def lower_bound_checks(
     return checks
 
 
+def _entry_columns(model: Transformer, trace, sv, tokens) -> list | None:
+    """The columns entering the first column-mixing sub-layer for each of ``tokens``
+    (canonical), read from ``trace``, the evaluation of the dataset: the MLPs before that
+    sub-layer act on each column alone, so a token's column there is the same in every
+    sequence. None when the trace does not hold them."""
+    first = next((i for i, s in enumerate(model.sublayers) if not isinstance(s, MLP)), 0)
+    if trace is None or first == 0 or sv.canonical_sequences is None:
+        return None
+    stream = trace.streams[first - 1]
+    flat = sv.canonical_sequences.reshape(-1)
+    index = stream.index.reshape(-1)
+    if index.shape != flat.shape:
+        return None
+    values, at = np.unique(flat, return_index=True)
+    where = dict(zip(values.tolist(), at.tolist(), strict=True))
+    rows = stream.rows
+    return [rows[int(index[where[t]])] for t in tokens]
+
+
 def _all_distinct(dataset, sv, labels: int) -> bool:
     """Theorem 4.3's hypothesis: the nN tokens of the dataset are pairwise distinct vectors."""
-    canonical = canonical_tokens(dataset, sv.canonical)
+    canonical = sequence_tokens(dataset, sv)
     return len(np.unique(canonical)) == labels
