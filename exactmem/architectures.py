@@ -33,6 +33,19 @@ W_Q^h x_S))``:
 * ``unembed.weight`` ``[C, d]``.
 
 A causal mask changes nothing here: only the last position is read, after one attention layer.
+
+``ks25`` — the experimental model of Kajitsuka & Sato 2025 (their eq. (165)) on token ids: an
+embedding of width m, L residual ReLU feed-forward blocks x + W₂ ReLU(W₁x + b₁) + b₂, one
+uniform-attention layer with its skip connection x + W_O W_V (mean of the tokens), L more
+blocks, a linear readout W_U x + b_U at the last position:
+
+* ``embed.weight`` ``[N, m]``,
+* ``ff1.{i}.fc.weight`` ``[q, m]``, ``ff1.{i}.fc.bias`` ``[q]``, ``ff1.{i}.proj.weight``
+  ``[m, q]``, ``ff1.{i}.proj.bias`` ``[m]`` for i = 0 … L − 1, and the same under ``ff2``,
+* ``attn.value.weight`` ``[s, m]``, ``attn.output.weight`` ``[m, s]``,
+* ``unembed.weight`` ``[C, m]``, ``unembed.bias`` ``[C]``.
+
+Every function of it is rational (ReLU, weights exactly 1/n): the exact evaluators run it.
 """
 
 from __future__ import annotations
@@ -44,7 +57,14 @@ from pathlib import Path
 import numpy as np
 
 from exactmem.errors import InputError
-from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
+from exactmem.model import (
+    MLP,
+    Affine,
+    Attention,
+    AttentionHead,
+    PositionalEncoding,
+    Transformer,
+)
 from exactmem.safetensors_io import DyadicTensor, read_safetensors
 
 __all__ = ["ARCHITECTURES", "affine_of", "import_checkpoint"]
@@ -72,6 +92,23 @@ def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
         cols = np.flatnonzero(nz[lo : lo + cols_n])
         rows.append(tuple((int(j), int(m[lo + j]) << int(shift[lo + j])) for j in cols))
     return Affine(cols_n, tuple(rows), (0,) * rows_n, 1 << k, names)
+
+
+def affine_biased(w: DyadicTensor, b: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
+    """``x ↦ w x + b`` exactly, over one power-of-two denominator (``w`` ``[out, in]``, ``b``
+    ``[out]``): the bias is read as one more column of the weight."""
+    out, cols = w.shape
+    joined = DyadicTensor(
+        w.name,
+        w.dtype,
+        (out, cols + 1),
+        np.concatenate([w.mantissa.reshape(out, cols), b.mantissa.reshape(out, 1)], 1).ravel(),
+        np.concatenate([w.exponent.reshape(out, cols), b.exponent.reshape(out, 1)], 1).ravel(),
+    )
+    a = affine_of(joined)
+    rows = tuple(tuple(t for t in row if t[0] < cols) for row in a.rows)
+    bias = tuple(dict(row).get(cols, 0) for row in a.rows)
+    return Affine(cols, rows, bias, a.denominator, names)
 
 
 class _Tensors:
@@ -200,9 +237,46 @@ def _transpose(a: Affine, names: tuple[str, ...]) -> Affine:
     return Affine(a.out_dim, tuple(tuple(c) for c in cols), (0,) * a.in_dim, a.denominator, names)
 
 
+def _ks_blocks(ts: _Tensors, stack: str, m: int) -> list[MLP]:
+    blocks = []
+    i = 0
+    while f"{stack}.{i}.fc.weight" in ts.tensors:
+        fc = ts.take(f"{stack}.{i}.fc.weight", (None, m))
+        q = fc.shape[0]
+        first = affine_biased(fc, ts.take(f"{stack}.{i}.fc.bias", (q,)))
+        proj = ts.take(f"{stack}.{i}.proj.weight", (m, q))
+        second = affine_biased(proj, ts.take(f"{stack}.{i}.proj.bias", (m,)))
+        blocks.append(MLP((first, second), residual=True, label=f"{stack}.{i}"))
+        i += 1
+    return blocks
+
+
+def _ks(ts: _Tensors, meta: dict) -> Transformer:
+    emb = ts.take("embed.weight", (None, None))
+    N, m = emb.shape
+    ff1 = _ks_blocks(ts, "ff1", m)
+    ff2 = _ks_blocks(ts, "ff2", m)
+    if len(ff1) != len(ff2):
+        raise InputError(
+            f"{ts.where}: {len(ff1)} blocks ff1.* but {len(ff2)} blocks ff2.* (the model has "
+            "L of each)"
+        )
+    value = ts.take("attn.value.weight", (None, m))
+    output = ts.take("attn.output.weight", (m, value.shape[0]))
+    zero = Affine(m, ((),), (0,))
+    head = AttentionHead(zero, zero, affine_of(value), affine_of(output))
+    attention = Attention((head,), "uniform", "ua")
+    W = ts.take("unembed.weight", (None, m))
+    unembed = affine_biased(W, ts.take("unembed.bias", (W.shape[0],)))
+    embed = _transpose(affine_of(emb), names=())
+    sublayers = (*ff1, attention, *ff2)
+    return Transformer(N, sublayers, embed, unembed, meta, token_inputs=True)
+
+
 ARCHITECTURES: dict[str, tuple[str, Callable[[_Tensors, dict], Transformer]]] = {
     "mahdavi24": ("Mahdavi et al. 2024: one multi-head attention layer on vectors", _mahdavi),
     "dana25": ("Dana et al. 2025: attention-only Transformer on token ids", _dana),
+    "ks25": ("Kajitsuka & Sato 2025 (eq. 165): ReLU blocks, uniform attention, ReLU blocks", _ks),
 }
 
 
