@@ -20,11 +20,11 @@ from tests.test_schemas import assert_valid, problems
 GAIN, BIAS = (mpq(2), mpq(1, 2)), (mpq(1), mpq(-1, 4))
 
 
-def _model(eps=mpq(3)) -> Transformer:
+def _model(eps=3) -> Transformer:
     """Q^2 inputs in lanes 0, 1; a branch layer norm writes LN(x) into lanes 2, 3; the logits
     read all four lanes (x survives beside its normalisation)."""
     embed = Affine(2, (((0, 1),), ((1, 1),), (), ()), (0, 0, 0, 0))
-    ln = LayerNorm(GAIN, BIAS, eps, "ln_1", source=0, target=2)
+    ln = LayerNorm(GAIN, BIAS, mpq(eps), "ln_1", source=0, target=2)
     unembed = Affine(4, (((0, 1), (2, 1)), ((1, 1), (3, 1))), (0, 0))
     return Transformer(2, (ln,), embed, unembed)
 
