@@ -46,15 +46,56 @@ blocks, a linear readout W_U x + b_U at the last position:
 * ``unembed.weight`` ``[C, m]``, ``unembed.bias`` ``[C]``.
 
 Every function of it is rational (ReLU, weights exactly 1/n): the exact evaluators run it.
+
+``madden24`` — the one-layer decoder of Madden, Fox & Thrampoulidis 2024 on token ids:
+embedding plus positional encoding, causal softmax attention *without* a skip connection, an
+FNN ``W₂ GELU(W₁ h + b₁) + b₂`` read at the last position (its outputs are the logits):
+
+* ``embed.weight`` ``[N, d]``, ``pos.weight`` ``[S, d]`` (the encoding as trained, e.g.
+  sinusoidal, given as its table),
+* ``attn.{h}.query.weight`` ``[d_h, d]``, ``attn.{h}.key.weight`` ``[d_h, d]``,
+  ``attn.{h}.value.weight`` ``[d_v, d]``, each with an optional ``.bias``;
+  ``attn.{h}.output.weight`` ``[d, d_v]`` and an optional ``attn.output.bias`` ``[d]`` (added
+  once, after the sum of the heads),
+* ``fnn.fc.weight`` ``[m, d]``, ``fnn.fc.bias`` ``[m]``, ``fnn.proj.weight`` ``[C, m]``,
+  ``fnn.proj.bias`` ``[C]``.
+
+In the IR the stream has 2d lanes: the input in the first d, the attention's output written
+into the last d (so nothing is added to it), which is all the FNN reads.
+
+``gpt`` — a GPT-style pre-norm decoder with nanoGPT's tensor names: blocks
+x + Attn(LN₁(x)), x + MLP(LN₂(x)) with causal multi-head attention (scores scaled by
+1/√d_h) and a GELU MLP, a final layer norm and the unembedding, tied to the token embedding
+when ``lm_head.weight`` is absent:
+
+* ``transformer.wte.weight`` ``[V, d]``, ``transformer.wpe.weight`` ``[S, d]``,
+* per block i: ``transformer.h.{i}.ln_1.weight``, ``.bias`` ``[d]``;
+  ``transformer.h.{i}.attn.c_attn.weight`` ``[3d, d]`` and ``.bias`` ``[3d]`` (query, key,
+  value stacked, each split into H heads of d/H); ``transformer.h.{i}.attn.c_proj.weight``
+  ``[d, d]``, ``.bias``; ``transformer.h.{i}.ln_2.*``; ``transformer.h.{i}.mlp.c_fc.weight``
+  ``[4d, d]`` (any hidden width), ``.bias``; ``transformer.h.{i}.mlp.c_proj.weight``
+  ``[d, 4d]``, ``.bias``,
+* ``transformer.ln_f.weight``, ``.bias`` ``[d]``; ``lm_head.weight`` ``[V, d]`` (optional).
+
+The number of heads H is not in the shapes: ``heads`` (``--heads``) or the header's
+``__metadata__`` entry ``n_head``. The 1/√d_h score scale is applied exactly, so d_h must be a
+perfect square (4, 16, 64, …; otherwise fold the scale into the query weights and save with
+d_h's scale 1, ``n_head`` alone). Layer norms use eps = 1/100000 (PyTorch's default 1e-5) unless
+the metadata gives ``ln_eps`` as a decimal. In the IR the stream has 2d lanes: the residual in
+the first d, each layer norm writes its normalisation into the last d (a branch layer norm),
+which is what attention, MLP and unembedding read; they write back into the first d.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from gmpy2 import mpq
 
 from exactmem.errors import InputError
 from exactmem.model import (
@@ -62,6 +103,7 @@ from exactmem.model import (
     Affine,
     Attention,
     AttentionHead,
+    LayerNorm,
     PositionalEncoding,
     Transformer,
 )
@@ -229,12 +271,182 @@ def _dana(ts: _Tensors, meta: dict) -> Transformer:
     return Transformer(N, (positions, attention), embed, unembed, meta, token_inputs=True)
 
 
+def _heads(heads: int | None, file_meta: dict, where: str) -> int | None:
+    if heads is not None:
+        return heads
+    raw = file_meta.get("n_head")
+    if raw is None:
+        return None
+    if not raw.isdigit() or len(raw) > 6:
+        raise InputError(f"{where}: __metadata__ n_head = {raw[:20]!r} is not a head count")
+    return int(raw)
+
+
+def _eps(file_meta: dict, where: str) -> mpq | None:
+    raw = file_meta.get("ln_eps")
+    if raw is None:
+        return None
+    try:
+        eps = mpq(Fraction(raw[:40]))
+    except (ValueError, ZeroDivisionError):
+        raise InputError(f"{where}: __metadata__ ln_eps = {raw[:20]!r} is not a number") from None
+    if not eps > 0:
+        raise InputError(f"{where}: __metadata__ ln_eps must be positive")
+    return eps
+
+
 def _transpose(a: Affine, names: tuple[str, ...]) -> Affine:
     cols: list[list[tuple[int, int]]] = [[] for _ in range(a.in_dim)]
     for i, row in enumerate(a.rows):
         for j, c in row:
             cols[j].append((i, c))
     return Affine(a.out_dim, tuple(tuple(c) for c in cols), (0,) * a.in_dim, a.denominator, names)
+
+
+def _optional_bias(ts: _Tensors, name: str, rows: int) -> DyadicTensor | None:
+    return ts.take(name, (rows,)) if name in ts.tensors else None
+
+
+def _map(ts: _Tensors, name: str, cols: int, rows: int | None = None) -> Affine:
+    """``name.weight`` (and ``name.bias`` when present) as an exact affine map."""
+    w = ts.take(f"{name}.weight", (rows, cols))
+    b = _optional_bias(ts, f"{name}.bias", w.shape[0])
+    return affine_of(w) if b is None else affine_biased(w, b)
+
+
+def _place(a: Affine, width: int, col: int = 0, row: int = 0, rows: int | None = None) -> Affine:
+    """``a`` on a stream of ``width`` lanes: reading from lane ``col`` on, writing from lane
+    ``row`` on, into ``rows`` output lanes in all (the others zero)."""
+    total = a.out_dim + row if rows is None else rows
+    placed: list = [()] * total
+    bias = [0] * total
+    for i, r in enumerate(a.rows):
+        placed[row + i] = tuple((j + col, c) for j, c in r)
+        bias[row + i] = a.bias[i]
+    return Affine(width, tuple(placed), tuple(bias), a.denominator)
+
+
+def _positions(pos: DyadicTensor, d: int, width: int) -> PositionalEncoding:
+    return PositionalEncoding(
+        tuple(
+            tuple(pos.value(k * d + i) if i < d else mpq(0) for i in range(width))
+            for k in range(pos.shape[0])
+        ),
+        "pos",
+    )
+
+
+def _madden(ts: _Tensors, meta: dict) -> Transformer:
+    emb = ts.take("embed.weight", (None, None))
+    N, d = emb.shape
+    pos = ts.take("pos.weight", (None, d))
+    H = ts.heads()
+    width = 2 * d
+    heads = []
+    for h in range(H):
+        q = _map(ts, f"attn.{h}.query", d)
+        k = _map(ts, f"attn.{h}.key", d, q.out_dim)
+        v = _map(ts, f"attn.{h}.value", d)
+        w = ts.take(f"attn.{h}.output.weight", (d, v.out_dim))
+        bias = _optional_bias(ts, "attn.output.bias", d) if h == 0 else None  # added once
+        o = affine_of(w) if bias is None else affine_biased(w, bias)
+        heads.append(
+            AttentionHead(
+                _place(q, width),
+                _place(k, width),
+                _place(v, width),
+                _place(o, o.in_dim, row=d, rows=width),
+            )
+        )
+    attention = Attention(tuple(heads), "softmax", "attn", "causal")
+    fc = _map(ts, "fnn.fc", d)
+    proj = _map(ts, "fnn.proj", fc.out_dim)
+    fnn = MLP((_place(fc, width, col=d), proj), residual=False, label="fnn", activation="gelu")
+    embed = _place(_transpose(affine_of(emb), names=()), N, rows=width)
+    return Transformer(
+        N, (_positions(pos, d, width), attention, fnn), embed, None, meta, token_inputs=True
+    )
+
+
+def _rows(a: Affine, lo: int, hi: int, scale: int = 1) -> Affine:
+    """Rows lo … hi − 1 of ``a``, divided by ``scale`` (exactly: a larger denominator)."""
+    return Affine(a.in_dim, a.rows[lo:hi], a.bias[lo:hi], a.denominator * scale)
+
+
+def _cols(a: Affine, lo: int, hi: int, with_bias: bool) -> Affine:
+    """``a`` restricted to its input columns lo … hi − 1 (renumbered from 0), with or without
+    its bias."""
+    rows = tuple(tuple((j - lo, c) for j, c in r if lo <= j < hi) for r in a.rows)
+    bias = a.bias if with_bias else (0,) * a.out_dim
+    return Affine(hi - lo, rows, bias, a.denominator)
+
+
+def _norm(ts: _Tensors, name: str, d: int, eps: mpq, label: str) -> LayerNorm:
+    gain = ts.take(f"{name}.weight", (d,))
+    bias = ts.take(f"{name}.bias", (d,))
+    return LayerNorm(tuple(gain.values()), tuple(bias.values()), eps, label, source=0, target=d)
+
+
+def _gpt(ts: _Tensors, meta: dict, heads: int | None = None, eps: mpq | None = None):
+    wte = ts.take("transformer.wte.weight", (None, None))
+    V, d = wte.shape
+    wpe = ts.take("transformer.wpe.weight", (None, d))
+    H = heads
+    if H is None or H < 1 or d % H:
+        raise InputError(
+            f"{ts.where}: the number of heads must divide d = {d} (got {H}; give --heads H or "
+            "the __metadata__ entry n_head)"
+        )
+    dh = d // H
+    root = math.isqrt(dh)
+    if root * root != dh:
+        raise InputError(
+            f"{ts.where}: head dimension d/H = {dh} is not a perfect square, so 1/√d_h is "
+            "irrational: fold it into the query weights of c_attn and save them scaled"
+        )
+    eps = mpq(1, 100000) if eps is None else eps
+    width = 2 * d
+    sublayers: list = [_positions(wpe, d, width)]
+    i = 0
+    while f"transformer.h.{i}.ln_1.weight" in ts.tensors:
+        at = f"transformer.h.{i}"
+        sublayers.append(_norm(ts, f"{at}.ln_1", d, eps, f"h.{i}.ln_1"))
+        qkv = _map(ts, f"{at}.attn.c_attn", d, 3 * d)
+        proj = _map(ts, f"{at}.attn.c_proj", d, d)
+        attn_heads = []
+        for h in range(H):
+            lo = h * dh
+            attn_heads.append(
+                AttentionHead(
+                    _place(_rows(qkv, lo, lo + dh, root), width, col=d),
+                    _place(_rows(qkv, d + lo, d + lo + dh), width, col=d),
+                    _place(_rows(qkv, 2 * d + lo, 2 * d + lo + dh), width, col=d),
+                    _place(_cols(proj, lo, lo + dh, h == 0), dh, rows=width),
+                )
+            )
+        sublayers.append(Attention(tuple(attn_heads), "softmax", f"h.{i}.attn", "causal"))
+        sublayers.append(_norm(ts, f"{at}.ln_2", d, eps, f"h.{i}.ln_2"))
+        fc = _map(ts, f"{at}.mlp.c_fc", d)
+        down = _map(ts, f"{at}.mlp.c_proj", fc.out_dim, d)
+        sublayers.append(
+            MLP(
+                (_place(fc, width, col=d), _place(down, fc.out_dim, rows=width)),
+                residual=True,
+                label=f"h.{i}.mlp",
+                activation="gelu",
+            )
+        )
+        i += 1
+    if i == 0:
+        raise InputError(f"{ts.where}: no blocks (tensor 'transformer.h.0.ln_1.weight')")
+    sublayers.append(_norm(ts, "transformer.ln_f", d, eps, "ln_f"))
+    tied = "lm_head.weight" not in ts.tensors
+    head = wte if tied else ts.take("lm_head.weight", (None, d))
+    unembed = _place(affine_of(head), width, col=d)
+    embed = _place(_transpose(affine_of(wte), names=()), V, rows=width)
+    meta["options"]["tied"] = tied
+    meta["options"]["heads"] = H
+    return Transformer(V, tuple(sublayers), embed, unembed, meta, token_inputs=True)
 
 
 def _ks_blocks(ts: _Tensors, stack: str, m: int) -> list[MLP]:
@@ -273,17 +485,20 @@ def _ks(ts: _Tensors, meta: dict) -> Transformer:
     return Transformer(N, sublayers, embed, unembed, meta, token_inputs=True)
 
 
-ARCHITECTURES: dict[str, tuple[str, Callable[[_Tensors, dict], Transformer]]] = {
+ARCHITECTURES: dict[str, tuple[str, Callable[..., Transformer]]] = {
     "mahdavi24": ("Mahdavi et al. 2024: one multi-head attention layer on vectors", _mahdavi),
     "dana25": ("Dana et al. 2025: attention-only Transformer on token ids", _dana),
     "ks25": ("Kajitsuka & Sato 2025 (eq. 165): ReLU blocks, uniform attention, ReLU blocks", _ks),
+    "madden24": ("Madden et al. 2024: one-layer decoder, causal attention, GELU FNN", _madden),
+    "gpt": ("GPT-style pre-norm decoder (nanoGPT names): LayerNorm, causal MHA, GELU", _gpt),
 }
 
 
-def import_checkpoint(path: str | Path, arch: str) -> Transformer:
+def import_checkpoint(path: str | Path, arch: str, *, heads: int | None = None) -> Transformer:
     """The model of a safetensors checkpoint of architecture ``arch`` (see the module
     docstring), every weight exact. Its ``meta`` records the architecture and the checkpoint's
-    dtypes as labels."""
+    dtypes as labels. ``heads``: the number of heads of a ``gpt`` checkpoint (else its
+    ``__metadata__`` entry ``n_head``)."""
     if arch not in ARCHITECTURES:
         raise InputError(f"--arch {arch!r} is unknown; available: {', '.join(ARCHITECTURES)}")
     tensors, file_meta = read_safetensors(path)
@@ -293,6 +508,11 @@ def import_checkpoint(path: str | Path, arch: str) -> Transformer:
         "theorem": "trained weights, imported exactly (no construction's promise)",
         "options": {"arch": arch, "dtypes": sorted({t.dtype for t in tensors.values()})},
     }
-    model = ARCHITECTURES[arch][1](ts, meta)
+    if arch == "gpt":
+        model = _gpt(ts, meta, _heads(heads, file_meta, ts.where), _eps(file_meta, ts.where))
+    else:
+        if heads is not None:
+            raise InputError(f"--heads is for --arch gpt (the heads of {arch} are its tensors)")
+        model = ARCHITECTURES[arch][1](ts, meta)
     ts.finish()
     return model

@@ -196,6 +196,8 @@ ARCHITECTURES = {
     "mahdavi24": "Mahdavi et al. 2024: one multi-head attention layer on vectors",
     "dana25": "Dana et al. 2025: attention-only Transformer on token ids",
     "ks25": "Kajitsuka & Sato 2025 (eq. 165): ReLU blocks, uniform attention, ReLU blocks",
+    "madden24": "Madden et al. 2024: one-layer decoder, causal attention, GELU FNN",
+    "gpt": "GPT-style pre-norm decoder (nanoGPT names): LayerNorm, causal MHA, GELU",
 }
 
 
@@ -220,6 +222,12 @@ def _add_import(sub) -> None:
         help="its architecture: " + ", ".join(ARCHITECTURES),
     )
     im.add_argument("--out", required=True, metavar="MODEL", help="model file to write")
+    im.add_argument(
+        "--heads",
+        type=int,
+        metavar="H",
+        help="number of attention heads of a gpt checkpoint (default: its __metadata__ n_head)",
+    )
     im.add_argument("--quiet", action="store_true", help="no progress on stderr")
     im.add_argument("--json", action="store_true", help=JSON_WRITTEN)
     _add_limits(im)

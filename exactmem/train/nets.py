@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["DanaNet", "KSNet", "MahdaviNet"]
+__all__ = ["DanaNet", "KSNet", "MaddenNet", "MahdaviNet", "sinusoidal"]
 
 
 def _param(*shape: int, scale: float) -> nn.Parameter:
@@ -134,3 +134,51 @@ class KSNet(nn.Module):
 
 def _block(width: int, hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, width))
+
+
+def sinusoidal(length: int, d: int) -> torch.Tensor:
+    """The standard sinusoidal positional encoding (Vaswani et al. 2017), ``[length, d]``."""
+    pos = torch.arange(length, dtype=torch.float32)[:, None]
+    freq = torch.pow(10000.0, -torch.arange(0, d, 2, dtype=torch.float32) / d)
+    table = torch.zeros(length, d)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)[:, : d // 2]
+    return table
+
+
+class MaddenNet(nn.Module):
+    """``madden24``: Madden, Fox & Thrampoulidis 2024's one-layer decoder — embedding plus a
+    fixed sinusoidal encoding, one causal softmax attention head with biases and no skip
+    connection, an FNN Linear(d → m), GELU, Linear(m → C), read at the last position."""
+
+    arch = "madden24"
+
+    def __init__(self, tokens: int, length: int, d: int, width: int, classes: int):
+        super().__init__()
+        self.embed = nn.Embedding(tokens, d)
+        self.register_buffer("pos", sinusoidal(length, d))
+        self.query = nn.Linear(d, d)
+        self.key = nn.Linear(d, d)
+        self.value = nn.Linear(d, d)
+        self.output = nn.Linear(d, d)
+        self.fc = nn.Linear(d, width)
+        self.proj = nn.Linear(width, classes)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        X = self.embed(ids) + self.pos[None, : ids.shape[1]]
+        last = X[:, -1]  # causal: the last position sees every position
+        scores = torch.einsum("bne,be->bn", self.key(X), self.query(last))
+        mixed = torch.einsum("bn,bne->be", torch.softmax(scores, dim=-1), self.value(X))
+        return self.proj(nn.functional.gelu(self.fc(self.output(mixed))))
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        out = {"embed.weight": _np(self.embed.weight), "pos.weight": _np(self.pos)}
+        for name in ("query", "key", "value"):
+            lin = getattr(self, name)
+            out[f"attn.0.{name}.weight"] = _np(lin.weight)
+            out[f"attn.0.{name}.bias"] = _np(lin.bias)
+        out["attn.0.output.weight"] = _np(self.output.weight)
+        out["attn.output.bias"] = _np(self.output.bias)
+        out["fnn.fc.weight"], out["fnn.fc.bias"] = _np(self.fc.weight), _np(self.fc.bias)
+        out["fnn.proj.weight"], out["fnn.proj.bias"] = _np(self.proj.weight), _np(self.proj.bias)
+        return out
