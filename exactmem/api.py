@@ -70,7 +70,8 @@ def build(dataset: Dataset, construction: str, *, seed: int = 0, **options: obje
     ``ks25-next-token`` (Kajitsuka & Sato 2025, Theorem 4.1) and its variants
     ``ks25-seq2seq`` (Corollary 4.1), ``ks25-token-ids`` (Theorem E.1), ``ks25-deep-sets``
     (Theorem D.1), ``ks25-bit-budget`` (Theorem F.1), ``mahdavi24`` (Mahdavi, Liao &
-    Thrampoulidis 2024) and ``dana25`` (Dana, Pydi & Chevaleyre 2025).
+    Thrampoulidis 2024), ``dana25`` (Dana, Pydi & Chevaleyre 2025) and ``kim23`` (Kim, Kim &
+    Mozafari 2023).
 
     ``options`` are the construction's options, exactly those of ``build --set KEY=VALUE``
     (``python -m exactmem build --help`` lists them), given as Python values:
@@ -115,6 +116,10 @@ def _construct(dataset: Dataset, construction: str, options: dict) -> Transforme
         from exactmem.constructions import mahdavi24
 
         return mahdavi24.build(dataset, options)[0]
+    if construction == "kim23":
+        from exactmem.constructions import kim23
+
+        return kim23.build(dataset, options)[0]
     if construction == "dana25":
         from exactmem.constructions import dana25
 

@@ -48,6 +48,7 @@ from exactmem.verify_attention import (
     exact_classification_check,
     mahdavi_checks,
 )
+from exactmem.verify_kim23 import check_kim23, hardmax_limit, has_softmax
 from exactmem.verify_ks25 import check_ks25
 from exactmem.verify_margins import margin_check
 
@@ -115,6 +116,7 @@ CONSTRUCTIONS = (
     "ks25-bit-budget",
     "mahdavi24",
     "dana25",
+    "kim23",
 )
 """The constructions whose checklists the verifier knows (``verify --construction NAME``)."""
 
@@ -129,6 +131,9 @@ CHECKLISTS = {
     "features (exact, or certified on balls), capacity H(min(n, d_h) − 1) + 1, Proposition 2's "
     "ceiling",
     "dana25": "Dana et al. 2025: Lemma 2's feature rank (Arb), capacity H·d_h + d",
+    "kim23": "Kim et al. 2023: 2n attention layers of head size 1, context values equal on "
+    "equivalent sequences, (context, token) ids distinct where labels differ, attention "
+    "ties and margins, the memorizer's Lemma C.1 stages",
 }
 
 
@@ -254,6 +259,7 @@ TASKS = {
     "ks25-seq2seq": ("seq2seq",),
     "mahdavi24": ("next-token",),
     "dana25": ("next-token",),
+    "kim23": ("seq2seq", "next-token"),
 }
 
 
@@ -426,9 +432,13 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         position_advice=not model.token_inputs and feed != "vectors with positions",
     )
     seq2seq = dataset.task == "seq2seq"
+    evaluated = model
+    if construction == "kim23" and has_softmax(model):
+        # the exact hardmax limit; kim23.softmax certifies the model equal to it (else refuted)
+        evaluated = hardmax_limit(model)
     try:
         trace = run(
-            model,
+            evaluated,
             dataset.vocab,
             dataset.sequences,
             positions="all" if seq2seq else "last",
@@ -466,6 +476,11 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
         checks += _checklist(construction, lambda: mahdavi_checks(model, dataset))
     if construction == "dana25":
         checks += _checklist(construction, lambda: dana_checks(model, dataset))
+    if construction == "kim23":
+        if trace is None:
+            checks += _checklist(construction, _not_exactly_uniform)
+        else:
+            checks += _checklist(construction, lambda: check_kim23(trace, model, dataset, sv))
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
         model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")

@@ -323,7 +323,7 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
     min(N, 100) associations; the task column says which.
     """
     from exactmem.certify import certify
-    from exactmem.constructions import ks25, vys
+    from exactmem.constructions import kim23, ks25, vys
     from exactmem.data import random_points
     from exactmem.lower_bounds import architecture_of, max_shatterable
     from exactmem.model import resources
@@ -344,6 +344,13 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
             "seq2seq",
             lambda: random_sequences(N, n, d, omega, C, seed, task="seq2seq"),
             lambda ds: ks25.build(ds, {}, "ks25-seq2seq"),
+            n * N,
+        ),
+        (
+            "kim23",
+            "seq2seq",
+            lambda: random_sequences(N, n, d, omega, C, seed, task="seq2seq"),
+            lambda ds: kim23.build(ds, {}),
             n * N,
         ),
         (
@@ -408,6 +415,7 @@ PAPER_ROWS = {
     "ks25-seq2seq": "ks25-cor4.1",
     "ks25-token-ids": "ks25-thmE.1",
     "mahdavi24": "mahdavi24-upper",
+    "kim23": "kkm23-upper",
 }
 """The table row each measured construction instantiates (Dana et al. have no row)."""
 
@@ -418,6 +426,7 @@ CLAIMS = {
     "ks25-token-ids": "ks25_token_ids",
     "mahdavi24": "mahdavi24",
     "dana25": "dana25",
+    "kim23": "kim23",
 }
 """The claim whose ``[tight]`` table holds each construction's fitted constants."""
 

@@ -32,6 +32,10 @@ CONSTRUCTIONS["dana25"] = (
     "Dana, Pydi & Chevaleyre 2025: an attention-only Transformer memorizes H*d_h + d "
     "associations (task next-token over token ids)"
 )
+CONSTRUCTIONS["kim23"] = (
+    "Kim, Kim & Mozafari 2023: token keys, a contextual mapping by 2n hardmax attention "
+    "layers of head size 1, then the Lemma C.1 memorizer (task seq2seq or next-token)"
+)
 
 
 NUMBER_CHARS = 64  # --set numbers: 2⁶⁴ and p/q with p, q < 2⁶⁴ fit, 10⁷-digit strings do not
@@ -117,6 +121,32 @@ OPTIONS = {
         ),
         "scale": ("λ_U: the target residual is λ_U·w_g (default 100)", _positive),
         "precision": ("bits of the Arb readout solve (default 256, doubled on failure)", _positive),
+    },
+    "kim23": {
+        **MEMORIZER_OPTIONS,
+        "position_aware": (
+            "true: a positional encoding adds k·T to the key at position k (no permutation "
+            "equivariance; labels per (sequence, position))",
+            _boolean,
+        ),
+        "functional_bound": (
+            "K': α_r, β_r drawn from [−K', K'] (default N'², N' distinct contexts)",
+            _positive,
+        ),
+        "resample": (
+            "true (default): redraw the functional until the context values are distinct | "
+            "false: keep the first draw (a collision is left to the verifier)",
+            _boolean,
+        ),
+        "attention": (
+            "hardmax (default) | softmax (max-read at temperature λ, re-quantized; certified "
+            "on Arb balls)",
+            _choice("hardmax", "softmax"),
+        ),
+        "temperature": (
+            "softmax λ, a positive integer (default bitlen(4(n − 1)·nL): error < 1/4)",
+            _positive,
+        ),
     },
     "mahdavi24": {
         "heads": ("H (default: the fewest with H(min(n, d_h) − 1) + 1 ≥ T)", _positive),
@@ -208,6 +238,7 @@ OPTION_LIMITS = {
         "a head of dimension above max(2, N, the token dimension) = {limit} has nothing to store",
     ),
     "scale": (lambda ds: 2**64, "at most 2⁶⁴"),
+    "functional_bound": (lambda ds: max(ds.size**2, 2**64), "at most max(N², 2⁶⁴) = {limit}"),
     "precision": (lambda ds: 2**16, "at most 65536 bits (it is doubled up to 7 times)"),
     "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
 }
@@ -215,8 +246,8 @@ OPTION_LIMITS = {
 
 LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
 for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d ≤ max(2, N); head_dim ≤ max(2, N, the
-token dimension); direction_bound ≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴; precision ≤ 65536;
-numbers ≤ 64 characters"""
+token dimension); direction_bound, functional_bound ≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴;
+precision ≤ 65536; numbers ≤ 64 characters"""
 
 
 def check_option_limits(options: dict, dataset) -> None:

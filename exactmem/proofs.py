@@ -72,6 +72,10 @@ def _build(construction: str, dataset, options: dict):
         from exactmem.constructions import dana25
 
         return dana25.build(dataset, options)
+    if construction == "kim23":
+        from exactmem.constructions import kim23
+
+        return kim23.build(dataset, options)
     return ks25.build(dataset, options, construction)
 
 

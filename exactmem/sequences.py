@@ -135,6 +135,8 @@ def check_consistency(
     does not carry positions already (token-id inputs take no positions).
     """
     expected_task = {"seq2seq": "seq2seq"}.get(mode, "next-token")
+    if mode == "sequence" and ds.task == "seq2seq":
+        expected_task = "seq2seq"  # positions encoded: labels a function of (sequence, position)
     if ds.task != expected_task:
         raise InputError(f"expected task {expected_task!r}, the dataset has {ds.task!r}")
     sv = sv or view(ds)
@@ -142,6 +144,9 @@ def check_consistency(
     if mode == "seq2seq":  # one key per (sequence, position)
         canon = canonical_tokens(ds, sv.canonical)
         keys = np.stack([canon.reshape(-1), np.repeat(sv.multiset_ids, width)], axis=1)
+    elif mode == "sequence" and ds.task == "seq2seq":
+        ids, _ = first_seen_ids(canonical_tokens(ds, sv.canonical))
+        keys = np.stack([np.repeat(ids, width), np.tile(np.arange(width), len(ids))], axis=1)
     elif mode == "sequence":
         keys = canonical_tokens(ds, sv.canonical)
     elif mode == "next-token":
@@ -150,7 +155,9 @@ def check_consistency(
         keys = sv.multiset_ids
 
     def where(m: int) -> str:
-        return f"sequences[{m // width}][{m % width}]" if mode == "seq2seq" else f"sequences[{m}]"
+        if ds.task == "seq2seq":
+            return f"sequences[{m // width}][{m % width}]"
+        return f"sequences[{m}]"
 
     labels = exact(np.array(ds.labels, dtype=object)).reshape(-1)
     ids, firsts = first_seen_ids(keys)
@@ -163,7 +170,7 @@ def check_consistency(
     if conflicts:
         shown = "; ".join(f"{a} and {b} (labels {x} and {y})" for a, b, x, y in conflicts[:5])
         more = f" and {total - 5} more" if total > 5 else ""
-        same = _identical(ds, sv, clash, owner[clash], width if mode == "seq2seq" else 0)
+        same = _identical(ds, sv, clash, owner[clash], width if ds.task == "seq2seq" else 0)
         parts = [f"{total} label conflicts: {shown}{more}."]
         if same.any():
             m = int(clash[same][0])

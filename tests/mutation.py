@@ -27,7 +27,7 @@ import oracle
 from gmpy2 import mpq
 
 from exactmem.certify import certificate_json, certify
-from exactmem.constructions import dana25, ks25, mahdavi24, vys
+from exactmem.constructions import dana25, kim23, ks25, mahdavi24, vys
 from exactmem.data import Dataset, random_points, save_dataset
 from exactmem.errors import InconclusiveError
 from exactmem.evaluate import fast, reference
@@ -55,11 +55,12 @@ class Family:
 
 def families() -> list[Family]:
     """Small instances of VYS, Theorem 4.1 (softmax and hardmax attention), Mahdavi (hardmax,
-    softmax) and Dana (softmax)."""
+    softmax), Kim et al. (hardmax, next-token) and Dana (softmax)."""
     points = random_points(12, 3, 5, seed=1)
     seqs = random_sequences(12, 4, 2, 10, 4, seed=2)
     mahdavi = mahdavi24.random_instance(9, 3, 6, 4, seed=5)
     assoc = dana25.random_associations(10, 2, 12, seed=3)
+    tokens = random_sequences(10, 3, 2, 6, 3, seed=4)
     return [
         Family("vys", vys.build(points, {"seed": 1})[0], points, "vys"),
         Family("ks25", ks25.build(seqs, {"seed": 1}, KS25)[0], seqs, KS25),
@@ -77,6 +78,7 @@ def families() -> list[Family]:
             "mahdavi24",
             tolerance=Fraction(1, 1000),
         ),
+        Family("kim23", kim23.build(tokens, {"seed": 1})[0], tokens, "kim23"),
         Family(
             "dana",
             dana25.build(assoc, {"d": 2, "heads": 5})[0],

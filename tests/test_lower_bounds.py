@@ -128,6 +128,7 @@ def test_bounds_measure_small(capsys):
         "vys",
         "ks25-next-token",
         "ks25-seq2seq",
+        "kim23",
         "ks25-token-ids",
         "mahdavi24",
         "dana25",

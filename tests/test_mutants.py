@@ -1,5 +1,5 @@
-"""Single-weight mutants of VYS, Theorem 4.1, Mahdavi and Dana: both evaluators give identical
-certificates, and every verdict holds up against the independent oracle.
+"""Single-weight mutants of VYS, Theorem 4.1, Mahdavi, Kim et al. and Dana: both evaluators
+give identical certificates, and every verdict holds up against the independent oracle.
 
 ``EXACTMEM_MUTANTS=N`` sets the total number of mutants, split evenly over the families
 (default 48); ``benchmarks/mutants.py`` runs the large campaign and prints its table."""
@@ -19,7 +19,8 @@ def shipped():
 
 
 @pytest.mark.parametrize(
-    "name", ["vys", "ks25", "ks25-hardmax", "mahdavi-hardmax", "mahdavi-softmax", "dana"]
+    "name",
+    ["vys", "ks25", "ks25-hardmax", "mahdavi-hardmax", "mahdavi-softmax", "kim23", "dana"],
 )
 def test_mutants_agree_everywhere(shipped, name):
     count = -(-TOTAL // len(shipped))

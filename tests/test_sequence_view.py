@@ -81,6 +81,22 @@ def test_consistency_against_dictionaries(mode, data):
         assert check_consistency(ds, mode).multiset_ids.shape == (ds.size,)
 
 
+@given(datasets("seq2seq"))
+def test_seq2seq_with_positions_is_consistent_per_sequence_and_position(ds):
+    """Mode ``sequence`` on seq-to-seq data (positions encoded): labels a function of
+    (sequence, position); conflicts are named by item."""
+    owner: dict = {}
+    conflicts = 0
+    for i, seq in enumerate(ds.sequences):
+        for k, y in enumerate(ds.labels[i]):
+            conflicts += owner.setdefault((tuple(map(canonical, seq)), k), y) != y
+    if conflicts:
+        with pytest.raises(InputError, match=rf"^{conflicts} label conflicts: sequences\[\d+\]\["):
+            check_consistency(ds, "sequence")
+    else:
+        assert check_consistency(ds, "sequence").multiset_ids.shape == (ds.size,)
+
+
 @pytest.mark.parametrize("vocab_size", [3, 300, 40000])
 def test_sorted_tokens_are_kept_in_the_narrowest_type(vocab_size):
     """A vocabulary of V tokens keeps the sorted rows in the narrowest signed type holding

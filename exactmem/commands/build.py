@@ -35,6 +35,11 @@ def run(args: argparse.Namespace) -> int:
     with progress.phase(f"writing {args.out}"):
         digest = save_model(model, args.out)
     res = resources(model)
+    parts = None
+    if args.construction == "kim23":  # the three terms of Õ(d + n + √(nN)), from the weights
+        from exactmem.verify_kim23 import parts as kim23_parts
+
+        parts = kim23_parts(model)
     if args.json:
         from exactmem.commands import emit_json, file_sha256
 
@@ -48,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
                 "seed": args.seed,
                 "data": args.data,
                 "resources": res.as_dict(),
+                **({"parameters_by_part": parts} if parts else {}),
             }
         )
         return EXIT_VERIFIED
@@ -56,4 +62,9 @@ def run(args: argparse.Namespace) -> int:
         f"{res.dense_parameters} dense / {res.nonzero_parameters} non-zero parameters, "
         f"max {res.max_bits} bits per parameter"
     )
+    if parts:
+        print(
+            f"non-zero parameters by part: d {parts['d']} (token projection), n {parts['n']} "
+            f"(contextual mapping), √(nN) {parts['sqrt_nN']} (memorizer)"
+        )
     return EXIT_VERIFIED

@@ -521,6 +521,14 @@ def run(
             size = len(X[0]) if X else 0
             trace.streams.append(Stream(tuple(_stream_names(trace)), X, den, index))
             continue
+        if mix_step is not None and isinstance(sub, Attention) and sub.score == "hardmax":
+            from exactmem.evaluate.hardmax import hardmax_mix  # the fast path, on arrays
+
+            X, den, index, unequal = hardmax_mix(sub, X, den, index, keep)
+            trace.attention.append(AttentionStat(si, N * n * len(sub.heads), unequal))
+            size = len(X[0]) if X else 0
+            trace.streams.append(Stream(tuple(_stream_names(trace)), X, den, index))
+            continue
         cols = _columns(X, den)
         seq_cols = [[cols[r] for r in row] for row in index]
         if isinstance(sub, PositionalEncoding):

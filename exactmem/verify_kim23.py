@@ -1,0 +1,412 @@
+"""The checklist of Kim, Kim & Mozafari 2023 (``verify --construction kim23``), measured on the
+evaluated network: the architecture (2n attention layers of head size 1 between a token
+embedding and one memorizing MLP), the contextual mapping's value S (identical across the
+tokens of equivalent sequences), the (context, token) ids the memorizer reads (distinct where
+labels differ), the attention scores (hardmax ties only between equal values, the score margin
+measured), and every Lemma C.1 stage of the memorizer.
+
+Every figure comes from the trace and the weights; nothing the model says about itself is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from flint import arb, ctx, fmpq
+from gmpy2 import mpq
+
+from exactmem.balls import ball_bounds
+from exactmem.data import Dataset
+from exactmem.evaluate.reference import Stream, Trace
+from exactmem.exact import format_rational
+from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+from exactmem.sequences import SequenceView, canonical_tokens
+from exactmem.verify import (
+    MAX_EXAMPLES,
+    Check,
+    ChecklistStructureError,
+    _examples,
+    check_any_memorizer,
+)
+
+__all__ = ["check_kim23", "hardmax_limit", "has_softmax", "parts"]
+
+
+def has_softmax(model: Transformer) -> bool:
+    return any(isinstance(s, Attention) and s.score == "softmax" for s in model.sublayers)
+
+
+def hardmax_limit(model: Transformer) -> Transformer:
+    """The model with every softmax attention read as hardmax (the λ → ∞ limit): exactly
+    evaluable. ``kim23.softmax`` certifies that the softmax model's values after each
+    re-quantizing FFN equal the limit's; without that check the limit proves nothing."""
+    subs = tuple(
+        replace(s, score="hardmax") if isinstance(s, Attention) and s.score == "softmax" else s
+        for s in model.sublayers
+    )
+    return replace(model, sublayers=subs)
+
+
+def _count(a: Affine, bias: bool) -> int:
+    return sum(len(r) for r in a.rows) + (sum(1 for b in a.bias if b) if bias else 0)
+
+
+def parts(model: Transformer) -> dict:
+    """Non-zero parameters per term of the bound Õ(d + n + √(nN)): d (E_in and a positional
+    table), n (the sub-layers of the contextual mapping), √(nN) (the last MLP)."""
+    d = _count(model.embed, True) if model.embed else 0
+    n_part = mem = 0
+    last = len(model.sublayers) - 1
+    for i, s in enumerate(model.sublayers):
+        if isinstance(s, PositionalEncoding):
+            d += sum(1 for row in s.table for v in row if v)
+        elif isinstance(s, Attention):
+            n_part += sum(
+                _count(m, False) for h in s.heads for m in (h.query, h.key, h.value, h.output)
+            )
+        elif i == last:
+            mem += sum(_count(layer, True) for layer in s.layers)
+        else:
+            n_part += sum(_count(layer, True) for layer in s.layers)
+    return {"d": d, "n": n_part, "sqrt_nN": mem, "total": d + n_part + mem}
+
+
+def check_kim23(trace: Trace, model: Transformer, ds: Dataset, sv: SequenceView) -> list[Check]:
+    """The kim23 checklist; a model without the parts it reads raises
+    :class:`ChecklistStructureError` (the caller refutes)."""
+    if model.token_inputs or model.embed is None or model.unembed is not None:
+        raise ChecklistStructureError(
+            "kim23 reads token vectors through a token projection E_in and has no E_out"
+        )
+    subs = model.sublayers
+    if not subs or not isinstance(subs[-1], MLP):
+        raise ChecklistStructureError("the last sub-layer must be the memorizing MLP")
+    if any(isinstance(s, PositionalEncoding) for s in subs[1:]) or len(subs) < 2:
+        raise ChecklistStructureError(
+            "kim23 is E_in, an optional positional encoding, the contextual mapping, then the "
+            "memorizer"
+        )
+    if trace.embedded is None or len(trace.streams) != len(subs):
+        raise ChecklistStructureError("the evaluation kept no stream of the contextual mapping")
+    n = len(ds.sequences[0])
+    seq2seq = ds.task == "seq2seq"
+    positional = isinstance(subs[0], PositionalEncoding)
+    checks = [_architecture(model, n)]
+    before = trace.streams[-2]  # the stream the memorizer reads
+    if "S" not in before.names:
+        raise ChecklistStructureError("the stream before the memorizer has no lane S")
+    canon = canonical_tokens(ds, sv.canonical)
+    if positional:
+        _, context = np.unique(canon, axis=0, return_inverse=True)
+        context = context.reshape(-1)
+    else:
+        context = np.asarray(sv.multiset_ids)
+    checks.append(_context(before, context, seq2seq))
+    labels = np.array(ds.labels, dtype=object).reshape(ds.size, -1)
+    mem = subs[-1]
+    prefix = f"{mem.label}." if mem.label else ""
+    key, kden, kindex = trace.lane_raw(prefix + "key")
+    checks.append(_ids(key, kden, kindex, labels, seq2seq))
+    checks.append(_attention(model, trace))
+    if has_softmax(model):
+        checks.append(_softmax(model, trace))
+    rows, where = np.unique(before.index.reshape(-1), return_index=True)
+    expected = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
+    P = before.index.shape[1]
+
+    def describe(r: int) -> str:
+        m = int(where[np.searchsorted(rows, r)])
+        return f"sequences[{m // P}][{m % P if seq2seq else n - 1}]"
+
+    checks += check_any_memorizer(trace, mem, expected, describe)
+    return checks
+
+
+def _architecture(model: Transformer, n: int) -> Check:
+    """2n attention layers, one head each of size 1 (the n part of the bound)."""
+    atts = [s for s in model.sublayers if isinstance(s, Attention)]
+    bad = []
+    for i, s in enumerate(model.sublayers):
+        if not isinstance(s, Attention):
+            continue
+        if len(s.heads) != 1:
+            bad.append(f"sublayers[{i}] has {len(s.heads)} heads")
+        elif s.heads[0].query.out_dim != 1 or s.heads[0].value.out_dim != 1:
+            bad.append(f"sublayers[{i}] has a head of size > 1")
+    if len(atts) != 2 * n:
+        bad.append(f"{len(atts)} attention layers, 2n = {2 * n}")
+    figures = {"attention_layers": len(atts), "parameters_by_part": parts(model)}
+    return Check(
+        "kim23.architecture",
+        not bad,
+        _examples(bad) if bad else f"2n = {2 * n} attention layers, one head of size 1 each",
+        figures,
+    )
+
+
+def _context(stream: Stream, context: np.ndarray, seq2seq: bool) -> Check:
+    """The context value S is one value per sequence (at every judged position) and the same
+    for equivalent sequences (equal multisets; equal sequences with positions)."""
+    S = np.asarray(stream.numerators("S"), dtype=object)[stream.index]  # (N, P)
+    bad = []
+    if seq2seq:
+        for i in np.nonzero((S != S[:, :1]).any(axis=1))[0][: MAX_EXAMPLES + 1]:
+            bad.append(f"sequences[{i}]: the context value differs across its positions")
+    value = S[:, -1]
+    owner: dict[int, int] = {}
+    for i, c in enumerate(context.tolist()):
+        j = owner.setdefault(c, i)
+        if value[j] != value[i] and len(bad) <= MAX_EXAMPLES:
+            bad.append(
+                f"sequences[{j}] and sequences[{i}] are equivalent but have context values "
+                f"{format_rational(mpq(int(value[j]), stream.den))} and "
+                f"{format_rational(mpq(int(value[i]), stream.den))}"
+            )
+    distinct_values = len({value[j] for j in owner.values()})
+    figures = {"contexts": len(owner), "distinct_context_values": distinct_values}
+    detail = (
+        f"one context value per sequence, equal across equivalent sequences; {len(owner)} "
+        f"contexts, {distinct_values} distinct values"
+    )
+    return Check("kim23.context", not bad, _examples(bad) if bad else detail, figures)
+
+
+def _ids(key: np.ndarray, den: int, index: np.ndarray, labels: np.ndarray, seq2seq) -> Check:
+    """The memorizer's (context, token) ids: equal ids only where the labels are equal."""
+    ids = np.asarray(key, dtype=object)[index]  # (N, P)
+    want = labels if seq2seq else labels[:, -1:]
+    owner: dict = {}
+    bad: list[str] = []
+    clashes = 0
+    P = ids.shape[1]
+    for m, (z, y) in enumerate(
+        zip(ids.reshape(-1).tolist(), want.reshape(-1).tolist(), strict=True)
+    ):
+        o = owner.setdefault(z, m)
+        if want.reshape(-1)[o] != y:
+            clashes += 1
+            if len(bad) <= MAX_EXAMPLES:
+                bad.append(
+                    f"{_item(o, P, seq2seq)} and {_item(m, P, seq2seq)} share the id "
+                    f"{format_rational(mpq(int(z), den))} but are labelled "
+                    f"{want.reshape(-1)[o]} and {y}"
+                )
+    detail = f"{len(owner)} distinct (context, token) ids, equal only where labels are"
+    return Check(
+        "kim23.token_ids",
+        not bad,
+        _examples(bad, clashes) if bad else detail,
+        {"distinct_ids": len(owner)},
+    )
+
+
+def _item(m: int, P: int, seq2seq: bool) -> str:
+    return f"sequences[{m // P}][{m % P}]" if seq2seq else f"sequences[{m // P}]"
+
+
+def _lin(a: Affine, stream: Stream) -> np.ndarray:
+    """Numerators (over stream.den·a.denominator) of a one-row map on every distinct row."""
+    (row,) = a.rows
+    acc = np.zeros(stream.size, dtype=object)
+    for col, coeff in row:
+        acc = acc + np.asarray(stream.columns[col], dtype=object) * coeff
+    return acc
+
+
+def _attention(model: Transformer, trace: Trace) -> Check:
+    """Every attention layer either has equal scores in every column (weights exactly 1/n)
+    or is a hardmax whose maximisers carry equal values (tie averaging is then exact); the
+    least gap between the top score and the next is measured. Softmax with unequal scores is
+    not certified by this version."""
+    bad = []
+    margin: mpq | None = None
+    mixing = 0
+    for si, s in enumerate(model.sublayers):
+        if not isinstance(s, Attention):
+            continue
+        stream = _before(trace, si)
+        h = s.heads[0]
+        if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
+            bad.append(f"sublayers[{si}]: scores not read (not one head of size 1)")
+            continue
+        q, k, v = (_lin(m, stream)[stream.index] for m in (h.query, h.key, h.value))
+        scores = q[:, :, None] * k[:, None, :]  # (N, query, key), one positive denominator
+        top = scores.max(axis=2)
+        at_top = scores == top[:, :, None]
+        if at_top.all():
+            continue
+        mixing += 1
+        if s.score not in ("hardmax", "softmax"):
+            bad.append(f"sublayers[{si}]: {s.score} attention with unequal scores")
+            continue
+        values = np.broadcast_to(v[:, None, :], scores.shape)
+        rows, cols = np.indices(top.shape)
+        first = values[rows, cols, at_top.argmax(axis=2)]  # the value of one maximiser
+        unequal = (at_top & (values != first[:, :, None])).any(axis=2)
+        for i, qk in np.argwhere(unequal)[: MAX_EXAMPLES + 1].tolist():
+            bad.append(f"sublayers[{si}]: sequences[{i}] column {qk} ties unequal values")
+        second = np.where(at_top, scores.min(), scores).max(axis=2)
+        mixed = ~at_top.all(axis=2)
+        gap = mpq(int((top - second)[mixed].min()), _score_den(h, stream))
+        margin = gap if margin is None or gap < margin else margin
+    detail = (
+        f"{mixing} layers with unequal scores, ties only between equal values; the "
+        f"others exactly uniform; least score margin {format_rational(margin) if margin else '—'}"
+    )
+    return Check(
+        "kim23.attention",
+        not bad,
+        _examples(bad) if bad else detail,
+        {"score_margin": None if margin is None else format_rational(margin)},
+    )
+
+
+def _before(trace: Trace, si: int) -> Stream:
+    """The stream sub-layer ``si`` reads (check_kim23 made sure the embedding's is kept)."""
+    stream = trace.streams[si - 1] if si else trace.embedded
+    if stream is None:
+        raise ChecklistStructureError("the evaluation kept no stream before the first layer")
+    return stream
+
+
+def _score_den(h, stream: Stream) -> int:
+    return stream.den * h.query.denominator * stream.den * h.key.denominator
+
+
+# --------------------------------------------------------------------------- softmax
+
+
+def _rows(stream: Stream) -> tuple[list[np.ndarray], int]:
+    return [np.asarray(c, dtype=object) for c in stream.columns], stream.den
+
+
+def _upper(x: arb) -> mpq:
+    return ball_bounds(x)[1]
+
+
+def _softmax(model: Transformer, trace: Trace) -> Check:
+    """The softmax model equals its hardmax limit after every re-quantizing FFN (our
+    reconstruction of Kim et al.'s softmax regime), certified layer by layer:
+
+    * a softmax layer's output differs from the limit's (the maximisers' common value v*) by at
+      most ε = (n − 1)·max|v_k − v*|·e^{−g}, g the least gap between the top score and the
+      next (weights off the top are ≤ e^{−gap}); ε is bounded above on Arb balls;
+    * the next sub-layer is an FFN that is constant on the segment the error moves the stream
+      along: evaluated exactly at both ends (limit ∓ ε along W_O), no unit changes sign
+      between them (so the FFN is affine on the segment) and both ends give the limit's output.
+    """
+    bad: list[str] = []
+    worst: mpq | None = None
+    layers = 0
+    for si, s in enumerate(model.sublayers):
+        if not (isinstance(s, Attention) and s.score == "softmax"):
+            continue
+        before = _before(trace, si)
+        h = s.heads[0]
+        if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
+            bad.append(f"sublayers[{si}]: not one head of size 1")
+            continue
+        q, k, v = (_lin(m, before)[before.index] for m in (h.query, h.key, h.value))
+        scores = q[:, :, None] * k[:, None, :]
+        top = scores.max(axis=2)
+        at_top = scores == top[:, :, None]
+        mixed = ~at_top.all(axis=2)
+        if not mixed.any():
+            continue  # every column exactly uniform
+        layers += 1
+        values = np.broadcast_to(v[:, None, :], scores.shape)
+        rows, cols = np.indices(top.shape)
+        star = values[rows, cols, at_top.argmax(axis=2)]
+        spread = np.abs(values - star[:, :, None]).max()
+        second = np.where(at_top, scores.min(), scores).max(axis=2)
+        gap = mpq(int((top - second)[mixed].min()), _score_den(h, before))
+        vden = before.den * h.value.denominator
+        eps = _epsilon(scores.shape[2], mpq(int(spread), vden), gap)
+        worst = eps if worst is None or eps > worst else worst
+        nxt = model.sublayers[si + 1] if si + 1 < len(model.sublayers) else None
+        if not isinstance(nxt, MLP):
+            bad.append(f"sublayers[{si}]: no FFN after the softmax layer re-quantizes it")
+            continue
+        bad += _flat(nxt, h.output, trace.streams[si], trace.streams[si + 1], eps, si)
+    detail = (
+        f"{layers} softmax layers with unequal scores: error ≤ {_brief(worst)} "
+        "(Arb), erased by the next FFN (affine and equal at both ends of the error segment)"
+        if worst is not None
+        else "every softmax layer has equal scores (weights exactly 1/n)"
+    )
+    return Check(
+        "kim23.softmax",
+        not bad,
+        _examples(bad) if bad else detail,
+        {"max_error_upper_bound": None if worst is None else format_rational(worst)},
+    )
+
+
+def _brief(eps: mpq | None) -> str:
+    """``2^-k`` with eps ≤ 2^-k (k = ⌊log₂(q // p)⌋), or the rational itself when ≥ 1/2."""
+    if eps is None or eps == 0:
+        return "0"
+    k = (int(eps.denominator) // int(eps.numerator)).bit_length() - 1
+    return f"2^-{k}" if k >= 1 else format_rational(eps)
+
+
+def _epsilon(keys: int, spread: mpq, gap: mpq) -> mpq:
+    """An exact rational upper bound of (keys − 1)·spread·e^{−gap}."""
+    old = ctx.prec
+    ctx.prec = 128
+    try:
+        g = arb(fmpq(int(gap.numerator), int(gap.denominator)))
+        x = (-g).exp() * (keys - 1) * arb(fmpq(int(spread.numerator), int(spread.denominator)))
+        return max(_upper(x), mpq(0))
+    finally:
+        ctx.prec = old
+
+
+def _flat(mlp: MLP, output: Affine, after: Stream, limit: Stream, eps: mpq, si: int) -> list[str]:
+    """The FFN on the segment limit ∓ ε·W_O (exact ends): no unit changes sign, both ends give
+    the limit's next stream."""
+    X, den = _rows(after)
+    p, q = int(eps.numerator), int(eps.denominator)
+    D = den * q * output.denominator
+    direction = [dict(row).get(0, 0) for row in output.rows]
+    ends = []
+    for sign in (-1, 1):
+        ends.append(
+            [
+                x * (q * output.denominator) + sign * p * c * den
+                for x, c in zip(X, direction, strict=True)
+            ]
+        )
+    from exactmem.evaluate.reference import _affine
+
+    size = len(X[0]) if X else 0
+    hs = [(e, D) for e in ends]
+    last = len(mlp.layers) - 1
+    for j, layer in enumerate(mlp.layers):
+        hs = [_affine(layer, h, d, size) for h, d in hs]
+        if j < last:
+            (lo, dl), (hi, dh) = hs
+            for u, (a, b) in enumerate(zip(lo, hi, strict=True)):
+                cross = np.nonzero(((a < 0) & (b > 0)) | ((a > 0) & (b < 0)))[0]
+                if cross.size:
+                    return [
+                        f"sublayers[{si + 1}]: hidden unit {u} of layer {j} changes sign "
+                        f"within the softmax error (row {int(cross[0])})"
+                    ]
+            hs = [([np.maximum(c, 0) for c in h], d) for h, d in hs]
+    outs = []
+    for (h, d), e in zip(hs, ends, strict=True):
+        if mlp.residual:  # the FFN adds to its input, over D
+            h = [a + b * (d // D) for a, b in zip(h, e, strict=True)]
+        outs.append((h, d))
+    (lo, dl), (hi, dh) = outs
+    want, wden = _rows(limit)
+    for lane, (a, b, w) in enumerate(zip(lo, hi, want, strict=True)):
+        off = np.nonzero((a != b) | (a * wden != w * dl))[0]
+        if off.size:
+            return [
+                f"sublayers[{si + 1}]: lane {lane} of row {int(off[0])} is not constant on the "
+                "softmax error segment"
+            ]
+    return []
