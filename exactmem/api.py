@@ -62,7 +62,14 @@ def _option_text(key: str, value: object) -> str:
     )
 
 
-def build(dataset: Dataset, construction: str, *, seed: int = 0, **options: object) -> Transformer:
+def build(
+    dataset: Dataset,
+    construction: str,
+    *,
+    seed: int = 0,
+    progress: Callable[..., None] | None = None,
+    **options: object,
+) -> Transformer:
     """Build the model that ``construction`` promises for ``dataset``.
 
     ``construction`` is one of ``vys`` (Vardi, Yehudai & Shamir 2022,
@@ -70,14 +77,16 @@ def build(dataset: Dataset, construction: str, *, seed: int = 0, **options: obje
     ``ks25-next-token`` (Kajitsuka & Sato 2025, Theorem 4.1) and its variants
     ``ks25-seq2seq`` (Corollary 4.1), ``ks25-token-ids`` (Theorem E.1), ``ks25-deep-sets``
     (Theorem D.1), ``ks25-bit-budget`` (Theorem F.1), ``mahdavi24`` (Mahdavi, Liao &
-    Thrampoulidis 2024), ``dana25`` (Dana, Pydi & Chevaleyre 2025) and ``kim23`` (Kim, Kim &
-    Mozafari 2023).
+    Thrampoulidis 2024), ``dana25`` (Dana, Pydi & Chevaleyre 2025), ``kim23`` (Kim, Kim &
+    Mozafari 2023) and ``ks24`` (Kajitsuka & Sato 2024; task ``seq2seq``).
 
     ``options`` are the construction's options, exactly those of ``build --set KEY=VALUE``
     (``python -m exactmem build --help`` lists them), given as Python values:
     ``gadget="peel"``, ``group_size=3``, ``position_aware=True``, ``temperature=Fraction(1,
     8)``. They are checked and bounded as on the command line. ``seed`` fixes the random
-    choices: the same seed builds the same model.
+    choices: the same seed builds the same model. ``progress``, a callable taking a message
+    (``print``, or the command line's :class:`exactmem.progress.Progress`), hears the steps of
+    the construction.
 
     The construction is untrusted: the model is what it built, not evidence that it works.
     Judge it with :func:`exactmem.certify.certify`.
@@ -101,21 +110,27 @@ def build(dataset: Dataset, construction: str, *, seed: int = 0, **options: obje
         )
         parsed["seed"] = seed
         check_option_limits(parsed, dataset)
-        return _construct(dataset, construction, parsed)
+        return _construct(dataset, construction, parsed, progress)
     except InputError as exc:  # the command line's messages, in the API's words
         raise InputError(str(exc).replace("--set ", "option ")) from None
 
 
-def _construct(dataset: Dataset, construction: str, options: dict) -> Transformer:
-    """Run the construction's own code (as ``build --construction NAME`` does)."""
+def _construct(
+    dataset: Dataset,
+    construction: str,
+    options: dict,
+    progress: Callable[..., None] | None = None,
+) -> Transformer:
+    """Run the construction's own code (as ``build --construction NAME`` does); ``progress``
+    hears its steps."""
     if construction == "vys":
         from exactmem.constructions import vys
 
-        return vys.build(dataset, options)[0]
+        return vys.build(dataset, options, progress=progress)[0]
     if construction == "mahdavi24":
         from exactmem.constructions import mahdavi24
 
-        return mahdavi24.build(dataset, options)[0]
+        return mahdavi24.build(dataset, options, progress=progress)[0]
     if construction == "kim23":
         from exactmem.constructions import kim23
 
@@ -123,10 +138,14 @@ def _construct(dataset: Dataset, construction: str, options: dict) -> Transforme
     if construction == "dana25":
         from exactmem.constructions import dana25
 
-        return dana25.build(dataset, options)[0]
+        return dana25.build(dataset, options, progress=progress)[0]
+    if construction == "ks24":
+        from exactmem.constructions import ks24
+
+        return ks24.build(dataset, options)[0]
     from exactmem.constructions import ks25
 
-    return ks25.build(dataset, options, construction)[0]
+    return ks25.build(dataset, options, construction, progress=progress)[0]
 
 
 # --------------------------------------------------------------------------- run

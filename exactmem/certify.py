@@ -49,6 +49,7 @@ from exactmem.verify_attention import (
     mahdavi_checks,
 )
 from exactmem.verify_kim23 import check_kim23, hardmax_limit, has_softmax
+from exactmem.verify_ks24 import ball_seq2seq_label_check, check_ks24
 from exactmem.verify_ks25 import check_ks25
 from exactmem.verify_margins import margin_check
 
@@ -117,6 +118,7 @@ CONSTRUCTIONS = (
     "mahdavi24",
     "dana25",
     "kim23",
+    "ks24",
 )
 """The constructions whose checklists the verifier knows (``verify --construction NAME``)."""
 
@@ -134,6 +136,8 @@ CHECKLISTS = {
     "kim23": "Kim et al. 2023: 2n attention layers of head size 1, context values equal on "
     "equivalent sequences, (context, token) ids distinct where labels differ, attention "
     "ties and margins, the memorizer's Lemma C.1 stages",
+    "ks24": "Kajitsuka & Sato 2024: tokenwise separatedness, the contextual-mapping gap of the "
+    "rank-one softmax head (Arb), the FFN's exact re-quantization, labels exact",
 }
 
 
@@ -260,6 +264,7 @@ TASKS = {
     "mahdavi24": ("next-token",),
     "dana25": ("next-token",),
     "kim23": ("seq2seq", "next-token"),
+    "ks24": ("seq2seq",),
 }
 
 
@@ -447,12 +452,14 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
             folds=step_folds(model),
         )
     except InconclusiveError:
-        if seq2seq:
-            raise
         trace = None  # unequal softmax scores: certify on Arb enclosures instead
     phases = 2 + bool(construction)
     tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
-    if trace is None:
+    if trace is None and seq2seq:
+        checks = [
+            ball_seq2seq_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)
+        ]
+    elif trace is None:
         checks = [_ball_labels(model, dataset, readout, criteria)]
     elif readout == "argmax":
         checks = [exact_classification_check(trace.outputs, dataset.labels)]
@@ -481,6 +488,8 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
             checks += _checklist(construction, _not_exactly_uniform)
         else:
             checks += _checklist(construction, lambda: check_kim23(trace, model, dataset, sv))
+    if construction == "ks24":
+        checks += _checklist(construction, lambda: check_ks24(model, dataset))
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
         model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")

@@ -125,7 +125,9 @@ def _add_inspection(sub) -> None:
         "predict",
         help="a model's exact outputs on every sequence of a dataset",
         description="Evaluate MODEL exactly on every sequence (or point) of a dataset file and "
-        "print the outputs beside the dataset's labels. Nothing is judged: verify does that.",
+        "print the outputs beside the dataset's labels. Nothing is judged: verify does that. "
+        "Softmax attention has no exact outputs: there predict prints certified bounds (Arb "
+        "enclosures as exact rationals) and the certified argmax, exit 4 if one stays undecided.",
         epilog=EPILOG,
     )
     pr.add_argument("model", metavar="MODEL", help="model file (.json or .json.gz)")
@@ -390,10 +392,11 @@ def parser() -> argparse.ArgumentParser:
         help="the comparison table of the field at given sizes",
         description="Upper and lower parameter bounds of the memorization results, as "
         "formulas evaluated at the given sizes; --measure adds exactmem's own constructions, "
-        "built and certified on random data (the Kajitsuka & Sato and VYS ones at these sizes; "
-        "Mahdavi et al. at T = min(N, 41) examples of min(n, d − 1) context tokens, Dana et al. "
-        "at min(N, 100) associations), with measured / paper bound and the fitted constants of "
-        "the claims' tight bounds.",
+        "built and certified on random data (the Kajitsuka & Sato 2025 and VYS ones at these "
+        "sizes; Mahdavi et al. at T = min(N, 41) examples of min(n, d − 1) context tokens, Dana "
+        "et al. at min(N, 100) associations, Kajitsuka & Sato 2024 at min(N, 1000) sequences of n "
+        "distinct tokens), with measured / paper bound and the fitted constants of the claims' "
+        "tight bounds.",
         epilog=EPILOG,
     )
     bo.add_argument("--N", type=int, required=True, help="number of sequences / examples")

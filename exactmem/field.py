@@ -320,7 +320,8 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
     eq. (72) count of its block architecture is reported beside its parameter count. The
     attention-only constructions run at capped sizes (their exact feature solves grow fast):
     Mahdavi et al. with T = min(N, 41) examples of min(n, d − 1) context tokens, Dana et al. with
-    min(N, 100) associations; the task column says which.
+    min(N, 100) associations, Kajitsuka & Sato 2024 with min(N, 1000) sequences of n distinct
+    tokens; the task column says which.
     """
     from exactmem.certify import certify
     from exactmem.constructions import kim23, ks25, vys
@@ -382,6 +383,18 @@ def measure(sizes: dict, seed: int = 0, verify_limit: int = 20_000) -> list[dict
             T_dana,
         ),
     ]
+    from exactmem.constructions import ks24
+
+    N_ks24 = min(N, 1000)
+    jobs.append(
+        (
+            "ks24",
+            f"seq2seq, N = {N_ks24}",
+            lambda: ks24.random_instance(N_ks24, n, d, max(omega, 2 * n), C, seed),
+            lambda ds: ks24.build(ds, {}),
+            n * N_ks24,
+        )
+    )
     rows = []
     for name, task, make, build, items in jobs:
         ds = make()
@@ -416,6 +429,7 @@ PAPER_ROWS = {
     "ks25-token-ids": "ks25-thmE.1",
     "mahdavi24": "mahdavi24-upper",
     "kim23": "kkm23-upper",
+    "ks24": "ks24-upper",
 }
 """The table row each measured construction instantiates (Dana et al. have no row)."""
 
@@ -427,6 +441,7 @@ CLAIMS = {
     "mahdavi24": "mahdavi24",
     "dana25": "dana25",
     "kim23": "kim23",
+    "ks24": "ks24",
 }
 """The claim whose ``[tight]`` table holds each construction's fitted constants."""
 

@@ -36,6 +36,10 @@ CONSTRUCTIONS["kim23"] = (
     "Kim, Kim & Mozafari 2023: token keys, a contextual mapping by 2n hardmax attention "
     "layers of head size 1, then the Lemma C.1 memorizer (task seq2seq or next-token)"
 )
+CONSTRUCTIONS["ks24"] = (
+    "Kajitsuka & Sato 2024: one rank-one softmax attention head (the Boltzmann operator) as a "
+    "contextual mapping, then one re-quantizing FFN (task seq2seq; tokens of a sequence distinct)"
+)
 
 
 NUMBER_CHARS = 64  # --set numbers: 2⁶⁴ and p/q with p, q < 2⁶⁴ fit, 10⁷-digit strings do not
@@ -177,6 +181,27 @@ OPTIONS = {
             _boolean,
         ),
         "head_dim": ("d_h, 2 ≤ d_h ≤ d (default d): capacity H(min(n, d_h) − 1) + 1", _positive),
+    },
+    "ks24": {
+        "temperature": (
+            "λ₀ of the softmax head (default: a power of two from the token projections; λ₀/4, "
+            "λ₀ and 4λ₀ are tried)",
+            lambda k, v: _rational_option(k, v),
+        ),
+        "precision": (
+            "the most bits the build may use to certify the gap (default 4096)",
+            _positive,
+        ),
+        "allow_repeats": (
+            "true: build although a sequence repeats a token (the verifier refutes)",
+            _boolean,
+        ),
+        "r_min": ("require ‖z‖ ≥ r_min for every token", lambda k, v: _rational_option(k, v)),
+        "r_max": ("require ‖z‖ ≤ r_max for every token", lambda k, v: _rational_option(k, v)),
+        "epsilon": (
+            "require distinct tokens ≥ ε apart (tokenwise separatedness)",
+            lambda k, v: _rational_option(k, v),
+        ),
     },
 }
 

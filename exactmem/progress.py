@@ -1,6 +1,8 @@
 """Progress on stderr: a bar with percentage and ETA for each phase that reports how far it is
-(the layers of an evaluation, the instances of ``check``), an elapsed-time line for a phase that
-cannot (a construction's build, a generator), and milestone lines.
+(the items a generator draws, through :func:`counter`; the steps of a construction's build,
+through :class:`Steps`; the blocks of a file's compression, the layers of an evaluation, the
+checks, the instances of ``check``), an elapsed-time line for a phase that cannot (reading or
+writing a file in one call), and milestone lines.
 
 The bars are tqdm's. tqdm is a small, dependency-free, maintained library that draws
 percentage, rate and ETA itself and imports in a few tens of milliseconds; rich draws the same
@@ -52,12 +54,73 @@ def tell(
         progress(message)
 
 
+RARE = 100  # a phase of at most this many steps draws every step (a construction's build)
+
+
 def _columns() -> int:
     """The terminal's width, or 80 where it reports none (a pseudo-terminal of width 0, where
     tqdm would draw nothing)."""
     import shutil
 
     return shutil.get_terminal_size((80, 24)).columns or 80
+
+
+def _rows() -> int:
+    """The terminal's height, or 24 where it reports none: tqdm takes a height of 0 rows (a
+    pseudo-terminal whose size was never set) as −1 and then hides every bar."""
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).lines or 24
+
+
+def ignore(done: int) -> None:
+    """The counter of a phase nobody hears."""
+
+
+def counter(
+    progress: Callable[..., Any] | None, phase: str, total: int, *, reports: int = 200
+) -> Callable[[int], None]:
+    """A function of ``done`` that tells ``progress`` the fraction ``done / total`` of
+    ``phase`` at most about ``reports`` times and always at ``done = total`` (which closes the
+    bar): cheap enough to call at every step of a generator's loop. A reporter that takes no
+    fractions hears nothing (a line per item would drown the milestones)."""
+    if progress is None or getattr(progress, "fraction", None) is None or total < 1:
+        return ignore
+    stride = max(1, total // reports)
+    due = [0]
+
+    def step(done: int) -> None:
+        if done >= due[0] or done >= total:
+            due[0] = done + stride
+            tell(progress, "", phase=phase, done=done, total=total)
+
+    return step
+
+
+class Steps:
+    """The named steps of a phase that can count them (a construction's build): ``step(name)``
+    says that the steps before it are done and that ``name`` starts, ``add(k)`` counts steps
+    found on the way (another attempt, the parts of a split), ``done()`` ends the phase. A
+    reporter that takes fractions draws a bar of the steps with the current one as its note;
+    any other reporter hears the step names (``progress=print`` lists them)."""
+
+    def __init__(self, progress: Callable[..., Any] | None, phase: str, total: int):
+        self.progress = progress
+        self.phase = phase
+        self.total = max(1, total)
+        self.count = 0  # steps started so far
+
+    def step(self, name: str) -> None:
+        if self.count >= self.total:
+            self.total = self.count + 1  # a step more than planned: the bar grows
+        tell(self.progress, name, phase=self.phase, done=self.count, total=self.total)
+        self.count += 1
+
+    def add(self, k: int) -> None:
+        self.total += max(0, k)
+
+    def done(self) -> None:
+        tell(self.progress, "", phase=self.phase, done=self.total, total=self.total)
 
 
 class Progress:
@@ -117,6 +180,8 @@ class Progress:
             return
         with self._lock:
             bar = self._outer if outer else self._bar
+            if bar is not None and bar.desc == phase[:40] and bar.total != total and bar.total:
+                bar.total = total  # steps found on the way (Steps.add): the same bar, longer
             if bar is None or bar.desc != phase[:40] or bar.total != total:
                 self._close(outer)
                 bar = self._new(total, phase[:40], outer)
@@ -124,8 +189,10 @@ class Progress:
                     self._outer = bar
                 else:
                     self._bar = bar
+            if message:
+                bar.set_postfix_str(message[:80], refresh=False)
             bar.update(max(0, min(done, total) - bar.n))
-            if outer:  # rare steps: each one shown at once
+            if outer or total <= RARE:  # rare steps (instances, a build's): each shown at once
                 bar.refresh()
             if done >= total:
                 self._close(outer)
@@ -140,6 +207,7 @@ class Progress:
             file=self.stream,
             leave=False,
             ncols=_columns(),
+            nrows=_rows(),
             mininterval=0.25,
             position=0 if outer else int(self._outer is not None),
             bar_format="{desc}: " + (counted if total else "{elapsed} elapsed"),

@@ -59,24 +59,28 @@ METRICS = (
 )
 
 
-def _build(construction: str, dataset, options: dict):
+def _build(construction: str, dataset, options: dict, progress: Callable | None = None):
     from exactmem.constructions import ks25, vys
 
     if construction == "vys":
-        return vys.build(dataset, options)
+        return vys.build(dataset, options, progress=progress)
     if construction == "mahdavi24":
         from exactmem.constructions import mahdavi24
 
-        return mahdavi24.build(dataset, options)
+        return mahdavi24.build(dataset, options, progress=progress)
     if construction == "dana25":
         from exactmem.constructions import dana25
 
-        return dana25.build(dataset, options)
+        return dana25.build(dataset, options, progress=progress)
     if construction == "kim23":
         from exactmem.constructions import kim23
 
         return kim23.build(dataset, options)
-    return ks25.build(dataset, options, construction)
+    if construction == "ks24":
+        from exactmem.constructions import ks24
+
+        return ks24.build(dataset, options)
+    return ks25.build(dataset, options, construction, progress=progress)
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,10 @@ class Claim:
 # --------------------------------------------------------------------------- generators
 
 
-def _gen_random_points(p: dict):
+# each generator takes the instance's parameters and a progress reporter (None: silent)
+
+
+def _gen_random_points(p: dict, progress=None):
     from exactmem.data import random_points
 
     return random_points(
@@ -120,18 +127,19 @@ def _gen_random_points(p: dict):
         p.get("seed", 0),
         coord_bound=p.get("coord_bound", 1000),
         denominator=p.get("denominator", 1),
+        progress=progress,
     )
 
 
-def _gen_label_extremes(p: dict):
+def _gen_label_extremes(p: dict, progress=None):
     """Random points whose labels are all C (C = 2^c − 1 or 2^c exercises the label width)."""
     from dataclasses import replace
 
-    ds = _gen_random_points(p)
+    ds = _gen_random_points(p, progress)
     return replace(ds, labels=(p["C"],) * ds.size)
 
 
-def _gen_random_sequences(p: dict):
+def _gen_random_sequences(p: dict, progress=None):
     from exactmem.sequences import random_sequences
 
     return random_sequences(
@@ -145,10 +153,11 @@ def _gen_random_sequences(p: dict):
         coord_bound=p.get("coord_bound", 1000),
         task=p.get("task", "next-token"),
         labels_by=p.get("labels_by", "key"),
+        progress=progress,
     )
 
 
-def _gen_lemma_b2_counterexample(p: dict):
+def _gen_lemma_b2_counterexample(p: dict, progress=None):
     """Three sequences whose restricted multisets are {a}, {b, b}, {a, b} (Lemma B.1 picks
     A = {a, b}); the first two share the last token e and differ in label."""
     from gmpy2 import mpq
@@ -166,13 +175,13 @@ def _gen_lemma_b2_counterexample(p: dict):
     )
 
 
-def _gen_zen(p: dict):
+def _gen_zen(p: dict, progress=None):
     from exactmem.sequences import zen_of_python
 
     return zen_of_python(p.get("n", 32), unit=p.get("unit", "char"), limit=p.get("limit"))
 
 
-def _gen_attention(p: dict):
+def _gen_attention(p: dict, progress=None):
     from exactmem.constructions.mahdavi24 import random_instance
 
     return random_instance(
@@ -182,16 +191,26 @@ def _gen_attention(p: dict):
         p["C"],
         p.get("seed", 0),
         shared_context=p.get("shared_context", False),
+        progress=progress,
     )
 
 
-def _gen_associations(p: dict):
+def _gen_associations(p: dict, progress=None):
     from exactmem.constructions.dana25 import random_associations
 
-    return random_associations(p["vocab"], p["S"], p["T"], p.get("seed", 0))
+    return random_associations(p["vocab"], p["S"], p["T"], p.get("seed", 0), progress=progress)
+
+
+def _gen_ks24(p: dict, progress=None):
+    from exactmem.constructions.ks24 import random_instance
+
+    return random_instance(
+        p["N"], p["n"], p["d"], p["vocab"], p["C"], p.get("seed", 0), repeats=p.get("repeats", 0)
+    )
 
 
 GENERATORS: dict[str, Callable] = {
+    "ks24": _gen_ks24,
     "attention": _gen_attention,
     "associations": _gen_associations,
     "random_points": _gen_random_points,
@@ -255,6 +274,7 @@ GENERATOR_PARAMS: dict[str, dict[str, type | tuple[str, ...]]] = {
     "zen": {"n": int, "unit": ("char", "word"), "limit": int, "seed": int},
     "attention": {"T": int, "n": int, "d": int, "C": int, "seed": int, "shared_context": bool},
     "associations": {"vocab": int, "S": int, "T": int, "seed": int},
+    "ks24": {"N": int, "n": int, "d": int, "vocab": int, "C": int, "seed": int, "repeats": int},
 }
 REQUIRED_PARAMS = {
     "random_points": ("N", "d", "C"),
@@ -264,6 +284,7 @@ REQUIRED_PARAMS = {
     "zen": (),
     "attention": ("T", "n", "d", "C"),
     "associations": ("vocab", "S", "T"),
+    "ks24": ("N", "n", "d", "vocab", "C"),
 }
 _KIND_NAMES = {
     str: "a string",
@@ -535,17 +556,18 @@ def formula_names(claim: Claim, data: dict, dataset, options: dict) -> dict:
     return names
 
 
-def build_instance(claim: Claim, inst: Instance) -> tuple:
-    """(dataset, options, model) of one instance, with the limits ``build --set`` has."""
+def build_instance(claim: Claim, inst: Instance, progress: Callable | None = None) -> tuple:
+    """(dataset, options, model) of one instance, with the limits ``build --set`` has;
+    ``progress`` hears the generator and the construction."""
     from exactmem.cli import check_option_limits
 
-    dataset = GENERATORS[inst.generator](inst.params)
+    dataset = GENERATORS[inst.generator](inst.params, progress)
     options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}
     try:  # the limits `build --set` has: a claim cannot ask for a group larger than its data
         check_option_limits(options, dataset)
     except InputError as exc:
         raise InputError(f"claim file {claim.path}: instance {inst.label}: {exc}") from None
-    model, _ = _build(claim.construction, dataset, options)
+    model, _ = _build(claim.construction, dataset, options, progress)
     return dataset, options, model
 
 
@@ -620,7 +642,7 @@ def run_instance(
     from exactmem.certify import certificate_json, certify
 
     start = time.perf_counter()
-    dataset, options, model = build_instance(claim, inst)
+    dataset, options, model = build_instance(claim, inst, progress)
     # the claim is the user's criterion: its construction's full checklist, and the tolerance
     # it states (a construction option the build also aims for), never the model's meta
     cert = certify(

@@ -13,9 +13,11 @@ import contextlib
 import io
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, groupby
+from typing import Any
 
 import numpy as np
 from gmpy2 import mpq
@@ -23,6 +25,7 @@ from gmpy2 import mpq
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.exact_arrays import exact, first_seen_ids, index_type
+from exactmem.progress import counter, ignore
 
 __all__ = [
     "SequenceView",
@@ -237,7 +240,14 @@ def with_positions(ds: Dataset) -> Dataset:
 # --------------------------------------------------------------------------- generators
 
 
-def _vocab(rng: random.Random, size: int, d: int, bound: int, denominator: int = 1) -> list:
+def _vocab(
+    rng: random.Random,
+    size: int,
+    d: int,
+    bound: int,
+    denominator: int = 1,
+    drawn: Callable[[int], None] = ignore,
+) -> list:
     if (2 * bound + 1) ** d < size:
         raise InputError(f"cannot draw {size} distinct tokens from [−{bound}, {bound}]^{d}")
     seen: set = set()
@@ -247,6 +257,7 @@ def _vocab(rng: random.Random, size: int, d: int, bound: int, denominator: int =
         if v not in seen:
             seen.add(v)
             out.append(tuple(mpq(x, denominator) for x in v))
+            drawn(len(out))
     return out
 
 
@@ -262,6 +273,7 @@ def random_sequences(
     coord_bound: int = 1000,
     task: str = "next-token",
     labels_by: str = "key",
+    progress: Callable[..., Any] | None = None,
 ) -> Dataset:
     """N sequences of n tokens with consistent next-token labels in 1..C.
 
@@ -279,17 +291,20 @@ def random_sequences(
     Labels are random; a key seen before keeps its first label, so the data are consistent.
     The key is (last token, multiset), or the multiset alone with ``labels_by="multiset"``
     (deep sets); with ``task="seq2seq"`` every position gets a label keyed by (token,
-    multiset).
+    multiset). ``progress`` hears the tokens, sequences and labels drawn
+    (:func:`exactmem.progress.counter`).
     """
     if min(N, n, d, vocab_size, C) < 1:
         raise InputError("random_sequences needs N, n, d, vocab_size, C ≥ 1")
     rng = random.Random(seed)
     if family == "distinct":  # all nN tokens pairwise distinct (Theorem 4.3's hypothesis)
         vocab_size = N * n
+    draws = N * n if task == "seq2seq" else N  # the labels: one draw per item
+    drawn = counter(progress, "generating sequences", vocab_size + N + draws)
     if family == "near_delta":
-        vocab = _vocab(rng, vocab_size, d, max(coord_bound, vocab_size), denominator=1000)
+        vocab = _vocab(rng, vocab_size, d, max(coord_bound, vocab_size), 1000, drawn)
     elif family in ("random", "permuted", "same_multiset", "distinct"):
-        vocab = _vocab(rng, vocab_size, d, coord_bound)
+        vocab = _vocab(rng, vocab_size, d, coord_bound, drawn=drawn)
     else:
         raise InputError(f"unknown family {family!r}")
     seqs: list[tuple[int, ...]] = []
@@ -308,9 +323,12 @@ def random_sequences(
             seqs.append(tuple(base))
         else:
             seqs.append(tuple(token[rng.randrange(vocab_size)] for _ in range(n)))
+        drawn(vocab_size + len(seqs))
+    labels = _random_labels(seqs, task, labels_by, C, rng, lambda k: drawn(vocab_size + N + k))
+    drawn(vocab_size + N + draws)
     return Dataset(
         task=task,
-        labels=_random_labels(seqs, task, labels_by, C, rng),
+        labels=labels,
         num_classes=C,
         vocab=tuple(vocab),
         sequences=tuple(seqs),
@@ -323,7 +341,9 @@ def random_sequences(
     )
 
 
-def _random_labels(seqs, task: str, labels_by: str, C: int, rng: random.Random) -> tuple:
+def _random_labels(
+    seqs, task: str, labels_by: str, C: int, rng: random.Random, drawn=ignore
+) -> tuple:
     """One draw in 1..C per sequence (per position for seq-to-seq), in order; an item keeps the
     draw of the first item with its key: (last token, multiset), the multiset, or (token,
     multiset) at a position. Keys are compared as arrays (a million multisets as tuples would
@@ -339,7 +359,11 @@ def _random_labels(seqs, task: str, labels_by: str, C: int, rng: random.Random) 
         keys = ms_ids
     else:
         keys = np.stack([tokens[:, -1], ms_ids], axis=1)
-    draws = np.array([rng.randint(1, C) for _ in range(len(keys))], dtype=object)
+    values = []
+    for k in range(len(keys)):
+        values.append(rng.randint(1, C))
+        drawn(k)
+    draws = np.array(values, dtype=object)
     ids, first = first_seen_ids(keys)
     labels = draws[first[ids]].tolist()
     if task == "seq2seq":

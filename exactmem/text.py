@@ -22,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from gmpy2 import mpq
@@ -31,6 +33,7 @@ from gmpy2 import mpq
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.exact_arrays import first_seen_ids
+from exactmem.progress import Steps
 from exactmem.sequences import with_positions
 
 __all__ = ["MAX_BYTES", "MAX_TOKENS", "UNITS", "WORD", "Units", "read_text", "split", "windows"]
@@ -122,6 +125,7 @@ def windows(
     *,
     positions: str = "auto",
     source: str = "text",
+    progress: Callable[..., Any] | None = None,
 ) -> Dataset:
     """Next-token sequences of ``text``: sequence ``j`` is the window of ``window`` units from
     unit ``j`` on, its label the id of unit ``j + window``; N = (number of units) − window.
@@ -130,11 +134,14 @@ def windows(
     module docstring), ``always`` always, ``never`` refuses such a text instead. ``source``
     names the text in messages. Identical windows followed by different units are refused
     (exit 2) naming both places. ``meta`` records the symbols (label ``i`` is
-    ``symbols[i - 1]``), the window, the unit and whether and why tokens carry positions."""
+    ``symbols[i - 1]``), the window, the unit and whether and why tokens carry positions.
+    ``progress`` hears its steps."""
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise InputError(f"window must be an integer ≥ 1, got {window!r}")
     if positions not in ("auto", "always", "never"):
         raise InputError(f"positions must be auto, always or never, got {positions!r}")
+    steps = Steps(progress, "generating text windows", 4)
+    steps.step(f"{unit}s of {len(text)} characters")
     units = split(text, unit)
     count = len(units.symbols)
     if window >= count:
@@ -150,6 +157,7 @@ def windows(
             f"{source}: {N} windows of {window} {unit}s hold {N * window} tokens, at most "
             f"{MAX_TOKENS}; use a shorter text or window"
         )
+    steps.step(f"{N} windows")
     ids: dict[str, int] = {}
     for sym in units.symbols:
         ids.setdefault(sym, len(ids) + 1)
@@ -160,6 +168,7 @@ def windows(
     clash = _first_clash(rows, labels)
     if clash is not None:
         a, b = clash
+        steps.step("the smallest window without a clash")
         shortest = _smallest_window(stream)
         raise InputError(
             f"{source}: the windows at {units.place(a)} and {units.place(b)} are both "
@@ -184,8 +193,10 @@ def windows(
             "position_aware": False,
         },
     )
+    steps.step("windows that need positions")
     need = _first_clash(_multiset_keys(rows), labels)
     if need is None and positions != "always":
+        steps.done()
         return ds
     if need is None:
         why = "asked for (positions='always')"
@@ -203,6 +214,7 @@ def windows(
                 "apart; let the tokens carry their positions (positions='auto')"
             )
     aware = with_positions(ds)
+    steps.done()
     return Dataset(
         aware.task,
         aware.labels,

@@ -65,10 +65,14 @@ def parts(model: Transformer) -> dict:
             n_part += sum(
                 _count(m, False) for h in s.heads for m in (h.query, h.key, h.value, h.output)
             )
-        elif i == last:
-            mem += sum(_count(layer, True) for layer in s.layers)
-        else:
-            n_part += sum(_count(layer, True) for layer in s.layers)
+        elif isinstance(s, MLP):
+            count = sum(_count(layer, True) for layer in s.layers)
+            if i == last:
+                mem += count
+            else:
+                n_part += count
+        else:  # a LayerNorm: not part of the construction, counted with the mapping
+            n_part += sum(1 for v in (*s.gain, *s.bias) if v)
     return {"d": d, "n": n_part, "sqrt_nN": mem, "total": d + n_part + mem}
 
 

@@ -296,6 +296,81 @@ def test_predict_on_sequences_and_bad_input(tmp_path, capsys):
     assert "dimension" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def softmax_model(tmp_path_factory):
+    """A Mahdavi et al. model with softmax attention (no exact outputs) and its dataset."""
+    tmp = tmp_path_factory.mktemp("softmax")
+    data, model = tmp / "a.json", tmp / "m.json"
+    assert main(["generate", "attention", "--N", "6", "--n", "4", "--d", "6", "--C", "3",
+                 "--out", str(data), "--quiet"]) == 0  # fmt: skip
+    build = ["build", "--construction", "mahdavi24", "--data", str(data), "--out", str(model)]
+    sets = ["--set", "score=softmax", "--set", "readout=classification", "--quiet"]
+    assert main([*build, *sets]) == 0
+    return data, model
+
+
+def test_predict_on_softmax_prints_bounds_and_the_certified_argmax(softmax_model, capsys):
+    from gmpy2 import mpq
+
+    from exactmem.data import load_dataset
+
+    data, model = softmax_model
+    labels = load_dataset(data).labels
+    assert main(["predict", str(model), "--data", str(data), "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "BOUNDS" in lines[0] and "certified argmax" in lines[0]
+    assert [line.split(": argmax ")[1].split()[0] for line in lines[1:]] == list(map(str, labels))
+    assert all(line.endswith(f"label {y}") for line, y in zip(lines[1:], labels, strict=True))
+    code, said = run_json(capsys, ["predict", str(model), "--data", str(data), "--json"])
+    assert code == 0 and said["exact"] is False and "outputs" not in said
+    assert said["argmax"] == [[y] for y in labels]
+    for seq, (y,) in zip(said["bounds"], said["argmax"], strict=True):
+        (col,) = seq  # the last position
+        lo_hi = [(mpq(lo), mpq(hi)) for lo, hi in col]
+        assert all(lo <= hi for lo, hi in lo_hi)
+        assert all(hi < lo_hi[y - 1][0] for j, (_, hi) in enumerate(lo_hi) if j != y - 1)
+
+
+def test_predict_on_softmax_exits_4_when_an_argmax_cannot_be_decided(
+    softmax_model, tmp_path, capsys
+):
+    """Two outputs read the same lane: their enclosures overlap at every precision."""
+    from dataclasses import replace
+
+    from exactmem.data import load_dataset
+    from exactmem.io import load_model, save_model
+
+    data, model = softmax_model
+    m, _ = load_model(model)
+    rows = list(m.unembed.rows)
+    rows[1] = rows[0]
+    tied = tmp_path / "tied.json"
+    save_model(replace(m, unembed=replace(m.unembed, rows=tuple(rows))), tied)
+    assert main(["predict", str(tied), "--data", str(data), "--quiet"]) == 4
+    err = capsys.readouterr().err
+    named = re.search(r"sequences\[(\d+)\]: the argmax is not decided at (\d+) bits", err)
+    assert named and "overlap" in err
+    assert load_dataset(data).labels[int(named[1])] in (
+        1,
+        2,
+    )  # a sequence whose top output is one of the tied
+
+
+def test_predict_on_a_one_output_softmax_model_prints_enclosures(tmp_path, capsys):
+    from gmpy2 import mpq
+
+    data, model = tmp_path / "a.json", tmp_path / "m.json"
+    assert main(["generate", "attention", "--N", "5", "--n", "4", "--d", "6", "--C", "3",
+                 "--out", str(data), "--quiet"]) == 0  # fmt: skip
+    build = ["build", "--construction", "mahdavi24", "--data", str(data), "--out", str(model)]
+    assert main([*build, "--set", "score=softmax", "--quiet"]) == 0
+    code, said = run_json(capsys, ["predict", str(model), "--data", str(data), "--json"])
+    assert code == 0 and said["argmax"] == [[None]] * 5
+    for (col,), y in zip(said["bounds"], said["labels"], strict=True):
+        ((lo, hi),) = col
+        assert mpq(lo) <= mpq(hi) and abs(mpq(lo) - y) < mpq(1, 100)  # within the tolerance
+
+
 def test_plot_json(built, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     _, _, cert = built

@@ -30,10 +30,13 @@ def run(args: argparse.Namespace) -> int:
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     check_option_limits(options, dataset)
     progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
-    with progress.phase(f"building {args.construction}"):
-        model = _construct(dataset, args.construction, options)
-    with progress.phase(f"writing {args.out}"):
-        digest = save_model(model, args.out)
+    try:
+        with progress.phase(f"building {args.construction}"):
+            model = _construct(dataset, args.construction, options, progress)
+        with progress.phase(f"writing {args.out}"):
+            digest = save_model(model, args.out)
+    finally:
+        progress.close()
     res = resources(model)
     parts = None
     if args.construction == "kim23":  # the three terms of Õ(d + n + √(nN)), from the weights

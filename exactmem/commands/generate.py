@@ -32,10 +32,13 @@ def run(args: argparse.Namespace) -> int:
                 "every item in memory; write larger datasets with your own tools)"
             )
     progress = Progress(not args.quiet)
-    with progress.phase(f"generating {args.family}"):
-        what, ds = _generate(args)
-    with progress.phase(f"writing {args.out}"):
-        save_dataset(ds, args.out)
+    try:
+        with progress.phase(f"generating {args.family}"):
+            what, ds = _generate(args, progress)
+        with progress.phase(f"writing {args.out}"):
+            save_dataset(ds, args.out, progress=progress)
+    finally:
+        progress.close()
     if args.json:
         from exactmem.commands import emit_json, file_sha256
         from exactmem.data import dataset_hash
@@ -58,15 +61,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_VERIFIED
 
 
-def _generate(args: argparse.Namespace):
-    """The dataset of ``args.family`` and a phrase saying what it holds."""
+def _generate(args: argparse.Namespace, progress: Progress | None = None):
+    """The dataset of ``args.family`` and a phrase saying what it holds; ``progress`` hears how
+    far the generator is."""
     from exactmem.data import random_points
     from exactmem.sequences import random_sequences, zen_of_python
 
     if args.family == "points":
         if args.N is None:
             raise InputError("generate points needs --N")
-        ds = random_points(args.N, args.d, args.C, args.seed, coord_bound=args.coord_bound)
+        ds = random_points(
+            args.N, args.d, args.C, args.seed, coord_bound=args.coord_bound, progress=progress
+        )
         what = f"{ds.size} points in Q^{ds.dim}"
     elif args.family == "attention":
         from exactmem.constructions.mahdavi24 import random_instance
@@ -74,7 +80,13 @@ def _generate(args: argparse.Namespace):
         if args.N is None:
             raise InputError("generate attention needs --N (examples)")
         ds = random_instance(
-            args.N, args.n or 6, args.d, args.C, args.seed, shared_context=args.shared_context
+            args.N,
+            args.n or 6,
+            args.d,
+            args.C,
+            args.seed,
+            shared_context=args.shared_context,
+            progress=progress,
         )
         what = (
             f"{ds.size} examples (n = {args.n or 6} context tokens + a query in Q^{ds.dim}"
@@ -85,13 +97,15 @@ def _generate(args: argparse.Namespace):
 
         if args.N is None:
             raise InputError("generate associations needs --N (associations)")
-        ds = random_associations(args.vocab or 50, args.n or 2, args.N, args.seed)
+        ds = random_associations(
+            args.vocab or 50, args.n or 2, args.N, args.seed, progress=progress
+        )
         what = f"{ds.size} associations of {args.n or 2} tokens over {len(ds.vocab)} tokens"
     elif args.family == "zen":
         ds = zen_of_python(args.n or 32, unit=args.unit)
         what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"
     elif args.family == "text":
-        what, ds = _generate_text(args)
+        what, ds = _generate_text(args, progress)
     else:
         if args.N is None:
             raise InputError(f"generate {args.family} needs --N")
@@ -106,19 +120,20 @@ def _generate(args: argparse.Namespace):
             coord_bound=args.coord_bound,
             task="seq2seq" if args.family == "seq2seq" else "next-token",
             labels_by="multiset" if args.family == "multisets" else "key",
+            progress=progress,
         )
         what = f"{ds.size} sequences of {args.n or 16} tokens in Q^{ds.dim}"
     return what, ds
 
 
-def _generate_text(args: argparse.Namespace):
+def _generate_text(args: argparse.Namespace, progress: Progress | None = None):
     """``generate text``: the windows of a text file (:mod:`exactmem.text`); says on stderr when
     the tokens carry their positions, and why."""
     from exactmem.text import read_text, windows
 
     if args.file is None or args.window is None:
         raise InputError("generate text needs --file FILE and --window W")
-    ds = windows(read_text(args.file), args.window, args.unit, source=args.file)
+    ds = windows(read_text(args.file), args.window, args.unit, source=args.file, progress=progress)
     if ds.meta["position_aware"]:
         print(
             f"note: tokens carry their position (symbol id, k) in Q^2, because "

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from flint import arb_mat, ctx
 from gmpy2 import mpq
@@ -36,6 +38,7 @@ from exactmem.balls import ball_midpoint, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
+from exactmem.progress import Steps, counter
 
 __all__ = [
     "DanaWitness",
@@ -127,10 +130,12 @@ def associations(ds: Dataset) -> list[tuple[tuple[int, ...], int]]:
     return out
 
 
-def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
+def build(
+    dataset: Dataset, options: dict, *, progress: Callable[..., Any] | None = None
+) -> tuple[Transformer, DanaWitness]:
     """``build --construction dana25``: options d, head_dim, heads (default: the fewest H ≥ 1
     with H·d_h + min(d, k) ≥ T₀, k the number of distinct last tokens), seed, precision, scale
-    (λ_U). The model has exactly H heads."""
+    (λ_U). The model has exactly H heads. ``progress`` hears its steps."""
     pairs = associations(dataset)
     N, S = len(dataset.vocab), len(dataset.sequences[0])
     T0 = len(pairs)
@@ -156,7 +161,11 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
     scale = mpq(options.get("scale", 100))
     W_U = circle_points(N)
     precision = options.get("precision", 256)
-    for _attempt in range(8):
+    steps = Steps(progress, "building dana25", 3)
+    for attempt in range(8):
+        if attempt:
+            steps.add(2)  # another draw
+        steps.step(f"features of {T0} associations" + (f" (draw {attempt + 1})" if attempt else ""))
         emb = [[_rand(rng) for _ in range(d)] for _ in range(N)]
         pos = [[_rand(rng) for _ in range(d)] for _ in range(S)]
         heads = [
@@ -169,7 +178,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
         ]
         # skip coefficients outside the T₀ unknowns (when T₀ or k < d) stay fixed, generic
         fixed_M = [[_rand(rng, -1000, 1000) for _ in range(d)] for _ in range(2)]
-        solved = _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision)
+        solved = _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision, steps)
         if solved is not None:
             break
         precision *= 2
@@ -179,11 +188,13 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, DanaWitness]:
             "draws; raise --set precision"
         )
     M, B = solved
+    steps.step("the model")
     model = _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options)
+    steps.done()
     return model, DanaWitness(H, d_h, T0, precision, scale)
 
 
-def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision):
+def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision, steps=None):
     """(M, B) with [B, M] F(t) = λ_U w_{g(t)} for every association, M of rank 2, or None if the
     features are not certifiably of rank T₀ at this precision.
 
@@ -202,6 +213,8 @@ def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision)
             rows.append([to_ball(x) for x in xS[:n_skip]] + feats[: T0 - n_skip])
             rest = [_dot(fixed_M[c][n_skip:], xS[n_skip:]) for c in range(2)]
             rhs.append([to_ball(scale * W_U[y - 1][c] - rest[c]) for c in range(2)])
+        if steps is not None:
+            steps.step(f"solving {T0} × {T0} on balls at {precision} bits")
         try:
             X = arb_mat(rows).solve(arb_mat(rhs))  # F X = R: X = [M, B]ᵀ on the unknowns
         except ZeroDivisionError:
@@ -301,15 +314,20 @@ def _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options) -> Transfor
     )
 
 
-def random_associations(N: int, S: int, T0: int, seed: int = 0) -> Dataset:
-    """T₀ distinct sequences of S tokens over [N] with random targets (a random function g)."""
+def random_associations(
+    N: int, S: int, T0: int, seed: int = 0, *, progress: Callable[..., Any] | None = None
+) -> Dataset:
+    """T₀ distinct sequences of S tokens over [N] with random targets (a random function g);
+    ``progress`` hears the associations drawn."""
     if T0 > N**S:
         raise InputError(f"only {N**S} distinct sequences of length {S} over {N} tokens")
+    drawn = counter(progress, "generating associations", T0)
     rng = random.Random(seed)
     seqs: dict = {}
     while len(seqs) < T0:
         s = tuple(rng.randrange(N) for _ in range(S))
         seqs.setdefault(s, rng.randint(1, N))
+        drawn(len(seqs))
     vocab = tuple((mpq(t),) for t in range(N))
     return Dataset(
         "next-token",

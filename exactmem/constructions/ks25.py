@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from flint import arb, ctx, fmpq
@@ -37,6 +38,7 @@ from gmpy2 import mpq
 from exactmem.circuit import Circuit
 from exactmem.constructions.vys import (
     DEFAULT_GADGET,
+    MEMORIZER_STEPS,
     MemorizerWitness,
     Projection,
     build_memorizer,
@@ -47,6 +49,7 @@ from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.exact_arrays import exact, first_seen_ids, rational_table
 from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.progress import Steps
 from exactmem.sequences import (
     Multiset,
     canonical_tokens,
@@ -417,8 +420,15 @@ def _context_ids(dataset: Dataset, sv, variant: str, f: dict[int, int], key_of: 
     return points, labels[firsts].tolist(), collisions
 
 
-def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
-    """Build one of the Kajitsuka–Sato Transformers (``variant``, see :data:`VARIANTS`)."""
+def build(
+    dataset: Dataset,
+    options: dict,
+    variant: str = "ks25-next-token",
+    *,
+    progress: Callable[..., Any] | None = None,
+):
+    """Build one of the Kajitsuka–Sato Transformers (``variant``, see :data:`VARIANTS`);
+    ``progress`` hears its steps (:class:`exactmem.progress.Steps`)."""
     if variant not in VARIANTS:
         raise InputError(f"unknown variant {variant!r}")
     if variant == "ks25-bit-budget" and not options.get("bit_budget"):
@@ -433,6 +443,8 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
     token_ids = variant == "ks25-token-ids"
     seed = options.get("seed", 0)
     rng = random.Random(seed)
+    steps = Steps(progress, f"building {variant}", 4 + MEMORIZER_STEPS * (2 - token_ids))
+    steps.step(f"consistency of {dataset.size} sequences")
     sv = check_consistency(
         dataset,
         CONSISTENCY_MODE.get(variant, "next-token"),
@@ -442,8 +454,10 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
     n = len(dataset.sequences[0])
     # distinct multisets, first-seen order (int64: the kernels and sums take them so)
     rows = sv.sorted_tokens[sv.first_of_multiset].astype(np.int64)
+    steps.step(f"witness set of {len(rows)} multisets")
     A = witness_set_of_rows(rows)
     in_A = set(A)
+    steps.step(f"sequence weights ({options.get('sequence_weights', 'random')})")
     f, direction = _weights(rows, A, options, rng)
 
     tokens = list(sv.tokens)
@@ -477,6 +491,7 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
                 label="phi",
                 carry_key=True,
                 projection=proj,
+                steps=steps,
             )
             ffn1 = _three_lanes(mlp)
         else:
@@ -484,6 +499,7 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
         key_of = {t: proj.key(vectors_of[t]) for t in tokens}
         sublayers = (ffn1,)
 
+    steps.step("context ids")
     points, point_labels, collisions = _context_ids(dataset, sv, variant, f, key_of)
     projection = None
     if variant == "ks25-deep-sets":  # ρ̃ reads the sum only (Theorem D.1)
@@ -497,6 +513,7 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
         seed=seed + 1,
         input_names=LANES,
         label="f2",
+        steps=steps,
         **({"projection": projection} if projection else {}),
     )
     model = Transformer(
@@ -525,4 +542,5 @@ def build(dataset: Dataset, options: dict, variant: str = "ks25-next-token"):
         phi=phi_witness,
         f2=f2_witness,
     )
+    steps.done()
     return model, witness

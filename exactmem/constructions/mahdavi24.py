@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from flint import arb_mat, ctx, fmpq, fmpq_mat
 from gmpy2 import mpq
@@ -50,6 +51,7 @@ from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.model import Affine, Attention, AttentionHead, Transformer
+from exactmem.progress import Steps, counter
 
 __all__ = [
     "MahdaviWitness",
@@ -330,11 +332,19 @@ def _exact_readout(Z0, piv, Y, T, outputs, width) -> list[list[mpq]]:
     return W_read
 
 
-def _auto_temperature(heads, W_read, queries, contexts, Y, piv, tol, precision, solve) -> mpq:
+def solve_of(options: dict) -> str:
+    return options.get("readout_solve", "limit")
+
+
+def _auto_temperature(
+    heads, W_read, queries, contexts, Y, piv, tol, precision, solve, steps: Steps | None = None
+) -> mpq:
     """Double the temperature until the outputs are within ``tol`` of the targets (regression)
     or keep their argmax with margin (classification), checked on Arb balls."""
     temperature = mpq(1)
     for _ in range(14):
+        if steps is not None:
+            steps.step(f"temperature {temperature}")
         scaled = [(_scale(W, temperature), lam * temperature, u, v) for W, lam, u, v in heads]
         Z = _features(scaled, queries, contexts, "softmax", precision)
         read = W_read
@@ -358,8 +368,10 @@ def _auto_temperature(heads, W_read, queries, contexts, Y, piv, tol, precision, 
     raise InputError("no temperature up to 2^13 brings the softmax model within tolerance")
 
 
-def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]:
-    """``build --construction mahdavi24``."""
+def build(
+    dataset: Dataset, options: dict, *, progress: Callable[..., Any] | None = None
+) -> tuple[Transformer, MahdaviWitness]:
+    """``build --construction mahdavi24``; ``progress`` hears its steps (one per head)."""
     queries, contexts = examples(dataset)
     T, n, d = len(queries), len(contexts[0]), len(queries[0])
     seed = options.get("seed", 0)
@@ -369,6 +381,8 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
         raise InputError(
             "mahdavi24: score must be hardmax|softmax, readout regression|classification"
         )
+    steps = Steps(progress, "building mahdavi24", 5)  # A1, features, pivots, readout, model
+    steps.step("assumption A1")
     report = check_assumptions(queries, contexts, seed=seed)
     d_h = options.get("head_dim", d)
     if not 2 <= d_h <= d:
@@ -389,8 +403,16 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
     groups = [tuple(rest[h * (m - 1) : (h + 1) * (m - 1)]) for h in range(H)]
     outputs = 1 if readout == "regression" else dataset.num_classes
     Y = _targets(dataset, readout)
-    for _attempt in range(16):
-        parts = [_head(list(g), queries, contexts, rng, d, n) for g in groups]
+    searched = score == "softmax" and not options.get("temperature")
+    steps.add(H + searched + (score == "softmax" and solve_of(options) == "resolve"))
+    for attempt in range(16):
+        if attempt:
+            steps.add(H + 1)  # another design
+        parts = []
+        for h, g in enumerate(groups):
+            steps.step(f"head {h + 1}/{H}")
+            parts.append(_head(list(g), queries, contexts, rng, d, n))
+        steps.step(f"features of {T} examples")
         heads = []
         for (W, u, v, *_), g in zip(parts, groups, strict=True):
             outside = [t for t in range(T) if t not in g]
@@ -405,11 +427,13 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
     for *_, des in parts:
         for t, S in des.items():
             designed[t] = S
+    steps.step("pivot columns")
     piv = _capped_pivots(Z0, H, d, d_h)
+    steps.step("exact readout")
     W_read = _exact_readout(Z0, piv, Y, T, outputs, H * d)
     temperature = mpq(1)
     precision = 0
-    solve = options.get("readout_solve", "limit")
+    solve = solve_of(options)
     if score == "softmax":
         tol = mpq(options.get("tolerance", "1/1000"))
         precision = options.get("precision", 256)
@@ -417,9 +441,10 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
             temperature = mpq(options["temperature"])
         else:  # the least power of two at which the construction's own check passes
             temperature = _auto_temperature(
-                heads, W_read, queries, contexts, Y, piv, tol, precision, solve
+                heads, W_read, queries, contexts, Y, piv, tol, precision, solve, steps
             )
         if solve == "resolve":
+            steps.step("readout on balls")
             scaled = [(_scale(W, temperature), lam * temperature, u, v) for W, lam, u, v in heads]
             Zs = _features(scaled, queries, contexts, "softmax", precision)
             rows = list(range(min(T, len(piv))))
@@ -437,9 +462,11 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
         "capacity": cap,
         "assumption_A1": report.describe(),
     }
+    steps.step("the model")
     factors = [(fs, rs, u, v) for ((fs, rs), u, v, _) in parts]
     lams = [lam for _, lam, _, _ in heads]
     model = _model(factors, lams, temperature, W_read, piv, d, d_h, outputs, score, meta)
+    steps.done()
     witness = MahdaviWitness(
         H, tuple(groups), tuple(designed), lams[0], rank, cap, precision, temperature, d_h
     )
@@ -447,9 +474,19 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MahdaviWitness]
 
 
 def random_instance(
-    T: int, n: int, d: int, C: int, seed: int = 0, *, shared_context: bool = False, bound: int = 9
+    T: int,
+    n: int,
+    d: int,
+    C: int,
+    seed: int = 0,
+    *,
+    shared_context: bool = False,
+    bound: int = 9,
+    progress: Callable[..., Any] | None = None,
 ) -> Dataset:
-    """T examples: n context tokens and a query, integer coordinates in [−bound, bound]."""
+    """T examples: n context tokens and a query, integer coordinates in [−bound, bound];
+    ``progress`` hears the examples drawn."""
+    drawn = counter(progress, "generating examples", T)
     rng = random.Random(seed)
     vocab: list[Vec] = []
 
@@ -463,6 +500,7 @@ def random_instance(
         ctx_ = shared if shared else [token() for _ in range(n)]
         seqs.append(tuple(ctx_) + (token(),))
         labels.append(rng.randint(1, C))
+        drawn(len(seqs))
     return Dataset(
         "next-token",
         tuple(labels),

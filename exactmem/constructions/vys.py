@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from gmpy2 import mpq
@@ -50,6 +51,7 @@ from exactmem.exact import bitlen
 from exactmem.exact_arrays import LIMIT
 from exactmem.gadgets import and_bit, interval_match, interval_match_finish, step, tent
 from exactmem.model import MLP, Transformer
+from exactmem.progress import Steps
 
 __all__ = [
     "DEFAULT_GADGET",
@@ -70,6 +72,8 @@ __all__ = [
 ]
 
 GADGETS = ("keyed", "peel", "tent")
+# the steps build_memorizer tells its Steps: points, keys, packing, II, III, the circuit
+MEMORIZER_STEPS = 6
 DEFAULT_GADGET = "keyed"
 Vector = Sequence[mpq]
 
@@ -559,10 +563,21 @@ def pack(
     )
 
 
-def emit(circ: Circuit, t: Lin, packing: Packing, *, carry_key: bool = False) -> Lin:
+def emit(
+    circ: Circuit,
+    t: Lin,
+    packing: Packing,
+    *,
+    carry_key: bool = False,
+    steps: Steps | None = None,
+    label: str = "memorizer",
+) -> Lin:
     """Append Stages II and III of one memorizer to ``circ``; returns the output expression."""
+    steps = steps or Steps(None, "", 0)
     p = packing
+    steps.step(f"{label}: Stage II, {len(p.thresholds)} groups")
     t, U, W = _stage2(circ, t, p.thresholds, p.packed_keys, p.packed_labels)
+    steps.step(f"{label}: Stage III, {p.gadget} gadget")
     stage3 = {"peel": _stage3_peel, "keyed": _stage3_keyed, "tent": _stage3_tent}[p.gadget]
     return stage3(circ, t, U, W, p.group_size, p.key_bits, p.label_bits, carry_key)
 
@@ -634,15 +649,21 @@ def build_memorizer(
     input_names: Sequence[str] | None = None,
     label: str = "memorizer",
     carry_key: bool = False,
+    steps: Steps | None = None,
 ) -> tuple[MLP, MemorizerWitness]:
     """Lemma C.1: a plain MLP Q^d → Q with F(x_i) = y_i and F(extra) = 0, exactly.
 
     With ``carry_key`` the Stage I key t(x) is carried through every layer and returned as a
     second output ``key`` (Kajitsuka & Sato 2025, eqs. (50)–(51): F^(FF)_1 = (φ̃, F, 0), the
-    token id sharing φ̃'s projection, as Lemma C.2 allows).
+    token id sharing φ̃'s projection, as Lemma C.2 allows). ``steps`` hears its
+    :data:`MEMORIZER_STEPS` steps.
     """
+    steps = steps or Steps(None, "", 0)
+    steps.step(f"{label}: {len(points) + len(extra_points)} points")
     everything = _validated_points(points, labels, num_classes, extra_points, gadget)
+    steps.step(f"{label}: Stage I keys")
     projection, keys = _keys(everything, projection, seed, direction_bound)
+    steps.step(f"{label}: packing")
     packing = pack(
         keys,
         labels,
@@ -653,7 +674,8 @@ def build_memorizer(
     )
     names = tuple(input_names) if input_names else tuple(f"x{j}" for j in range(len(points[0])))
     circ = Circuit(names)
-    out = emit(circ, projection.expr(names), packing, carry_key=carry_key)
+    out = emit(circ, projection.expr(names), packing, carry_key=carry_key, steps=steps, label=label)
+    steps.step(f"{label}: {circ.depth} layers")
     outputs = {"out": out, "key": var("t")} if carry_key else {"out": out}
     mlp = circ.finish(outputs, residual=False, label=label, meta=packing.layout())
     return mlp, _witness(packing, keys, labels, len(extra_points), projection)
@@ -696,6 +718,7 @@ def build_split_memorizer(
     label: str = "memorizer",
     carry_key: bool = False,
     projection: Projection | None = None,
+    steps: Steps | None = None,
 ) -> tuple[MLP, list[Packing]]:
     """Theorem F.1 (Kajitsuka & Sato 2025, App. F): the labelled points split into ⌈N/B²⌉
     sub-networks of B² points, each a Lemma C.1 network that maps every other point to 0; run
@@ -704,7 +727,10 @@ def build_split_memorizer(
     """
     if budget < 2:
         raise InputError(f"bit budget B must be ≥ 2, got {budget}")
+    steps = steps or Steps(None, "", 0)
+    steps.step(f"{label}: {len(points) + len(extra_points)} points")
     everything = _validated_points(points, labels, num_classes, extra_points, gadget)
+    steps.step(f"{label}: Stage I keys")
     projection, keys = _keys(everything, projection, seed, None)
     N = len(points)
     chunk = budget * budget
@@ -714,7 +740,9 @@ def build_split_memorizer(
     t = projection.expr(names)
     packings = []
     parts = [order[s : s + chunk] for s in range(0, N, chunk)]
+    steps.add(3 * len(parts) - (MEMORIZER_STEPS - 2))  # packing, II and III of each part
     for j, part in enumerate(parts):
+        steps.step(f"{label}: sub-network {j + 1}/{len(parts)}")
         mine = set(part)
         others = [i for i in range(len(everything)) if i not in mine]
         sub_keys = [keys[i] for i in part] + [keys[i] for i in others]
@@ -728,7 +756,7 @@ def build_split_memorizer(
         packings.append(packing)
         circ.probe_prefix = f"net{j}."
         last = j == len(parts) - 1
-        out = emit(circ, t, packing, carry_key=carry_key or not last)
+        out = emit(circ, t, packing, carry_key=carry_key or not last, steps=steps, label=label)
         t = var("t")
         circ.keep["acc"] = (circ.keep["acc"] if j else const(0)) + out
     circ.probe_prefix = ""
@@ -744,13 +772,18 @@ def build_split_memorizer(
     return mlp, packings
 
 
-def build(dataset: Dataset, options: dict) -> tuple[Transformer, MemorizerWitness]:
+def build(
+    dataset: Dataset, options: dict, *, progress: Callable[..., Any] | None = None
+) -> tuple[Transformer, MemorizerWitness]:
     """``build --construction vys``: memorize a ``points`` dataset (duplicates with equal
-    labels are merged; the verifier still checks every point)."""
+    labels are merged; the verifier still checks every point). ``progress`` hears its steps
+    (:class:`exactmem.progress.Steps`)."""
     if dataset.task != "points":
         raise InputError(
             f"construction 'vys' needs task 'points', the dataset has {dataset.task!r}"
         )
+    steps = Steps(progress, "building vys", 1 + MEMORIZER_STEPS)
+    steps.step("merging equal points")
     first: dict[tuple, int] = {}
     pts, labs = [], []
     for i, (p, y) in enumerate(zip(dataset.points, dataset.labels, strict=True)):
@@ -771,10 +804,12 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MemorizerWitnes
         seed=options.get("seed", 0),
         direction_bound=options.get("direction_bound"),
         bit_widths=options.get("bit_widths", "corrected"),
+        steps=steps,
     )
     model = Transformer(
         input_dim=dataset.dim,
         sublayers=(mlp,),
         meta={"construction": "vys", "options": dict(options)},
     )
+    steps.done()
     return model, witness

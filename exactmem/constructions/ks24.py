@@ -1,0 +1,408 @@
+"""Kajitsuka & Sato 2024 (ICLR): one softmax self-attention layer with a single head of rank-one
+weights is a contextual mapping (softmax attention as the Boltzmann operator), and one token-wise
+FFN after it memorizes N seq-to-seq pairs with O(d(2nN + d)) parameters.
+
+RECONSTRUCTED: only the paper's abstract was available to us. The model form (rank-one W_Q,
+W_K, W_V ∈ Q^{1×d}, W_O ∈ Q^{d×1}, the residual attention Z + W_O W_V Z softmax((W_K Z)ᵀ W_Q Z)),
+the projection step and the FFN reading "about two ReLU units per context id" are our
+reconstruction of it; the choices of v, λ, β and the exact re-quantizer are ours. Step by step:
+
+1. hypothesis, checked exactly (:mod:`exactmem.separation`): tokenwise (r_min, r_max, ε)-
+   separated tokens, pairwise distinct within each sequence; labels a function of (token,
+   multiset of the sequence), as in any permutation-equivariant model;
+2. projection: an integer direction v with s = vᵀz distinct on the distinct tokens (the paper
+   draws a random unit v with |vᵀ(z − z′)| ≥ √(8/(πd))·‖z − z′‖/|V|²; distinctness, checked
+   exactly, is what the rest uses);
+3. attention, one head: W_Q = λvᵀ, W_K = W_V = vᵀ, W_O = u with vᵀu = β. Token k of a sequence
+   receives u·b_k, b_k = Σ_l s_l e^{λ s_k s_l} / Σ_l e^{λ s_k s_l} — the Boltzmann operator
+   of the scores λ s_k s (divided by λ s_k) — so its *context id* is c_k = vᵀ(z_k + u b_k) =
+   s_k + β b_k. β ≤ (least gap of the s values) / (4·their range) keeps the ids of different
+   tokens apart; the tilted mean b_k separates one token's occurrences in different sequences.
+   The paper bounds the least gap δ between ids of different (sequence, token) classes from
+   below by an exponentially small worst case; here the gap is *measured*: the ids are
+   enclosed in Arb balls and λ (a power of two: λ₀, then λ₀/4 and 4λ₀) and the precision are
+   chosen so that the enclosures of different classes are disjoint with room to spare;
+4. FFN (the paper's "two ReLU units per id", its exact form ours): for each id threshold t_j
+   between consecutive classes with different labels, the ramp
+   ReLU(M(vᵀz − t_j) + 1) − ReLU(M(vᵀz − t_j)), 0 below t_j − 1/M and 1 above t_j, adds the label
+   step Δ_j to a label lane y'. On balls the ramps are exact only where they are 0, so y' is the
+   label up to a tiny radius; the FFN's last layers *re-quantize* it: h_c = ReLU(4(c + ½ − y'))
+   and g_c = ReLU(1 − h_c) are exactly 0 or 1 when y' lies within ¼ of an integer, and the
+   output y_lo + Σ_c g_c is the label exactly. The thresholds sit ≥ 2·radius off every ramp and
+   the precision is raised until the lane's error bound is below 1/16.
+
+Parameters: W_Q, W_K, W_V (1 × d) and W_O (d × 1): 4d, rank one; the FFN: 2K(d + 1) for the
+ramps (K ≤ nN − 1 thresholds), 2K + 1 for the lane and O(C²) for the re-quantization — the
+paper's O(d(2nN + d)) with C labels; depth 1 + 5.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from flint import arb, ctx
+from gmpy2 import mpq
+
+from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
+from exactmem.data import Dataset
+from exactmem.errors import InconclusiveError, InputError
+from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.separation import require_separated
+from exactmem.sequences import check_consistency
+
+__all__ = ["KS24Witness", "build", "context_ids", "random_instance"]
+
+TEMPERATURE_STEPS = (0, -2, 2)  # λ = 2^j·λ₀: the candidates, in the order tried
+START_PRECISION = 128
+DEFAULT_PRECISION_LIMIT = 4096
+DIRECTION_ATTEMPTS = 6
+
+
+@dataclass(frozen=True)
+class KS24Witness:
+    """What the construction intends (untrusted): the direction, temperature, value scale,
+    the re-quantizer's slope and thresholds, and the gap it measured on its own balls."""
+
+    direction: tuple[int, ...]
+    temperature: mpq
+    beta: mpq
+    slope: int
+    thresholds: tuple[mpq, ...]
+    classes: int
+    gap: mpq
+    radius: mpq
+    precision: int
+
+
+def _pow2_at_most(q: mpq) -> mpq:
+    """The largest power of two ≤ q (q > 0), exact."""
+    e = int(q.numerator).bit_length() - int(q.denominator).bit_length()
+    p = mpq(2) ** e if e >= 0 else mpq(1, 2 ** (-e))
+    while p > q:
+        p /= 2
+    while p * 2 <= q:
+        p *= 2
+    return p
+
+
+def _direction(vectors: list[tuple[mpq, ...]], rng: random.Random) -> list[int]:
+    """An integer v (entries in [−B, B], B = max(|V|², 4)) with vᵀz distinct on the vectors."""
+    d = len(vectors[0])
+    B = max(len(vectors) ** 2, 4)
+    for _ in range(64):
+        v = [rng.randint(-B, B) for _ in range(d)]
+        if any(v) and len(
+            {sum((a * x for a, x in zip(v, z, strict=True)), mpq(0)) for z in vectors}
+        ) == len(vectors):
+            return v
+    raise InputError("no integer direction separates the distinct tokens in 64 draws")
+
+
+def context_ids(projected: list[list[mpq]], lam: mpq, beta: mpq, precision: int) -> list[list[arb]]:
+    """c_k = s_k + β·Σ_l softmax_l(λ s_k s) s_l for every sequence of projected tokens s, on
+    Arb balls at ``precision`` bits (the construction's own estimate; the verifier measures the
+    model's)."""
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        b_ball = to_ball(beta)
+        out = []
+        for s in projected:
+            balls = [to_ball(x) for x in s]
+            row = []
+            for sk, bk in zip(s, balls, strict=True):
+                w = softmax_balls([to_ball(lam * sk * x) for x in s])
+                mean = sum((a * b for a, b in zip(w, balls, strict=True)), arb(0))
+                row.append(bk + b_ball * mean)
+            out.append(row)
+        return out
+    finally:
+        ctx.prec = old
+
+
+def _hulls(ids, keys, labels):
+    """Per class: (lo, hi, label), sorted; the largest radius; None if two classes overlap."""
+    hull: dict = {}
+    radius = mpq(0)
+    for row, krow, yrow in zip(ids, keys, labels, strict=True):
+        for c, key, y in zip(row, krow, yrow, strict=True):
+            if not c.is_finite():
+                return None, None
+            lo, hi = ball_bounds(c)
+            radius = max(radius, (hi - lo) / 2)
+            if key in hull:
+                a, b, _ = hull[key]
+                hull[key] = (min(a, lo), max(b, hi), y)
+            else:
+                hull[key] = (lo, hi, y)
+    ordered = sorted(hull.values())
+    for (_, hi, _), (lo, _, _) in zip(ordered, ordered[1:], strict=False):
+        if hi >= lo:
+            return None, radius
+    return ordered, radius
+
+
+def _midpoint_gap(ids, keys) -> mpq | None:
+    mids: dict = {}
+    for row, krow in zip(ids, keys, strict=True):
+        for c, key in zip(row, krow, strict=True):
+            if c.is_finite():
+                mids.setdefault(key, ball_midpoint(c))
+    values = sorted(mids.values())
+    gaps = [b - a for a, b in zip(values, values[1:], strict=False)]
+    return min(gaps) if gaps else None
+
+
+def _search(projected, keys, labels, beta, lam0, limit):
+    """The first (λ, precision, hulls, radius, gap) whose class hulls are disjoint with gaps ≥
+    16·radius: λ₀, λ₀/4, 4λ₀ at each precision, the least precision first."""
+    precision = min(START_PRECISION, limit)
+    while precision <= limit:
+        for j in TEMPERATURE_STEPS:
+            lam = lam0 * (mpq(2) ** j if j >= 0 else mpq(1, 2 ** (-j)))
+            ids = context_ids(projected, lam, beta, precision)
+            ordered, radius = _hulls(ids, keys, labels)
+            if ordered is None:
+                continue
+            gaps = [b[0] - a[1] for a, b in zip(ordered, ordered[1:], strict=False)]
+            gap = min(gaps) if gaps else mpq(1)
+            if gap > 16 * radius:
+                return lam, precision, ordered, radius, gap
+        precision *= 2
+    return None
+
+
+def _needed_precision(projected, keys, beta, lam0, limit: int, scale: mpq) -> str:
+    """The bits a certified gap would need: the least midpoint gap between classes, measured
+    once at a precision above the limit, against the ids' magnitude (with 16 bits of room)."""
+    probe = min(max(4 * limit, 512), 1 << 16)
+    g = _midpoint_gap(context_ids(projected, lam0, beta, probe), keys)
+    if not g:
+        return f"two classes share one context id to {probe} bits: their gap may be zero"
+    bits = int(scale.numerator).bit_length() - int(scale.denominator).bit_length()
+    bits += int(g.denominator).bit_length() - int(g.numerator).bit_length() + 16
+    return f"about {max(bits, 64)} bits would be needed (--set precision=…)"
+
+
+def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
+    """``build --construction ks24``."""
+    if dataset.task != "seq2seq":
+        raise InputError(f"ks24 memorizes seq-to-seq data (task seq2seq), got {dataset.task!r}")
+    check_consistency(dataset, "seq2seq")
+    require_separated(
+        dataset,
+        allow_repeats=bool(options.get("allow_repeats")),
+        r_min=_opt(options, "r_min"),
+        r_max=_opt(options, "r_max"),
+        epsilon=_opt(options, "epsilon"),
+    )
+    limit = int(options.get("precision", DEFAULT_PRECISION_LIMIT))
+    rng = random.Random(options.get("seed", 0))
+    canon: dict[tuple, int] = {}
+    for seq in dataset.sequences:
+        for t in seq:
+            canon.setdefault(tuple(dataset.vocab[t]), len(canon))
+    vectors = list(canon)
+    keys = []
+    for seq in dataset.sequences:
+        toks = [canon[tuple(dataset.vocab[t])] for t in seq]
+        ms = tuple(sorted(toks))
+        keys.append([(ms, t) for t in toks])
+    labels = [tuple(y) for y in dataset.labels]
+    for _attempt in range(DIRECTION_ATTEMPTS):
+        v = _direction(vectors, rng)
+        s_of = [sum((a * x for a, x in zip(v, z, strict=True)), mpq(0)) for z in vectors]
+        projected = [
+            [s_of[canon[tuple(dataset.vocab[t])]] for t in seq] for seq in dataset.sequences
+        ]
+        ordered_s = sorted(set(s_of))
+        spread = ordered_s[-1] - ordered_s[0]
+        least = min((b - a for a, b in zip(ordered_s, ordered_s[1:], strict=False)), default=None)
+        beta = _pow2_at_most(least / (4 * spread)) if least else mpq(1)
+        top = max(abs(x) for x in s_of)
+        lam0 = _pow2_at_most(1 / (top * spread)) if spread and top else mpq(1)
+        if options.get("temperature"):
+            lam0 = mpq(options["temperature"])
+        found = _search(projected, keys, labels, beta, lam0, limit)
+        if found is not None:
+            break
+    else:
+        scale = max((abs(x) for x in s_of), default=mpq(1)) or mpq(1)
+        raise InconclusiveError(
+            f"ks24: the context ids of different (sequence, token) classes were not certified "
+            f"apart at up to {limit} bits in {DIRECTION_ATTEMPTS} directions; "
+            + _needed_precision(projected, keys, beta, lam0, limit, scale)
+        )
+    lam, precision, ordered, radius, gap = found
+    M, thresholds, deltas = _staircase(ordered, radius)
+    while _label_error(M, deltas, radius) > mpq(1, 16):  # the label lane needs narrower ids
+        precision *= 2
+        if precision > limit:
+            raise InconclusiveError(
+                f"ks24: the label lane stays wider than 1/16 at {limit} bits; "
+                f"--set precision={2 * precision} would be needed"
+            )
+        ordered, radius = _hulls(context_ids(projected, lam, beta, precision), keys, labels)
+        M, thresholds, deltas = _staircase(ordered, radius)
+    return _assemble(
+        dataset, options, v, lam, beta, precision, ordered, radius, gap, M, thresholds, deltas
+    )
+
+
+def _opt(options: dict, key: str) -> mpq | None:
+    return mpq(options[key]) if options.get(key) is not None else None
+
+
+def _staircase(ordered, radius):
+    """Slope M and the thresholds t_j (multiples of 1/M) between consecutive classes whose
+    labels differ, each ≥ 1/M + 2·radius above the lower class and ≥ 2·radius below the upper
+    one (gaps ≥ 16·radius and ≥ 8/M leave an interval ≥ 5/M long), with the label steps Δ_j."""
+    steps = [(a, b) for a, b in zip(ordered, ordered[1:], strict=False) if a[2] != b[2]]
+    least = min((b[0] - a[1] for a, b in steps), default=mpq(1))
+    M = 1 << max(0, math.ceil(math.log2(8 / least)) + 1)
+    while mpq(1, M) > least / 8:
+        M *= 2
+    thresholds, deltas = [], []
+    for a, b in steps:
+        t = mpq(math.ceil((a[1] + mpq(1, M) + 2 * radius) * M), M)
+        assert t <= b[0] - 2 * radius
+        thresholds.append(t)
+        deltas.append(b[2] - a[2])
+    if not thresholds:  # one label for all: a ramp below every id keeps the layers non-empty
+        thresholds.append(mpq(math.floor((ordered[0][0] - 1) * M), M))
+        deltas.append(0)
+    return M, thresholds, deltas
+
+
+def _label_error(M: int, deltas, radius: mpq) -> mpq:
+    """A bound on how far the label lane's ball strays from the label: each ramp pair is off
+    by ≤ 2M·radius (plus rounding, covered by the factor 2)."""
+    return 4 * M * radius * sum(abs(x) for x in deltas)
+
+
+def _ffn(d: int, v, M: int, thresholds, deltas, y_lo: int, y_hi: int) -> MLP:
+    """The FFN: two ramp units per threshold (the paper's "two ReLU units per id"), the label
+    lane y' = y − y_lo + 1 ≥ 1 (a ReLU leaves it be), then its re-quantization: units
+    h_c = ReLU(4(c + ½ − y')) and g_c = ReLU(1 − h_c), exactly 0 or 1 when y' is within ¼ of an
+    integer, and the label y_lo + Σ_c g_c."""
+    K = len(thresholds)
+    rows, bias = [], []
+    for t in thresholds:
+        a = int(t * M)
+        rows += [[M * x for x in v], [M * x for x in v]]
+        bias += [1 - a, -a]  # ReLU(M(x − t) + 1) and ReLU(M(x − t)): their difference a ramp
+    ramps = Affine.from_dense(rows, bias, 1, in_dim=d)
+    lane = Affine(
+        2 * K,
+        (tuple(p for j, dj in enumerate(deltas) if dj for p in ((2 * j, dj), (2 * j + 1, -dj))),),
+        (1,),  # y' of the lowest class (offset y_lo − 1 below)
+    )
+    span = max(1, y_hi - y_lo)
+    cuts = Affine(
+        1, tuple(((0, -4),) for _ in range(span)), tuple(4 * c + 2 for c in range(1, span + 1))
+    )
+    steps = Affine(span, tuple(((c, -1),) for c in range(span)), (1,) * span)
+    read = Affine(span, (tuple((c, 1) for c in range(y_hi - y_lo)),), (y_lo,))
+    return MLP((ramps, lane, cuts, steps, read), residual=False, label="ffn")
+
+
+def _assemble(
+    dataset, options, v, lam, beta, precision, ordered, radius, gap, M, thresholds, deltas
+):
+    d = dataset.dim
+    y_lo = min(c[2] for c in ordered)
+    y_hi = max(c[2] for c in ordered)
+    # the lowest class's label enters through the lane's bias: shift Δ's origin to y_lo
+    ffn = _ffn(d, v, M, thresholds, deltas, y_lo, y_hi)
+    base = ordered[0][2] - y_lo + 1
+    lane = ffn.layers[1]
+    ffn = MLP(
+        (ffn.layers[0], Affine(lane.in_dim, lane.rows, (base,)), *ffn.layers[2:]),
+        residual=False,
+        label="ffn",
+    )
+    u = [mpq(0)] * d
+    j0 = max(range(d), key=lambda i: abs(v[i]))
+    u[j0] = beta / v[j0]
+    head = AttentionHead(
+        Affine.from_rationals([[lam * x for x in v]], d),
+        Affine.from_rationals([[mpq(x) for x in v]], d),
+        Affine.from_rationals([[mpq(x) for x in v]], d),
+        Affine.from_rationals([[x] for x in u], 1),
+    )
+    meta = {
+        "construction": "ks24",
+        "theorem": "Kajitsuka & Sato 2024, memorization by one rank-one softmax attention "
+        "layer and one FFN (reconstruction)",
+        "options": {k: val for k, val in options.items()},
+        "temperature": str(lam),
+        "beta": str(beta),
+        "build_precision": precision,
+    }
+    model = Transformer(
+        d,
+        (
+            Attention((head,), "softmax", "boltzmann", "none"),
+            ffn,
+        ),
+        None,
+        None,
+        meta,
+    )
+    witness = KS24Witness(
+        tuple(v), lam, beta, M, tuple(thresholds), len(ordered), gap, radius, precision
+    )
+    return model, witness
+
+
+def random_instance(
+    N: int,
+    n: int,
+    d: int,
+    vocab: int,
+    C: int,
+    seed: int = 0,
+    *,
+    repeats: int = 0,
+    bound: int | None = None,
+) -> Dataset:
+    """N seq-to-seq pairs of n tokens drawn without repeats from ``vocab`` distinct non-zero
+    integer tokens in [−bound, bound]^d (default: the least bound ≥ 9 leaving twice ``vocab``
+    tokens to draw from); the first ``repeats`` sequences repeat their first
+    token at position 1 (outside the paper's hypothesis). Labels in 1..C, a function of
+    (token, multiset of the sequence)."""
+    if min(N, n, d, vocab, C) < 1 or vocab < n:
+        raise InputError("random_instance needs N, n, d, C ≥ 1 and vocab ≥ n")
+    if bound is None:
+        bound = 9
+        while (2 * bound + 1) ** d - 1 < 2 * vocab:
+            bound *= 2
+    if (2 * bound + 1) ** d - 1 < vocab:
+        raise InputError(f"[−{bound}, {bound}]^{d} holds fewer than {vocab} non-zero tokens")
+    rng = random.Random(seed)
+    table: dict[tuple, None] = {}
+    while len(table) < vocab:
+        z = tuple(mpq(rng.randint(-bound, bound)) for _ in range(d))
+        if any(z):
+            table.setdefault(z, None)
+    seqs = []
+    for i in range(N):
+        seq = rng.sample(range(vocab), n)
+        if i < repeats and n >= 2:
+            seq[1] = seq[0]
+        seqs.append(tuple(seq))
+    first: dict = {}
+    labels = []
+    for seq in seqs:
+        ms = tuple(sorted(seq))
+        labels.append(tuple(first.setdefault((ms, t), rng.randint(1, C)) for t in seq))
+    return Dataset(
+        "seq2seq",
+        tuple(labels),
+        C,
+        vocab=tuple(table),
+        sequences=tuple(seqs),
+        meta={"generator": "ks24_instance", "seed": seed, "repeats": repeats},
+    )
