@@ -273,9 +273,9 @@ def entropy_bound(ds: Dataset) -> float | None:
 
 def certify_checkpoint(path: Path, arch: str, ds: Dataset) -> dict:
     """Import ``path`` exactly and certify its argmax labels on ``ds``: the labels check's
-    figures (certified and refuted counts, −1 when an exactly evaluated model fails; the
-    smallest certified margin rounded down, only when every label is certified; the float64
-    accuracy)."""
+    figures (certified and refuted counts; the smallest certified margin rounded down, only
+    when every label is certified; the float64 accuracy). A model the exact evaluator runs
+    (``ks25``) has exact margins: its failing labels are counted from its exact outputs."""
     import numpy as np
     from gmpy2 import mpq
 
@@ -303,7 +303,16 @@ def certify_checkpoint(path: Path, arch: str, ds: Dataset) -> dict:
             for row, y in zip(flogits, ds.labels, strict=True)
         )
         accuracy = f"{correct}/{len(ds.labels)}"
-        certified_n, refuted_n = (ds.size, 0) if passed else (-1, -1)
+        certified_n, refuted_n = ds.size, 0
+        if not passed:  # count the labels the exact outputs refute
+            from exactmem.api import run
+
+            leads = [
+                min((out[-1][y - 1] - v for c, v in enumerate(out[-1]) if c != y - 1), default=1)
+                for out, y in zip(run(model, ds), ds.labels, strict=True)
+            ]
+            certified_n = sum(1 for lead in leads if lead > 0)
+            refuted_n = len(leads) - certified_n
     return {
         "parameters": resources(model).dense_parameters,
         "certified": cert.verdict == "verified" and passed,
