@@ -104,7 +104,10 @@ def _mahdavi_data(quick: bool, seed: int) -> dict[str, Dataset]:
 
 
 def _madden_data(quick: bool, seed: int) -> dict[str, Dataset]:
-    from exactmem.constructions.madden24 import random_contexts
+    try:
+        from exactmem.constructions.madden24 import random_contexts
+    except ImportError:
+        raise InputError("--experiment madden needs the madden24 construction") from None
 
     omega, S = 8, 4
     sizes = (8, 16) if quick else (16, 32, 64)
