@@ -121,6 +121,9 @@ def plot_results(root: str | os.PathLike, out: str | os.PathLike) -> str:
                     s=28,
                 )
     left.set_xscale("log")
+    from matplotlib.ticker import NullFormatter
+
+    left.xaxis.set_minor_formatter(NullFormatter())  # the minor labels of a short log axis overlap
     left.set_xlabel("trained parameters")
     left.set_ylabel("examples certified (fraction)")
     left.set_title("trained models, certified exactly")
