@@ -78,7 +78,8 @@ def build(
     ``ks25-seq2seq`` (Corollary 4.1), ``ks25-token-ids`` (Theorem E.1), ``ks25-deep-sets``
     (Theorem D.1), ``ks25-bit-budget`` (Theorem F.1), ``mahdavi24`` (Mahdavi, Liao &
     Thrampoulidis 2024), ``dana25`` (Dana, Pydi & Chevaleyre 2025), ``kim23`` (Kim, Kim &
-    Mozafari 2023) and ``ks24`` (Kajitsuka & Sato 2024; task ``seq2seq``).
+    Mozafari 2023), ``ks24`` (Kajitsuka & Sato 2024; task ``seq2seq``) and ``madden24``
+    (Madden, Fox & Thrampoulidis 2024).
 
     ``options`` are the construction's options, exactly those of ``build --set KEY=VALUE``
     (``python -m exactmem build --help`` lists them), given as Python values:
@@ -143,6 +144,10 @@ def _construct(
         from exactmem.constructions import ks24
 
         return ks24.build(dataset, options)[0]
+    if construction == "madden24":
+        from exactmem.constructions import madden24
+
+        return madden24.build(dataset, options)[0]
     from exactmem.constructions import ks25
 
     return ks25.build(dataset, options, construction, progress=progress)[0]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from flint import arb, fmpq
 from gmpy2 import mpq
 
-__all__ = ["ball_bounds", "ball_midpoint", "softmax_balls", "to_ball"]
+__all__ = ["ball_bounds", "ball_midpoint", "gelu_ball", "softmax_balls", "to_ball"]
 
 
 def to_ball(value: mpq) -> arb:
@@ -50,3 +50,11 @@ def softmax_balls(scores: Sequence[arb]) -> list[arb]:
     exps = [(s - top).exp() for s in scores]
     total = sum(exps[1:], exps[0])
     return [e / total for e in exps]
+
+
+def gelu_ball(x: arb) -> arb:
+    """An enclosure of GELU(x) = x·Φ(x) = x·(1 + erf(x/√2))/2 (Φ the standard normal
+    distribution function; Arb's erf and √2 are rigorous). GELU(0) = 0 exactly."""
+    if x.is_exact() and x == 0:
+        return arb(0)
+    return x * (1 + (x / arb(2).sqrt()).erf()) / 2

@@ -29,7 +29,7 @@ from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, ratio_equal
 from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
-from exactmem.model import MLP, PositionalEncoding, Transformer, resources
+from exactmem.model import MLP, PositionalEncoding, Transformer, has_gelu, resources
 from exactmem.progress import tell
 from exactmem.sequences import check_consistency, view, with_positions
 from exactmem.verify import (
@@ -51,6 +51,12 @@ from exactmem.verify_attention import (
 from exactmem.verify_kim23 import check_kim23, hardmax_limit, has_softmax
 from exactmem.verify_ks24 import ball_seq2seq_label_check, check_ks24
 from exactmem.verify_ks25 import check_ks25
+from exactmem.verify_madden24 import (
+    dimension_count_check,
+    distinct_contexts,
+    madden_checks,
+    require_tolerance,
+)
 from exactmem.verify_margins import margin_check
 
 __all__ = [
@@ -119,6 +125,7 @@ CONSTRUCTIONS = (
     "dana25",
     "kim23",
     "ks24",
+    "madden24",
 )
 """The constructions whose checklists the verifier knows (``verify --construction NAME``)."""
 
@@ -138,6 +145,8 @@ CHECKLISTS = {
     "ties and margins, the memorizer's Lemma C.1 stages",
     "ks24": "Kajitsuka & Sato 2024: tokenwise separatedness, the contextual-mapping gap of the "
     "rank-one softmax head (Arb), the FFN's exact re-quantization, labels exact",
+    "madden24": "Madden et al. 2024: injective last-position outputs, full row rank of the GELU "
+    "features (m ≥ n − 1), targets within --tolerance, the dimension count k ≥ n(ω − 1) (Arb)",
 }
 
 
@@ -196,6 +205,9 @@ def certify(
     example still undecided there makes the answer inconclusive (default 2^12 for
     regression labels, 2^14 per argmax example)."""
     criteria = Criteria(construction, None if tolerance is None else mpq(tolerance), max_precision)
+    if criteria.construction == "madden24":
+        require_tolerance(dataset, criteria.tolerance)
+    evaluator = _evaluator_for(evaluator, model)  # the certificate names the one that ran
     run = _evaluator(evaluator)
     readout = _readout(model, dataset)
     feed = "vectors"
@@ -265,6 +277,7 @@ TASKS = {
     "dana25": ("next-token",),
     "kim23": ("seq2seq", "next-token"),
     "ks24": ("seq2seq",),
+    "madden24": ("next-token",),
 }
 
 
@@ -339,6 +352,13 @@ def _evaluator(name: str) -> Callable:
     if name == "reference":
         return reference_run
     raise InputError(f"evaluator {name!r} is not one of {', '.join(EVALUATORS)}")
+
+
+def _evaluator_for(name: str, model: Transformer) -> str:
+    """The fast evaluator knows neither GELU nor causal masks: such models go to the reference
+    evaluator (which refuses GELU as transcendental: the checks then run on Arb balls)."""
+    causal = any(getattr(s, "mask", "") == "causal" for s in model.sublayers)
+    return "reference" if name == "fast" and (has_gelu(model) or causal) else name
 
 
 def _checklist(name: str, run_checks: Callable[[], list[Check]]) -> list[Check]:
@@ -490,6 +510,12 @@ def _sequences(model, dataset, progress, jobs, run, criteria: Criteria, readout:
             checks += _checklist(construction, lambda: check_kim23(trace, model, dataset, sv))
     if construction == "ks24":
         checks += _checklist(construction, lambda: check_ks24(model, dataset))
+    if construction == "madden24":
+        checks += _checklist(
+            construction, lambda: madden_checks(model, dataset, criteria.tolerance)
+        )
+        # the upper bound reads only k, n and ω: it judges any model, decoder or not
+        checks.append(dimension_count_check(model, dataset, len(distinct_contexts(dataset))))
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += lower_bound_checks(
         model, dataset, sv, run, theorem_4_2=construction.startswith("ks25-")

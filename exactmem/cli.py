@@ -395,8 +395,8 @@ def parser() -> argparse.ArgumentParser:
         "built and certified on random data (the Kajitsuka & Sato 2025 and VYS ones at these "
         "sizes; Mahdavi et al. at T = min(N, 41) examples of min(n, d − 1) context tokens, Dana "
         "et al. at min(N, 100) associations, Kajitsuka & Sato 2024 at min(N, 1000) sequences of n "
-        "distinct tokens), with measured / paper bound and the fitted constants of the claims' "
-        "tight bounds.",
+        "distinct tokens, Madden et al. at min(N, 100) contexts over min(ω, 20) tokens), with "
+        "measured / paper bound and the fitted constants of the claims' tight bounds.",
         epilog=EPILOG,
     )
     bo.add_argument("--N", type=int, required=True, help="number of sequences / examples")
@@ -431,12 +431,14 @@ def parser() -> argparse.ArgumentParser:
             "multisets",
             "attention",
             "associations",
+            "contexts",
             "zen",
             "text",
         ),
         help="random points; random sequences labelled at the last position (next-token), at "
         "every position (seq2seq) or by multiset (multisets, for deep sets); windows of the Zen "
-        "of Python (next character or word); windows of your own text (text: --file, --window)",
+        "of Python (next character or word); windows of your own text (text: --file, --window); "
+        "contexts: distinct contexts with next-token distributions (targets)",
     )
     g.add_argument("--N", type=int, help="number of points or sequences")
     g.add_argument("--n", type=int, help="sequence length (next-token: 16, zen: 32)")

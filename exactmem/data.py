@@ -65,6 +65,7 @@ class Dataset:
     vocab: tuple[Vector, ...] = ()
     sequences: tuple[tuple[int, ...], ...] = ()
     meta: dict = field(default_factory=dict, compare=False)
+    targets: tuple[tuple[mpq, ...], ...] = ()  # optional next-token distributions (targets.py)
 
     @property
     def size(self) -> int:
@@ -208,7 +209,7 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
     task = obj.get("task")
     if task not in TASKS:
         raise InputError(f"{source}: field 'task' is {task!r}, expected one of {', '.join(TASKS)}")
-    fields = FIELDS | ({"points"} if task == "points" else {"vocab", "sequences"})
+    fields = FIELDS | ({"points"} if task == "points" else {"vocab", "sequences", "targets"})
     unknown = sorted(k for k in obj if k not in fields)
     if unknown:
         raise InputError(
@@ -286,6 +287,11 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
     elif top > C:
         where = next(i for i, y in enumerate(labels) if (max(y) if task == "seq2seq" else y) > C)
         raise InputError(f"labels[{where}]: label {top} is outside 1..C with C = {C}")
+    targets: tuple[tuple[mpq, ...], ...] = ()
+    if "targets" in obj:
+        from exactmem.targets import parse_targets
+
+        targets = parse_targets(obj["targets"], labels, C, task=task, allow_floats=allow_floats)
     return Dataset(
         task=task,
         labels=labels,
@@ -294,6 +300,7 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
         vocab=vocab,
         sequences=sequences,
         meta=obj.get("meta", {}),
+        targets=targets,
     )
 
 
@@ -378,6 +385,10 @@ def dataset_to_json(ds: Dataset) -> dict:
         obj["vocab"] = [[str(x) for x in v] for v in ds.vocab]
         obj["sequences"] = list(ds.sequences)  # tuples are written as JSON arrays
     obj["labels"] = [list(y) for y in ds.labels] if ds.task == "seq2seq" else list(ds.labels)
+    if ds.targets:  # absent when there are none: such files and their hashes are unchanged
+        from exactmem.targets import targets_to_json
+
+        obj["targets"] = targets_to_json(ds.targets)
     if ds.meta:
         obj["meta"] = ds.meta
     return obj

@@ -19,6 +19,7 @@ from exactmem.data import read_json_file
 from exactmem.errors import InputError
 from exactmem.exact import from_hex, to_hex
 from exactmem.model import (
+    ACTIVATIONS,
     MASKS,
     MLP,
     SCORE_MODES,
@@ -101,7 +102,7 @@ def _sublayer_json(s: MLP | Attention | PositionalEncoding | LayerNorm) -> dict:
             "table": [[_rational_json(v) for v in row] for row in s.table],
         }
     if isinstance(s, MLP):
-        return {
+        obj = {
             "kind": "mlp",
             "label": s.label,
             "residual": s.residual,
@@ -109,6 +110,9 @@ def _sublayer_json(s: MLP | Attention | PositionalEncoding | LayerNorm) -> dict:
             "layers": [_affine_json(a) for a in s.layers],
             "probes": [[p.name, p.layer, [[c, to_hex(v)] for c, v in p.terms]] for p in s.probes],
         }
+        if s.activation != "relu":  # ReLU files (and their hashes) stay as they were
+            obj["activation"] = s.activation
+        return obj
     return {
         "kind": "attention",
         "label": s.label,
@@ -167,7 +171,7 @@ def save_certificate(content: dict, path: str | Path) -> str:
 
 AFFINE_FIELDS = ("in", "den", "names", "rows", "bias")
 SUBLAYER_FIELDS = {
-    "mlp": ("kind", "label", "residual", "meta", "layers", "probes"),
+    "mlp": ("kind", "label", "residual", "meta", "layers", "probes", "activation"),
     "attention": ("kind", "label", "score", "mask", "heads"),
     "positional": ("kind", "label", "table"),
     "layernorm": ("kind", "label", "gain", "bias", "eps", "source", "target"),
@@ -303,9 +307,10 @@ def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncod
         )
         residual = _field(obj, "residual", bool, where)
         meta = _field(obj, "meta", dict, where)
+        activation = _activation_from(obj, where)
         if problem := mlp_problem(layers, residual, probes, where):
             raise InputError(f"{problem[0]}: {problem[1]}")
-        return _checked(lambda: MLP(layers, residual, probes, label, meta), where)
+        return _checked(lambda: MLP(layers, residual, probes, label, meta, activation), where)
     if kind == "attention":
         heads = []
         for i, h in enumerate(_field(obj, "heads", list, where)):
@@ -330,6 +335,21 @@ def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncod
             tuple(_rational_from(v, f"{where}.table[{k}][{j}]") for j, v in enumerate(row))
         )
     return PositionalEncoding(tuple(table), label)
+
+
+def _activation_from(obj: dict, where: str) -> str:
+    """An MLP's optional ``activation``: absent means ``relu``; written only when it is not,
+    so a file that spells out ``"relu"`` is not one this version wrote (refused: one spelling
+    per model, one hash)."""
+    if "activation" not in obj:
+        return "relu"
+    value = obj["activation"]
+    if not isinstance(value, str) or value not in ACTIVATIONS or value == "relu":
+        allowed = ", ".join(repr(a) for a in ACTIVATIONS if a != "relu")
+        raise InputError(
+            f"{where}.activation: {value!r:.40} is not one of {allowed} (omit the field for relu)"
+        )
+    return value
 
 
 def _checked(make, where: str):

@@ -23,6 +23,7 @@ from exactmem.exact import parameter_bits
 __all__ = [
     "MLP",
     "Problem",
+    "ACTIVATIONS",
     "Affine",
     "Attention",
     "AttentionHead",
@@ -31,6 +32,7 @@ __all__ = [
     "Probe",
     "Resources",
     "Transformer",
+    "has_gelu",
     "mlp_problem",
     "model_meta_problem",
     "resources",
@@ -41,7 +43,8 @@ __all__ = [
 Row = tuple[tuple[int, int], ...]  # ((column, integer coefficient), ...), non-zero, sorted
 
 SCORE_MODES = ("uniform", "hardmax", "softmax")
-MASKS = ("none", "context")
+MASKS = ("none", "context", "causal")
+ACTIVATIONS = ("relu", "gelu")
 
 
 @dataclass(frozen=True)
@@ -126,11 +129,14 @@ class Probe:
 
 @dataclass(frozen=True)
 class MLP:
-    """Token-wise ReLU network ``L_k ∘ σ ∘ … ∘ σ ∘ L_1`` (ReLU after every layer but the last).
+    """Token-wise network ``L_k ∘ σ ∘ … ∘ σ ∘ L_1`` (σ after every layer but the last).
 
-    With ``residual=True`` the sub-layer returns ``H + MLP(H)`` (Kajitsuka & Sato 2025, eq. (3));
-    a standard FFN is the two-layer case. With ``residual=False`` it is a plain MLP and may
-    change the width of the stream (arbitrary-depth F^(FF), eq. (43)).
+    ``activation``: σ is ``relu`` (default; exact) or ``gelu`` (x·Φ(x), Φ the standard normal
+    distribution function: transcendental, so only the ball evaluator runs it — Madden, Fox &
+    Thrampoulidis 2024 use it). With ``residual=True`` the sub-layer returns ``H + MLP(H)``
+    (Kajitsuka & Sato 2025, eq. (3)); a standard FFN is the two-layer case. With
+    ``residual=False`` it is a plain MLP and may change the width of the stream (arbitrary-depth
+    F^(FF), eq. (43)).
     """
 
     layers: tuple[Affine, ...]
@@ -138,8 +144,11 @@ class MLP:
     probes: tuple[Probe, ...] = ()
     label: str = ""
     meta: dict = field(default_factory=dict, compare=False)
+    activation: str = "relu"
 
     def __post_init__(self) -> None:
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation {self.activation!r} not in {ACTIVATIONS}")
         if not self.layers:
             raise ValueError("an MLP needs at least one layer")
         for a, b in zip(self.layers, self.layers[1:], strict=False):
@@ -174,9 +183,9 @@ class Attention:
     ``uniform``: weights exactly 1/n whatever the scores (eq. (39)); ``hardmax``: weight 1/|I|
     on the maximisers I of each column, ties averaged (eq. (1)); ``softmax``: exp-normalised.
 
-    ``mask``: ``none`` (every position is a key) or ``context`` (every position but the last is
+    ``mask``: ``none`` (every position is a key), ``context`` (every position but the last is
     a key: a query token placed last attends to its context only, the model of Mahdavi et al.
-    2024).
+    2024) or ``causal`` (position k attends to positions 0..k: a decoder, Madden et al. 2024).
     """
 
     heads: tuple[AttentionHead, ...]
@@ -335,6 +344,11 @@ class Transformer:
         return any(isinstance(s, Attention) for s in self.sublayers)
 
 
+def has_gelu(model: Transformer) -> bool:
+    """Whether an MLP of ``model`` uses GELU (transcendental: only the ball evaluator runs it)."""
+    return any(isinstance(s, MLP) and s.activation == "gelu" for s in model.sublayers)
+
+
 @dataclass(frozen=True)
 class Resources:
     """What a theorem bounds. Conventions (docs/concepts.md):
@@ -377,7 +391,7 @@ def resources(model: Transformer) -> Resources:
     for s in model.sublayers:
         if isinstance(s, MLP):
             depth += len(s.layers)
-            relu += len(s.layers) - 1
+            relu += len(s.layers) - 1 if s.activation == "relu" else 0
         elif isinstance(s, Attention):
             depth += 1
         else:  # a positional table or a layer norm: its entries are parameters, no depth
@@ -536,6 +550,10 @@ def shape_problem(
     for i, s in enumerate(sublayers):
         path = f"sublayers[{i}]"
         if isinstance(s, MLP):
+            if s.activation not in ACTIVATIONS:
+                return f"{path}.activation", (
+                    f"{s.activation!r} is not one of {', '.join(ACTIVATIONS)}"
+                )
             if problem := mlp_problem(s.layers, s.residual, s.probes, path, width):
                 return problem
             for k, p in enumerate(s.probes):

@@ -40,6 +40,10 @@ CONSTRUCTIONS["ks24"] = (
     "Kajitsuka & Sato 2024: one rank-one softmax attention head (the Boltzmann operator) as a "
     "contextual mapping, then one re-quantizing FFN (task seq2seq; tokens of a sequence distinct)"
 )
+CONSTRUCTIONS["madden24"] = (
+    "Madden, Fox & Thrampoulidis 2024: a one-layer decoder (causal softmax head, GELU FNN of "
+    "width m >= n - 1) interpolates n next-token distributions (task next-token over token ids)"
+)
 
 
 NUMBER_CHARS = 64  # --set numbers: 2⁶⁴ and p/q with p, q < 2⁶⁴ fit, 10⁷-digit strings do not
@@ -204,6 +208,20 @@ OPTIONS = {
         ),
     },
 }
+OPTIONS["madden24"] = {
+    "d": ("embedding dimension (default 8)", _positive),
+    "width": (
+        "m: the FNN's width (default n, the distinct contexts; below n − 1 the verifier refutes)",
+        _positive,
+    ),
+    "precision": ("bits of the Arb output solve (default 256, doubled on failure)", _positive),
+    "bits": ("significant bits of each output weight (default 128)", _positive),
+    "tolerance": (
+        "allowed |softmax − target| a claim file certifies (the build ignores it; verify takes "
+        "--tolerance)",
+        lambda k, v: str(_rational_option(k, v)),
+    ),
+}
 
 
 def _rational_option(key: str, value: str):
@@ -266,13 +284,15 @@ OPTION_LIMITS = {
     "functional_bound": (lambda ds: max(ds.size**2, 2**64), "at most max(N², 2⁶⁴) = {limit}"),
     "precision": (lambda ds: 2**16, "at most 65536 bits (it is doubled up to 7 times)"),
     "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
+    "width": (lambda ds: 2 * ds.size, "a width above 2N = {limit} adds nothing to fit"),
+    "bits": (lambda ds: 4096, "at most 4096 significant bits"),
 }
 
 
 LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
 for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d ≤ max(2, N); head_dim ≤ max(2, N, the
 token dimension); direction_bound, functional_bound ≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴;
-precision ≤ 65536; numbers ≤ 64 characters"""
+precision ≤ 65536; width ≤ 2N; bits ≤ 4096; numbers ≤ 64 characters"""
 
 
 def check_option_limits(options: dict, dataset) -> None:

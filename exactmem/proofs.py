@@ -80,6 +80,10 @@ def _build(construction: str, dataset, options: dict, progress: Callable | None 
         from exactmem.constructions import ks24
 
         return ks24.build(dataset, options)
+    if construction == "madden24":
+        from exactmem.constructions import madden24
+
+        return madden24.build(dataset, options)
     return ks25.build(dataset, options, construction, progress=progress)
 
 
@@ -209,8 +213,17 @@ def _gen_ks24(p: dict, progress=None):
     )
 
 
+def _gen_contexts(p: dict, progress=None):
+    from exactmem.constructions.madden24 import random_contexts
+
+    return random_contexts(
+        p["N"], p["n"], p["vocab"], p.get("seed", 0), targets=p.get("targets", True)
+    )
+
+
 GENERATORS: dict[str, Callable] = {
     "ks24": _gen_ks24,
+    "contexts": _gen_contexts,
     "attention": _gen_attention,
     "associations": _gen_associations,
     "random_points": _gen_random_points,
@@ -275,6 +288,7 @@ GENERATOR_PARAMS: dict[str, dict[str, type | tuple[str, ...]]] = {
     "attention": {"T": int, "n": int, "d": int, "C": int, "seed": int, "shared_context": bool},
     "associations": {"vocab": int, "S": int, "T": int, "seed": int},
     "ks24": {"N": int, "n": int, "d": int, "vocab": int, "C": int, "seed": int, "repeats": int},
+    "contexts": {"N": int, "n": int, "vocab": int, "seed": int, "targets": bool},
 }
 REQUIRED_PARAMS = {
     "random_points": ("N", "d", "C"),
@@ -285,6 +299,7 @@ REQUIRED_PARAMS = {
     "attention": ("T", "n", "d", "C"),
     "associations": ("vocab", "S", "T"),
     "ks24": ("N", "n", "d", "vocab", "C"),
+    "contexts": ("N", "n", "vocab"),
 }
 _KIND_NAMES = {
     str: "a string",

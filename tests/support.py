@@ -101,6 +101,8 @@ def certify_built(model: Transformer, dataset: Dataset, **kw):
     softmax = any(isinstance(s, Attention) and s.score == "softmax" for s in model.sublayers)
     if meta.get("construction") == "mahdavi24" and softmax and meta.get("readout") == "regression":
         kw.setdefault("tolerance", meta.get("tolerance"))
+    if meta.get("construction") == "madden24" and dataset.targets:
+        kw.setdefault("tolerance", meta.get("options", {}).get("tolerance", "1/1000"))
     return certify(model, dataset, **kw)
 
 

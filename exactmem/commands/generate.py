@@ -101,6 +101,17 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
             args.vocab or 50, args.n or 2, args.N, args.seed, progress=progress
         )
         what = f"{ds.size} associations of {args.n or 2} tokens over {len(ds.vocab)} tokens"
+    elif args.family == "contexts":
+        from exactmem.constructions.madden24 import random_contexts
+
+        if args.N is None:
+            raise InputError("generate contexts needs --N (distinct contexts)")
+        omega = args.vocab or 10
+        ds = random_contexts(args.N, args.n or 4, omega, args.seed)
+        what = (
+            f"{ds.size} distinct contexts of {args.n or 4} tokens over {omega} tokens, with "
+            "next-token distributions"
+        )
     elif args.family == "zen":
         ds = zen_of_python(args.n or 32, unit=args.unit)
         what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"

@@ -62,6 +62,7 @@ def describe(model) -> list[dict]:
                     "kind": "mlp",
                     "label": s.label,
                     "residual": s.residual,
+                    "activation": s.activation,
                     "layers": len(s.layers),
                     "widths": [s.in_dim, *(layer.out_dim for layer in s.layers)],
                     "probes": len(s.probes),
@@ -142,8 +143,9 @@ def run(args: argparse.Namespace) -> int:
         name = f"{r['index']:>3}  {r['kind']:<10} {_text(r['label']) or '-':<8}"
         if r["kind"] == "mlp":
             widths = _runs(r["widths"])
+            sigma = "" if r["activation"] == "relu" else f" {r['activation']}"
             print(
-                f"{name} {'residual' if r['residual'] else 'plain'}, {r['layers']} layers, "
+                f"{name} {'residual' if r['residual'] else 'plain'}{sigma}, {r['layers']} layers, "
                 f"widths {widths}, {r['probes']} probes; lanes {_lanes(tuple(r['lanes']))}"
             )
         elif r["kind"] == "attention":

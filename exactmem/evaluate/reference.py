@@ -22,7 +22,15 @@ from gmpy2 import mpq
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.exact_arrays import index_type
 from exactmem.memory import release_free_memory
-from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
+from exactmem.model import (
+    MLP,
+    Affine,
+    Attention,
+    LayerNorm,
+    PositionalEncoding,
+    Transformer,
+    has_gelu,
+)
 from exactmem.progress import tell
 
 __all__ = ["AttentionStat", "LayerStat", "Outputs", "Stream", "Trace", "run", "run_points"]
@@ -335,29 +343,40 @@ def _apply_linear(a: Affine, v: Sequence[mpq]) -> list[mpq]:
     return [sum((v[c] * mpq(w, a.denominator) for c, w in row), mpq(0)) for row in a.rows]
 
 
+def _keys(mask: str, n: int, query: int) -> list[int]:
+    """The key positions of the query at ``query`` in a sequence of ``n`` under ``mask``."""
+    if mask == "causal":
+        return list(range(query + 1))
+    return list(range(n - 1)) if mask == "context" and n > 1 else list(range(n))
+
+
 def _attention(
     att: Attention, seq_cols: list[list[tuple[mpq, ...]]]
 ) -> tuple[list[list[tuple]], int]:
     """Exact attention on each sequence (columns as tuples of mpq); also counts the query
     columns whose scores were not all equal. With ``mask="context"`` the last position is not
-    a key."""
+    a key; with ``mask="causal"`` position k reads the keys 0..k."""
     result = []
     unequal = 0
     for cols in seq_cols:
         n = len(cols)
-        keys_at = list(range(n - 1)) if att.mask == "context" and n > 1 else list(range(n))
         new = [list(c) for c in cols]
         for h in att.heads:
             values = [_apply_linear(h.value, c) for c in cols]
-            if att.score == "uniform":
+            if att.score == "uniform" and att.mask != "causal":  # one row for every query
+                keys_at = _keys(att.mask, n, 0)
                 weights = [[(k, mpq(1, len(keys_at))) for k in keys_at]] * n
+            elif att.score == "uniform":
+                weights = [[(k, mpq(1, q + 1)) for k in range(q + 1)] for q in range(n)]
             else:
-                keys = [_apply_linear(h.key, cols[k]) for k in keys_at]
+                keys = [_apply_linear(h.key, c) for c in cols]
                 queries = [_apply_linear(h.query, c) for c in cols]
                 weights = []
-                for q in queries:
+                for kq, q in enumerate(queries):
+                    keys_at = _keys(att.mask, n, kq)
                     scores = [
-                        sum((a * b for a, b in zip(kv, q, strict=True)), mpq(0)) for kv in keys
+                        sum((a * b for a, b in zip(keys[k], q, strict=True)), mpq(0))
+                        for k in keys_at
                     ]
                     top = max(scores)
                     if min(scores) != top:
@@ -438,6 +457,13 @@ def run(
     """
     if positions not in ("all", "last"):
         raise ValueError("positions must be 'all' or 'last'")
+    if has_gelu(model):
+        raise InconclusiveError(
+            "a GELU MLP is transcendental: the exact evaluators do not run it; evaluate with the "
+            "ball evaluator (exactmem.evaluate.softmax)"
+        )
+    if any(isinstance(s, Attention) and s.mask == "causal" for s in model.sublayers):
+        mix_step = None  # a shortcut for all-equal scores would weigh every position 1/n
     N = len(sequences)
     n = len(sequences[0]) if N else 0
     if sum(map(len, sequences)) != N * n:

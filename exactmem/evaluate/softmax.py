@@ -1,6 +1,7 @@
 """Rigorous evaluation of models with softmax attention: Arb balls (python-flint).
 
-Softmax of unequal scores is transcendental, so the exact reference evaluator stops there. This
+Softmax of unequal scores is transcendental, so the exact reference evaluator stops there; so is
+GELU (x·Φ(x), through Arb's erf). This
 evaluator carries every value as a ball [m ± r] that is guaranteed to contain the true value
 (ball arithmetic: every operation rounds outward). Where all scores of a column are exactly
 equal, the weights are exactly 1/n. Balls convert to exact rational bounds
@@ -17,12 +18,13 @@ from dataclasses import dataclass
 from flint import arb, arb_mat, ctx, fmpq
 from gmpy2 import mpq
 
-from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
+from exactmem.balls import ball_bounds, ball_midpoint, gelu_ball, softmax_balls, to_ball
 from exactmem.evaluate.layernorm import layer_norm_balls
 from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
 
 __all__ = [
     "BallTrace",
+    "affine_balls",
     "ball_bounds",
     "ball_midpoint",
     "decide",
@@ -89,25 +91,60 @@ def _affine(a: Affine, v) -> list[arb]:
     return out
 
 
-def _mlp(mlp: MLP, v: list[arb]) -> list[arb]:
-    h = v
+BATCH_ENTRIES = 1 << 22  # a dense weight matrix up to this size is multiplied by Arb (in C)
+
+
+def _affine_batch(a: Affine, cols: list[list[arb]]) -> list[list[arb]]:
+    """``a`` on many columns at once: one Arb matrix product (rigorous, in C) instead of a
+    Python loop per weight; the same enclosures up to rounding, which stays outward."""
+    if len(cols) < 2 or a.in_dim * a.out_dim > BATCH_ENTRIES:
+        return [_affine(a, c) for c in cols]
+    W = arb_mat(a.out_dim, a.in_dim)
+    for i, row in enumerate(a.rows):
+        for col, coeff in row:
+            W[i, col] = coeff
+    Y = W * arb_mat([list(r) for r in zip(*cols, strict=True)])
+    den = arb(a.denominator)
+    bias = [arb(b) for b in a.bias]
+    return [[(Y[i, j] + bias[i]) / den for i in range(a.out_dim)] for j in range(len(cols))]
+
+
+def _mlp_batch(mlp: MLP, cols: list[list[arb]]) -> list[list[arb]]:
+    """:func:`_mlp` on many columns (the token-wise sub-layer of every sequence at once)."""
+    h = cols
     last = len(mlp.layers) - 1
     for i, layer in enumerate(mlp.layers):
-        h = _affine(layer, h)
+        h = _affine_batch(layer, h)
         if i < last:
-            h = [x.max(arb(0)) for x in h]
-    return [a + b for a, b in zip(v, h, strict=True)] if mlp.residual else h
+            act = gelu_ball if mlp.activation == "gelu" else (lambda x: x.max(arb(0)))
+            h = [[act(x) for x in c] for c in h]
+    if mlp.residual:
+        return [[a + b for a, b in zip(v, c, strict=True)] for v, c in zip(cols, h, strict=True)]
+    return h
+
+
+def affine_balls(a: Affine, v: Sequence[arb]) -> list[arb]:
+    """Enclosures of ``a(v)`` for a vector of balls (at the caller's precision)."""
+    return _affine(a, v)
+
+
+def _keys(mask: str, n: int, query: int) -> list[int]:
+    """The key positions of the query at ``query``: 0..query under a ``causal`` mask, all but
+    the last under ``context``, else all."""
+    if mask == "causal":
+        return list(range(query + 1))
+    return list(range(n - 1)) if mask == "context" and n > 1 else list(range(n))
 
 
 def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[list[arb]]:
     n = len(cols)
-    idx = list(range(n - 1)) if att.mask == "context" and n > 1 else list(range(n))
     new = [list(c) for c in cols]
     for h in att.heads:
         values = [_affine(h.value, c) for c in cols]
         keys = [_affine(h.key, c) for c in cols]
         for kq in range(n - 1, n) if only_last else range(n):
             q = _affine(h.query, cols[kq])  # only the columns read: the last one, or all
+            idx = _keys(att.mask, n, kq)
             scores = [sum((a * b for a, b in zip(keys[k], q, strict=True)), arb(0)) for k in idx]
             if att.score == "uniform":
                 weights = [arb(fmpq(1, len(idx)))] * len(idx)
@@ -133,6 +170,14 @@ class BallTrace:
     precision: int
 
 
+def _unflatten(flat: list, like: list[list]) -> list[list]:
+    out, at = [], 0
+    for cols in like:
+        out.append(flat[at : at + len(cols)])
+        at += len(cols)
+    return out
+
+
 def run_balls(
     model: Transformer,
     vocab: Sequence[Sequence[mpq]],
@@ -142,8 +187,10 @@ def run_balls(
     positions: str = "all",
 ) -> BallTrace:
     """Evaluate ``model`` in ball arithmetic at ``precision`` bits. With ``positions="last"``
-    attention is computed for the last column only (what next-token tasks are judged on), and
-    each sequence's outputs hold that column only.
+    the last attention layer is computed for the last column only, and from there on only that
+    column is carried: ``outputs[i]`` then holds it alone (what next-token tasks are judged
+    on). Token-wise sub-layers run on the columns of all sequences at once, as Arb matrix
+    products.
 
     Maps of at least :data:`DENSE_FROM` entries go through Arb's matrix product (integer
     entries, exact; one rounded product per output) and read an embedding table by its column;
@@ -151,8 +198,11 @@ def run_balls(
     old = ctx.prec
     ctx.prec = precision
     try:
-        outs = []
         only_last = positions == "last"
+        last_attention = max(
+            (i for i, s in enumerate(model.sublayers) if isinstance(s, Attention)), default=-1
+        )
+        seqs = []
         for seq in sequences:
             if model.token_inputs:
                 cols = [_OneHotBall(t) for t in seq]  # read only where the table reads it
@@ -160,23 +210,27 @@ def run_balls(
                 cols = [[to_ball(x) for x in vocab[t]] for t in seq]
             if model.embed:
                 cols = [_affine(model.embed, c) for c in cols]
-            for sub in model.sublayers:
-                if isinstance(sub, MLP):
-                    cols = [_mlp(sub, c) for c in cols]
-                elif isinstance(sub, PositionalEncoding):
-                    cols = [
+            seqs.append(cols)
+        for si, sub in enumerate(model.sublayers):
+            if isinstance(sub, MLP):  # token-wise: every column of every sequence at once
+                seqs = _unflatten(_mlp_batch(sub, [c for cols in seqs for c in cols]), seqs)
+            elif isinstance(sub, PositionalEncoding):
+                seqs = [
+                    [
                         [a + to_ball(b) for a, b in zip(c, sub.table[k], strict=True)]
                         for k, c in enumerate(cols)
                     ]
-                elif isinstance(sub, LayerNorm):
-                    cols = [layer_norm_balls(sub, c) for c in cols]
-                else:
-                    cols = _attention(sub, cols, only_last)
-            if only_last:
-                cols = cols[-1:]
-            if model.unembed:
-                cols = [_affine(model.unembed, c) for c in cols]
-            outs.append(cols)
+                    for cols in seqs
+                ]
+            elif isinstance(sub, LayerNorm):
+                seqs = [[layer_norm_balls(sub, c) for c in cols] for cols in seqs]
+            else:
+                seqs = [_attention(sub, cols, only_last) for cols in seqs]
+                if only_last and si == last_attention:
+                    seqs = [cols[-1:] for cols in seqs]  # the judged column alone from here
+        if model.unembed:
+            seqs = [[_affine(model.unembed, c) for c in cols] for cols in seqs]
+        outs = seqs
         return BallTrace(outs, precision)
     finally:
         ctx.prec = old

@@ -1,0 +1,360 @@
+"""The checklist of Madden, Fox & Thrampoulidis 2024 (``verify --construction madden24``),
+judged on Arb enclosures of the model as built (GELU and softmax are transcendental).
+
+The model must be the one-layer decoder: token ids → embedding (+ positional tables) → one
+causal softmax attention head → a plain GELU FNN of two layers whose last layer outputs the C
+logits. On the n distinct contexts of the dataset:
+
+* ``madden24.injectivity``: the last-position outputs h(x) after attention are pairwise
+  distinct — certified by separating the balls coordinate by coordinate, so every pair lies at
+  L∞ distance ≥ the reported gap, which exceeds the enclosure width;
+* ``madden24.feature_rank``: Φ = GELU(W₁h + b₁) (n × m) has full row rank n (m ≥ n), or
+  [Φ, 1] has (m = n − 1; the output bias column): a non-zero n × n determinant on balls. With
+  m < n − 1 the rank is at most m + 1 < n and the check fails: softmax is invariant under a
+  per-context shift, so n contexts need m + 1 ≥ n (the lower bound's width, reconstructed);
+* ``madden24.targets`` (datasets with ``targets``): |softmax(logits_i)_c − π_ic| ≤ the user's
+  ``--tolerance`` for every context and class;
+* ``madden24.dimension_count``: the upper bound, a property of any next-token model: a C¹ map
+  from k parameters to the n(ω − 1) free logits has an image of dimension ≤ k, so
+  k < n(ω − 1) dense parameters cannot reach generic targets (ω = C).
+
+The argmax labels are the core's ``labels`` check (Arb, rising precision).
+"""
+
+from __future__ import annotations
+
+from flint import arb, arb_mat, ctx
+from gmpy2 import mpq
+
+from exactmem.balls import ball_bounds, gelu_ball, softmax_balls, to_ball
+from exactmem.errors import InconclusiveError, InputError
+from exactmem.evaluate.reference import run as reference_run
+from exactmem.evaluate.softmax import affine_balls, decide, run_balls
+from exactmem.exact import format_rational
+from exactmem.model import MLP, Attention, PositionalEncoding, Transformer, resources
+from exactmem.verify import Check, ChecklistStructureError
+
+__all__ = [
+    "decoder_parts",
+    "dimension_count_check",
+    "distinct_contexts",
+    "feature_rank_check",
+    "injectivity_check",
+    "madden_checks",
+    "require_tolerance",
+    "targets_check",
+]
+
+START, LIMIT = 128, 1 << 12
+
+
+def decoder_parts(model: Transformer) -> tuple[Transformer, MLP]:
+    """(the model up to its attention, the FNN), or ChecklistStructureError."""
+    subs = model.sublayers
+    if not model.token_inputs or model.unembed is not None or len(subs) < 2:
+        raise ChecklistStructureError("not token ids → attention → FNN without an unembedding")
+    *front, att, fnn = subs
+    if not all(isinstance(s, PositionalEncoding) for s in front):
+        raise ChecklistStructureError("only positional tables may precede the attention")
+    if not isinstance(att, Attention) or len(att.heads) != 1:
+        raise ChecklistStructureError("the second-last sub-layer is not one attention head")
+    if att.score != "softmax" or att.mask != "causal":
+        raise ChecklistStructureError(f"attention is {att.score}/{att.mask}, not softmax/causal")
+    if not isinstance(fnn, MLP) or fnn.residual or len(fnn.layers) != 2:
+        raise ChecklistStructureError("the last sub-layer is not a plain two-layer FNN")
+    if fnn.activation != "gelu":
+        raise ChecklistStructureError(f"the FNN's activation is {fnn.activation}, not gelu")
+    front_model = Transformer(model.input_dim, (*front, att), model.embed, None, token_inputs=True)
+    return front_model, fnn
+
+
+def distinct_contexts(dataset) -> list[int]:
+    """First occurrences of the distinct sequences."""
+    first: dict = {}
+    return [i for i, s in enumerate(dataset.sequences) if first.setdefault(tuple(s), i) == i]
+
+
+def _hidden(front: Transformer, dataset, rows: list[int], precision: int) -> list[list[arb]]:
+    seqs = [dataset.sequences[i] for i in rows]
+    trace = run_balls(front, dataset.vocab, seqs, precision=precision, positions="last")
+    return [out[-1] for out in trace.outputs]
+
+
+def _separate(balls: list[list[arb]]) -> tuple[bool | None, mpq | None, mpq]:
+    """Whether the vectors of balls are pairwise distinct: split them into groups of
+    overlapping intervals on coordinate 0, each group again on coordinate 1, …; distinct once
+    every group is a singleton (True), equal if two are exact and equal (False), else
+    undecided (None). Returns the least gap between separated groups (every pair lies at L∞
+    distance ≥ it) and the largest radius."""
+    bounds = [[ball_bounds(x) for x in v] for v in balls]
+    radius = max((hi - lo) / 2 for v in bounds for lo, hi in v) if bounds else mpq(0)
+    gap: mpq | None = None
+    stack = [(list(range(len(balls))), 0)]
+    while stack:
+        group, c = stack.pop()
+        if len(group) < 2:
+            continue
+        if c == len(bounds[0]):
+            exact = [i for i in group if all(lo == hi for lo, hi in bounds[i])]
+            if len({tuple(bounds[i]) for i in exact}) < len(exact):
+                return False, gap, radius
+            return None, gap, radius
+        order = sorted(group, key=lambda i: bounds[i][c][0])
+        part, top = [order[0]], bounds[order[0]][c][1]
+        for i in order[1:]:
+            lo, hi = bounds[i][c]
+            if lo > top:
+                gap = lo - top if gap is None else min(gap, lo - top)
+                stack.append((part, c + 1))
+                part = []
+            part.append(i)
+            top = max(top, hi)
+        stack.append((part, c + 1))
+    return True, gap, radius
+
+
+def _head_is_zero(front: Transformer) -> bool:
+    """Whether W_O·W_V = 0 exactly: the head then adds nothing and h(x) = e(x_S) + p_S."""
+    head = front.sublayers[-1].heads[0]
+    V = {
+        (i, c): mpq(v, head.value.denominator)
+        for i, row in enumerate(head.value.rows)
+        for c, v in row
+    }
+    for row in head.output.rows:
+        for c in range(head.value.in_dim):
+            total = sum(
+                (mpq(w, head.output.denominator) * V.get((j, c), 0) for j, w in row), mpq(0)
+            )
+            if total != 0:
+                return False
+    return True
+
+
+def _exact_collision(front: Transformer, dataset, rows: list[int]) -> tuple[int, int] | None:
+    """Two distinct contexts with the same h(x), computed exactly when the head adds nothing
+    (the stream before attention is exact rational arithmetic)."""
+    bare = Transformer(front.input_dim, front.sublayers[:-1], front.embed, None, token_inputs=True)
+    trace = reference_run(
+        bare, dataset.vocab, [dataset.sequences[i] for i in rows], positions="last"
+    )
+    seen: dict = {}
+    for r, out in zip(rows, trace.outputs, strict=True):
+        j = seen.setdefault(tuple(out[-1]), r)
+        if j != r:
+            return j, r
+    return None
+
+
+def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
+    if _head_is_zero(front) and (pair := _exact_collision(front, dataset, rows)):
+        return Check(
+            "madden24.injectivity",
+            False,
+            f"sequences[{pair[0]}] and sequences[{pair[1]}] are distinct contexts with exactly "
+            "the same last-position output h(x) (the head's W_O·W_V is 0)",
+            {"contexts": len(rows)},
+        )
+    state: dict = {}
+
+    def judge(H):
+        verdict, gap, radius = _separate(H)
+        state.update(gap=gap, radius=radius)
+        return verdict
+
+    verdict, precision = decide(
+        lambda p: _hidden(front, dataset, rows, p), judge, start=START, limit=LIMIT
+    )
+    if verdict is None:
+        raise InconclusiveError(
+            f"madden24.injectivity: the enclosures of h(x) still overlap at {precision} bits"
+        )
+    gap = state["gap"]
+    figures = {
+        "contexts": len(rows),
+        "least_distance_lower_bound": None if gap is None else format_rational(gap),
+        "enclosure_radius": format_rational(state["radius"]),
+        "precision": precision,
+    }
+    if not verdict:
+        return Check(
+            "madden24.injectivity",
+            False,
+            "two distinct contexts have exactly the same last-position output h(x)",
+            figures,
+        )
+    if gap is None:
+        return Check("madden24.injectivity", True, "one context: nothing to separate", figures)
+    return Check(
+        "madden24.injectivity",
+        True,
+        f"the {len(rows)} distinct contexts have pairwise distinct h(x): L∞ distance ≥ "
+        f"{float(gap):.3g} > enclosure radius {float(state['radius']):.3g} (Arb, "
+        f"{precision} bits)",
+        figures,
+    )
+
+
+def _feature_matrix(front, fnn, dataset, rows, precision) -> list[list[arb]]:
+    H = _hidden(front, dataset, rows, precision)
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        return [[gelu_ball(z) for z in affine_balls(fnn.layers[0], h)] for h in H]
+    finally:
+        ctx.prec = old
+
+
+def feature_rank_check(front: Transformer, fnn: MLP, dataset, rows: list[int]) -> Check:
+    n, m = len(rows), fnn.layers[0].out_dim
+    figures: dict = {"n": n, "width": m}
+    if m + 1 < n:
+        return Check(
+            "madden24.feature_rank",
+            False,
+            f"[Φ, 1] has m + 1 = {m + 1} columns for n = {n} contexts: rank < n, so generic "
+            f"targets cannot all be fitted (width m = {m} < n − 1 = {n - 1})",
+            figures,
+        )
+    which = "Φ" if m >= n else "[Φ, 1]"
+
+    def evaluate(precision):
+        Phi = _feature_matrix(front, fnn, dataset, rows, precision)
+        old = ctx.prec
+        ctx.prec = precision
+        try:
+            A = arb_mat([row[:n] if m >= n else row + [arb(1)] for row in Phi])
+            return A.det()
+        finally:
+            ctx.prec = old
+
+    def judge(det):
+        lo, hi = ball_bounds(det)
+        if lo > 0 or hi < 0:
+            return True
+        return False if lo == hi == 0 else None
+
+    verdict, precision = decide(evaluate, judge, start=START, limit=LIMIT)
+    figures["precision"] = precision
+    if verdict is None:
+        raise InconclusiveError(
+            f"madden24.feature_rank: the determinant's enclosure still contains 0 at "
+            f"{precision} bits"
+        )
+    if not verdict:
+        return Check("madden24.feature_rank", False, f"{which} is exactly singular", figures)
+    cols = f"its first {n} columns" if m > n else "it"
+    return Check(
+        "madden24.feature_rank",
+        True,
+        f"{which} ({n} × {m if m >= n else m + 1}) has full row rank {n}: the determinant of "
+        f"{cols} excludes 0 (Arb, {precision} bits)",
+        figures,
+    )
+
+
+def targets_check(model: Transformer, dataset, tolerance: mpq) -> Check:
+    """softmax(logits) within ``tolerance`` of every target row, certified on balls."""
+    state: dict = {}
+
+    def evaluate(precision):
+        trace = run_balls(
+            model, dataset.vocab, dataset.sequences, precision=precision, positions="last"
+        )
+        old = ctx.prec
+        ctx.prec = precision
+        try:  # p − π at the working precision (a 53-bit subtraction would cap the figure)
+            return [
+                [
+                    ball_bounds(ball - to_ball(target))
+                    for ball, target in zip(softmax_balls(out[-1]), pi, strict=True)
+                ]
+                for out, pi in zip(trace.outputs, dataset.targets, strict=True)
+            ]
+        finally:
+            ctx.prec = old
+
+    def judge(errors):
+        undecided, worst, bad = False, mpq(0), []
+        for i, row in enumerate(errors):
+            for c, (lo, hi) in enumerate(row):
+                err = max(abs(lo), abs(hi))
+                worst = max(worst, err)
+                if lo > tolerance or hi < -tolerance:
+                    bad.append(f"sequences[{i}] class {c + 1}: |p − π| > {float(tolerance):.3g}")
+                elif err > tolerance:
+                    undecided = True
+        state.update(worst=worst, bad=bad)
+        if bad:
+            return False
+        return None if undecided else True
+
+    verdict, precision = decide(evaluate, judge, start=START, limit=LIMIT)
+    figures = {
+        "tolerance": format_rational(tolerance),
+        "max_error_upper_bound": format_rational(state["worst"]),
+        "precision": precision,
+    }
+    if verdict is None:
+        raise InconclusiveError(
+            f"madden24.targets: the enclosures stay wider than the tolerance at {precision} bits"
+        )
+    if not verdict:
+        bad = state["bad"]
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        return Check("madden24.targets", False, "; ".join(bad[:3]) + more, figures)
+    return Check(
+        "madden24.targets",
+        True,
+        f"all {dataset.size} next-token distributions within {format_rational(tolerance)} "
+        f"(worst ≤ {float(state['worst']):.3g}; Arb, {precision} bits)",
+        figures,
+    )
+
+
+def dimension_count_check(model: Transformer, dataset, n: int) -> Check:
+    """k < n(ω − 1) ⇒ generic targets are out of reach, for any model with k parameters."""
+    k = resources(model).dense_parameters
+    omega = dataset.num_classes
+    need = n * (omega - 1)
+    figures = {"parameters": k, "n_times_omega_minus_1": need}
+    if k < need:
+        return Check(
+            "madden24.dimension_count",
+            False,
+            f"k = {k} parameters < n(ω − 1) = {need}: the model's logits on the {n} contexts "
+            "form an image of dimension ≤ k in the n(ω − 1)-dimensional product of simplices, "
+            "so generic targets are out of reach",
+            figures,
+        )
+    return Check(
+        "madden24.dimension_count",
+        True,
+        f"k = {k} parameters ≥ n(ω − 1) = {need}: the dimension count leaves generic targets "
+        f"reachable ({k / need:.2f}× the count)",
+        figures,
+    )
+
+
+def require_tolerance(dataset, tolerance: mpq | None) -> None:
+    """Target distributions are judged within a tolerance the user gives (exit 2 without)."""
+    if dataset.targets and tolerance is None:
+        raise InputError(
+            "the dataset has target distributions: pass --tolerance Q (softmax outputs are "
+            "transcendental; they are certified within Q of the targets)"
+        )
+
+
+def madden_checks(model: Transformer, dataset, tolerance: mpq | None) -> list[Check]:
+    """The decoder's stages of the madden24 checklist (see the module docstring); call
+    :func:`require_tolerance` first. The dimension count reads any model:
+    :func:`dimension_count_check`."""
+    front, fnn = decoder_parts(model)
+    rows = distinct_contexts(dataset)
+    checks = [
+        injectivity_check(front, dataset, rows),
+        feature_rank_check(front, fnn, dataset, rows),
+    ]
+    if dataset.targets:
+        checks.append(targets_check(model, dataset, mpq(tolerance)))
+    return checks

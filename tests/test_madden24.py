@@ -1,0 +1,253 @@
+"""Madden, Fox & Thrampoulidis 2024: the one-layer decoder interpolates n next-token
+distributions with a GELU FNN of width m ≥ n − 1, Θ(nω) parameters; each check of its checklist
+fails on a broken model or bad data."""
+
+from dataclasses import replace
+
+import pytest
+from gmpy2 import mpq
+from support import certify_built
+
+from exactmem.cli import main
+from exactmem.constructions import madden24
+from exactmem.data import load_dataset
+from exactmem.errors import InputError
+from exactmem.io import save_model
+from exactmem.model import MLP, Affine, Attention, AttentionHead, resources
+from exactmem.verify_madden24 import (
+    decoder_parts,
+    dimension_count_check,
+    distinct_contexts,
+    feature_rank_check,
+    injectivity_check,
+    targets_check,
+)
+
+
+def built(n=12, S=3, omega=4, seed=1, targets=True, **options):
+    ds = madden24.random_contexts(n, S, omega, seed, targets=targets)
+    model, witness = madden24.build(ds, options)
+    return ds, model, witness
+
+
+def checks_of(model, ds, **kw):
+    cert = certify_built(model, ds, **kw)
+    return cert, {c.name: c for c in cert.checks}
+
+
+@pytest.mark.parametrize(("n", "S", "omega", "d"), [(12, 3, 4, 8), (20, 2, 6, 4), (9, 4, 3, 5)])
+def test_the_decoder_interpolates_the_targets(n, S, omega, d):
+    ds, model, witness = built(n, S, omega, d=d)
+    assert witness.width == n
+    cert, checks = checks_of(model, ds, tolerance="1/10000000000")
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
+    for name in ("injectivity", "feature_rank", "targets", "dimension_count"):
+        assert checks[f"madden24.{name}"].passed
+    assert mpq(checks["madden24.targets"].figures["max_error_upper_bound"]) < mpq(1, 10**10)
+    assert mpq(checks["labels"].figures["min_margin_lower_bound"]) > 0
+
+
+def test_labels_only_and_the_least_width_n_minus_1():
+    ds, model, _ = built(15, 3, 4, targets=False, width=14)
+    cert, checks = checks_of(model, ds)
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
+    assert "madden24.targets" not in checks
+    assert "[Φ, 1]" in checks["madden24.feature_rank"].detail
+
+
+def test_parameters_are_theta_n_omega():
+    """The output layer m·ω + ω dominates: with m = n the dense count is the paper's count (plus
+    the d zero biases of the embedding, which the IR counts) and grows by ω + d + 1 per
+    context."""
+    counts = []
+    for n in (10, 20, 40):
+        ds, model, _ = built(n, 3, 5)
+        k = resources(model).dense_parameters
+        assert k == madden24.paper_parameters(5, 3, 8, n, 5) + 8
+        assert k >= n * (5 - 1)
+        counts.append(k)
+    assert counts[2] - counts[1] == 2 * (counts[1] - counts[0]) == 20 * (5 + 8 + 1)
+
+
+def test_a_width_below_n_minus_1_is_refuted():
+    """The lower bound's width: m = n − 3 leaves [Φ, 1] of rank < n, and generic targets are
+    missed (the builder fits the first m + 1 contexts only)."""
+    ds, model, _ = built(14, 3, 4, width=11)
+    cert, checks = checks_of(model, ds, tolerance="1/1000")
+    assert cert.verdict == "refuted"
+    assert not checks["madden24.feature_rank"].passed
+    assert not checks["madden24.targets"].passed
+    assert checks["madden24.injectivity"].passed
+
+
+def test_injectivity_fails_when_attention_adds_nothing():
+    """W_O = 0: h(x) = e(last token) + p_last, exact, so two contexts ending in the same token
+    have the same output."""
+    ds, model, _ = built(12, 3, 4)
+    att = model.sublayers[1]
+    head = att.heads[0]
+    zero = Affine(head.output.in_dim, ((),) * head.output.out_dim, (0,) * head.output.out_dim)
+    broken = replace(
+        model,
+        sublayers=(model.sublayers[0], replace(att, heads=(replace(head, output=zero),)))
+        + model.sublayers[2:],
+    )
+    front, _ = decoder_parts(broken)
+    check = injectivity_check(front, ds, distinct_contexts(ds))
+    assert (
+        not check.passed and "exactly the same" in check.detail and "W_O·W_V is 0" in check.detail
+    )
+
+
+def test_feature_rank_fails_on_a_narrow_fnn():
+    ds, model, _ = built(12, 3, 4, width=6)
+    front, fnn = decoder_parts(model)
+    check = feature_rank_check(front, fnn, ds, distinct_contexts(ds))
+    assert not check.passed and "m = 6 < n − 1 = 11" in check.detail
+
+
+def test_targets_fail_on_other_targets_with_the_same_labels():
+    ds, model, _ = built(12, 3, 4)
+    moved = []
+    for y, row in zip(ds.labels, ds.targets, strict=True):
+        others = [c for c in range(4) if c != y - 1]
+        new = list(row)
+        new[others[0]], new[others[1]] = row[others[1]] + mpq(1, 100), row[others[0]] - mpq(1, 100)
+        moved.append(tuple(new))
+    bad = replace(ds, targets=tuple(moved))
+    check = targets_check(model, bad, mpq(1, 10**6))
+    assert not check.passed and "sequences[0]" in check.detail
+
+
+def test_labels_fail_on_other_labels():
+    ds, model, _ = built(12, 3, 4, targets=False)
+    bad = replace(ds, labels=tuple(y % 4 + 1 for y in ds.labels))
+    cert, checks = checks_of(model, bad)
+    assert cert.verdict == "refuted" and not checks["labels"].passed
+
+
+def test_dimension_count_fails_below_n_omega_minus_1():
+    """The upper bound on any next-token model: k = resources' dense count against n(ω − 1)."""
+    _, model, _ = built(12, 3, 4)
+    k = resources(model).dense_parameters
+    many = madden24.random_contexts(k // 3 + 1, 5, 4, seed=3)
+    check = dimension_count_check(model, many, many.size)
+    assert not check.passed and "out of reach" in check.detail
+    assert check.figures == {"parameters": k, "n_times_omega_minus_1": many.size * 3}
+
+
+def test_a_relu_model_lacks_the_structure():
+    ds, model, _ = built(8, 2, 3)
+    fnn = model.sublayers[2]
+    relu = replace(model, sublayers=model.sublayers[:2] + (replace(fnn, activation="relu"),))
+    cert, checks = checks_of(relu, ds, tolerance="1/1000")
+    assert not checks["madden24.structure"].passed
+    assert "not gelu" in checks["madden24.structure"].detail
+    assert checks["madden24.dimension_count"].passed  # the upper bound judges any model
+
+
+def test_a_non_causal_model_lacks_the_structure():
+    ds, model, _ = built(8, 2, 3)
+    att = replace(model.sublayers[1], mask="none")
+    other = replace(model, sublayers=(model.sublayers[0], att, model.sublayers[2]))
+    with pytest.raises(Exception, match="softmax/causal"):
+        decoder_parts(other)
+
+
+def test_targets_need_a_tolerance():
+    ds, model, _ = built(8, 2, 3)
+    with pytest.raises(InputError, match="pass --tolerance"):
+        certify_built(model, ds, tolerance=None)
+
+
+def test_conflicting_contexts_are_refused_naming_both():
+    ds = madden24.random_contexts(6, 2, 3, seed=2, targets=False)
+    dup = replace(
+        ds,
+        sequences=ds.sequences + (ds.sequences[1],),
+        labels=ds.labels + (ds.labels[1] % 3 + 1,),
+    )
+    with pytest.raises(InputError, match=r"sequences\[1\] and sequences\[6\]"):
+        madden24.build(dup, {})
+
+
+def test_rational_positions_lie_on_the_unit_circle():
+    for row in madden24.rational_positions(6, 5):
+        for i in range(0, 4, 2):
+            assert row[i] ** 2 + row[i + 1] ** 2 == 1
+    assert madden24.rational_positions(3, 3)[2][2] == mpq(2, 3)
+
+
+def test_cli_build_verify_and_the_refuted_width(tmp_path, capsys):
+    data = tmp_path / "ds.json"
+    generate = ["generate", "contexts", "--N", "10", "--n", "3", "--vocab", "4", "--seed", "5"]
+    assert main([*generate, "--out", str(data)]) == 0
+    ds = madden24.random_contexts(10, 3, 4, seed=5)
+    assert load_dataset(data) == ds
+    out = tmp_path / "m.json"
+    assert (
+        main(["build", "--construction", "madden24", "--data", str(data), "--out", str(out)]) == 0
+    )
+    assert main(["inspect", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "plain gelu, 2 layers" in shown and "mask causal" in shown
+    verify = ["verify", str(out), "--data", str(data), "--construction", "madden24", "--quiet"]
+    assert main([*verify, "--tolerance", "1/1000000"]) == 0
+    assert main(verify) == 2  # targets without a tolerance
+    assert "pass --tolerance" in capsys.readouterr().err
+    narrow = tmp_path / "n.json"
+    model, _ = madden24.build(ds, {"width": 5})
+    save_model(model, narrow)
+    verify[1] = str(narrow)
+    assert main([*verify, "--tolerance", "1/1000000"]) == 1
+
+
+def test_the_model_file_keeps_gelu_and_causal(tmp_path):
+    from exactmem.io import load_model
+
+    _, model, _ = built(8, 2, 3)
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    loaded, _ = load_model(path)
+    assert loaded == model
+    assert isinstance(loaded.sublayers[2], MLP) and loaded.sublayers[2].activation == "gelu"
+    att = loaded.sublayers[1]
+    assert isinstance(att, Attention) and att.mask == "causal"
+    assert isinstance(att.heads[0], AttentionHead)
+
+
+def test_the_files_validate_against_the_schemas(tmp_path):
+    import json
+
+    from test_schemas import assert_valid, problems
+
+    from exactmem.certify import certificate_json
+    from exactmem.data import dataset_to_json
+
+    ds, model, _ = built(8, 2, 3)
+    assert_valid(json.loads(json.dumps(dataset_to_json(ds))), "dataset")
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    assert_valid(json.loads(path.read_text()), "model")
+    from exactmem.io import save_certificate
+
+    cert = certify_built(model, ds, tolerance="1/1000")
+    save_certificate(certificate_json(cert), tmp_path / "c.json")
+    assert_valid(json.loads((tmp_path / "c.json").read_text()), "certificate")
+    points = {"format": "exactmem.dataset/1", "task": "points", "points": [[1]], "labels": [1]}
+    assert problems({**points, "targets": [["1"]]}, "dataset")
+    obj = json.loads(path.read_text())
+    obj["model"]["sublayers"][2]["activation"] = "relu"
+    assert problems(obj, "model")
+
+
+def test_the_measured_row_stands_against_the_lower_bound_row():
+    """`bounds --measure`: dense parameters over ω·N, the madden24-lower row (Θ(nω))."""
+    from exactmem.field import against_paper
+
+    ds, model, _ = built(30, 3, 5)
+    dense = resources(model).dense_parameters
+    figures = against_paper("madden24", ds, dense)
+    assert figures["paper_row"] == "madden24-lower"
+    assert float(figures["measured_over_paper"]) > 1
+    assert figures["fitted_constants"]["depth"] == "3"
