@@ -58,10 +58,11 @@ FNN ``W₂ GELU(W₁ h + b₁) + b₂`` read at the last position (its outputs a
   ``attn.{h}.output.weight`` ``[d, d_v]`` and an optional ``attn.output.bias`` ``[d]`` (added
   once, after the sum of the heads),
 * ``fnn.fc.weight`` ``[m, d]``, ``fnn.fc.bias`` ``[m]``, ``fnn.proj.weight`` ``[C, m]``,
-  ``fnn.proj.bias`` ``[C]``.
+  ``fnn.proj.bias`` ``[C]`` (biases optional).
 
-In the IR the stream has 2d lanes: the input in the first d, the attention's output written
-into the last d (so nothing is added to it), which is all the FNN reads.
+In the IR the stream has 2d + 1 lanes: the input in the first d, the attention's output written
+into the next d (so nothing is added to it), which is all the FNN reads, and the constant 1
+(attention maps are linear in the IR: their biases are read from that lane).
 
 ``gpt`` — a GPT-style pre-norm decoder with nanoGPT's tensor names: blocks
 x + Attn(LN₁(x)), x + MLP(LN₂(x)) with causal multi-head attention (scores scaled by
@@ -81,9 +82,10 @@ The number of heads H is not in the shapes: ``heads`` (``--heads``) or the heade
 ``__metadata__`` entry ``n_head``. The 1/√d_h score scale is applied exactly, so d_h must be a
 perfect square (4, 16, 64, …; otherwise fold the scale into the query weights and save with
 d_h's scale 1, ``n_head`` alone). Layer norms use eps = 1/100000 (PyTorch's default 1e-5) unless
-the metadata gives ``ln_eps`` as a decimal. In the IR the stream has 2d lanes: the residual in
-the first d, each layer norm writes its normalisation into the last d (a branch layer norm),
-which is what attention, MLP and unembedding read; they write back into the first d.
+the metadata gives ``ln_eps`` as a decimal. In the IR the stream has 2d + 1 lanes: the residual
+in the first d, each layer norm writes its normalisation into the next d (a branch layer norm),
+which is what attention, MLP and unembedding read, and the constant 1 for the attention biases;
+they write back into the first d.
 """
 
 from __future__ import annotations
@@ -314,16 +316,43 @@ def _map(ts: _Tensors, name: str, cols: int, rows: int | None = None) -> Affine:
     return affine_of(w) if b is None else affine_biased(w, b)
 
 
-def _place(a: Affine, width: int, col: int = 0, row: int = 0, rows: int | None = None) -> Affine:
+def _place(
+    a: Affine,
+    width: int,
+    col: int = 0,
+    row: int = 0,
+    rows: int | None = None,
+    one: int | None = None,
+) -> Affine:
     """``a`` on a stream of ``width`` lanes: reading from lane ``col`` on, writing from lane
-    ``row`` on, into ``rows`` output lanes in all (the others zero)."""
+    ``row`` on, into ``rows`` output lanes in all (the others zero). With ``one``, the bias
+    becomes the coefficient of lane ``one``, which holds the constant 1: attention maps are
+    linear in the IR, so an affine query, key, value or output map reads its bias there."""
     total = a.out_dim + row if rows is None else rows
     placed: list = [()] * total
     bias = [0] * total
     for i, r in enumerate(a.rows):
-        placed[row + i] = tuple((j + col, c) for j, c in r)
-        bias[row + i] = a.bias[i]
+        entries = tuple((j + col, c) for j, c in r)
+        if one is not None:
+            entries += ((one, a.bias[i]),) if a.bias[i] else ()
+        else:
+            bias[row + i] = a.bias[i]
+        placed[row + i] = entries
     return Affine(width, tuple(placed), tuple(bias), a.denominator)
+
+
+def _carrying_one(v: Affine, one: int) -> Affine:
+    """Value map ``v`` with one more output, the constant lane ``one`` itself (softmax weights
+    sum to 1, so it stays exactly 1 after mixing: the output map reads its bias there)."""
+    return Affine(v.in_dim, (*v.rows, ((one, v.denominator),)), (*v.bias, 0), v.denominator)
+
+
+def _embedding_with_one(emb: DyadicTensor, tokens: int, width: int) -> Affine:
+    """The token table into the first lanes of a ``width``-lane stream whose last lane is the
+    constant 1."""
+    table = _place(_transpose(affine_of(emb), names=()), tokens, rows=width)
+    bias = (*table.bias[:-1], table.denominator)
+    return Affine(tokens, table.rows, bias, table.denominator)
 
 
 def _positions(pos: DyadicTensor, d: int, width: int) -> PositionalEncoding:
@@ -341,28 +370,25 @@ def _madden(ts: _Tensors, meta: dict) -> Transformer:
     N, d = emb.shape
     pos = ts.take("pos.weight", (None, d))
     H = ts.heads()
-    width = 2 * d
+    width, one = 2 * d + 1, 2 * d
     heads = []
     for h in range(H):
         q = _map(ts, f"attn.{h}.query", d)
         k = _map(ts, f"attn.{h}.key", d, q.out_dim)
-        v = _map(ts, f"attn.{h}.value", d)
+        v = _place(_map(ts, f"attn.{h}.value", d), width, one=one)
         w = ts.take(f"attn.{h}.output.weight", (d, v.out_dim))
         bias = _optional_bias(ts, "attn.output.bias", d) if h == 0 else None  # added once
-        o = affine_of(w) if bias is None else affine_biased(w, bias)
-        heads.append(
-            AttentionHead(
-                _place(q, width),
-                _place(k, width),
-                _place(v, width),
-                _place(o, o.in_dim, row=d, rows=width),
-            )
-        )
+        if bias is None:
+            o = _place(affine_of(w), v.out_dim, row=d, rows=width)
+        else:
+            o = _place(affine_biased(w, bias), v.out_dim + 1, row=d, rows=width, one=v.out_dim)
+            v = _carrying_one(v, one)
+        heads.append(AttentionHead(_place(q, width, one=one), _place(k, width, one=one), v, o))
     attention = Attention(tuple(heads), "softmax", "attn", "causal")
     fc = _map(ts, "fnn.fc", d)
     proj = _map(ts, "fnn.proj", fc.out_dim)
     fnn = MLP((_place(fc, width, col=d), proj), residual=False, label="fnn", activation="gelu")
-    embed = _place(_transpose(affine_of(emb), names=()), N, rows=width)
+    embed = _embedding_with_one(emb, N, width)
     return Transformer(
         N, (_positions(pos, d, width), attention, fnn), embed, None, meta, token_inputs=True
     )
@@ -405,7 +431,7 @@ def _gpt(ts: _Tensors, meta: dict, heads: int | None = None, eps: mpq | None = N
             "irrational: fold it into the query weights of c_attn and save them scaled"
         )
     eps = mpq(1, 100000) if eps is None else eps
-    width = 2 * d
+    width, one = 2 * d + 1, 2 * d
     sublayers: list = [_positions(wpe, d, width)]
     i = 0
     while f"transformer.h.{i}.ln_1.weight" in ts.tensors:
@@ -416,12 +442,18 @@ def _gpt(ts: _Tensors, meta: dict, heads: int | None = None, eps: mpq | None = N
         attn_heads = []
         for h in range(H):
             lo = h * dh
+            value = _place(_rows(qkv, 2 * d + lo, 2 * d + lo + dh), width, col=d, one=one)
+            if h == 0:  # c_proj's bias, added once: read from the constant carried by head 0
+                value = _carrying_one(value, one)
+                out = _place(_cols(proj, lo, lo + dh, True), dh + 1, rows=width, one=dh)
+            else:
+                out = _place(_cols(proj, lo, lo + dh, False), dh, rows=width)
             attn_heads.append(
                 AttentionHead(
-                    _place(_rows(qkv, lo, lo + dh, root), width, col=d),
-                    _place(_rows(qkv, d + lo, d + lo + dh), width, col=d),
-                    _place(_rows(qkv, 2 * d + lo, 2 * d + lo + dh), width, col=d),
-                    _place(_cols(proj, lo, lo + dh, h == 0), dh, rows=width),
+                    _place(_rows(qkv, lo, lo + dh, root), width, col=d, one=one),
+                    _place(_rows(qkv, d + lo, d + lo + dh), width, col=d, one=one),
+                    value,
+                    out,
                 )
             )
         sublayers.append(Attention(tuple(attn_heads), "softmax", f"h.{i}.attn", "causal"))
@@ -443,7 +475,7 @@ def _gpt(ts: _Tensors, meta: dict, heads: int | None = None, eps: mpq | None = N
     tied = "lm_head.weight" not in ts.tensors
     head = wte if tied else ts.take("lm_head.weight", (None, d))
     unembed = _place(affine_of(head), width, col=d)
-    embed = _place(_transpose(affine_of(wte), names=()), V, rows=width)
+    embed = _embedding_with_one(wte, V, width)
     meta["options"]["tied"] = tied
     meta["options"]["heads"] = H
     return Transformer(V, tuple(sublayers), embed, unembed, meta, token_inputs=True)

@@ -284,7 +284,7 @@ def test_gpt_heads_from_the_option_and_refusals(tmp_path):
 @needs_gelu
 def test_a_madden24_checkpoint_without_its_fnn_is_refused(tmp_path):
     t = madden_tensors()
-    t.pop("fnn.proj.bias")
+    t.pop("fnn.proj.weight")
     safetensors_numpy.save_file(t, str(tmp_path / "m.safetensors"))
-    with pytest.raises(InputError, match="'fnn.proj.bias' is missing"):
+    with pytest.raises(InputError, match="'fnn.proj.weight' is missing"):
         import_checkpoint(tmp_path / "m.safetensors", "madden24")

@@ -123,6 +123,11 @@ def _mlp_batch(mlp: MLP, cols: list[list[arb]]) -> list[list[arb]]:
     return h
 
 
+def _mlp(mlp: MLP, col: list[arb]) -> list[arb]:
+    """The token-wise sub-layer on one column (as :func:`_mlp_batch`)."""
+    return _mlp_batch(mlp, [col])[0]
+
+
 def affine_balls(a: Affine, v: Sequence[arb]) -> list[arb]:
     """Enclosures of ``a(v)`` for a vector of balls (at the caller's precision)."""
     return _affine(a, v)
@@ -225,8 +230,10 @@ def run_balls(
             elif isinstance(sub, LayerNorm):
                 seqs = [[layer_norm_balls(sub, c) for c in cols] for cols in seqs]
             else:
-                seqs = [_attention(sub, cols, only_last) for cols in seqs]
-                if only_last and si == last_attention:
+                # every column of an earlier attention layer feeds the later ones
+                final = only_last and si == last_attention
+                seqs = [_attention(sub, cols, final) for cols in seqs]
+                if final:
                     seqs = [cols[-1:] for cols in seqs]  # the judged column alone from here
         if model.unembed:
             seqs = [[_affine(model.unembed, c) for c in cols] for cols in seqs]
