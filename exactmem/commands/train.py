@@ -36,12 +36,12 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"  {row['dataset']}: {row['construction']} builds "
             + (
-                f"{built} parameters"
+                f"{built} dense / {row['constructed_nonzero']} non-zero parameters"
                 if built is not None
                 else f"nothing ({row['construction_note']})"
             )
             + "; smallest certified trained model: "
-            + (f"{best} parameters ({row['smallest_certified_config']})" if best else "none")
+            + (f"{best} weights ({row['smallest_certified_config']})" if best else "none")
             + f"; float 100 %: {row['float_100_percent']}, of which certified "
             f"{row['float_100_percent_certified']}"
         )

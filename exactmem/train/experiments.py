@@ -59,7 +59,8 @@ class TrainedRow:
     dataset: str
     examples: int
     config: str
-    parameters: int
+    parameters: int  # the checkpoint's weights, as the papers count them
+    ir_nonzero: int  # the imported model's non-zero parameters (exactmem.model.resources)
     steps: int
     final_loss: float
     torch_accuracy: float
@@ -316,8 +317,13 @@ def certify_checkpoint(path: Path, arch: str, ds: Dataset) -> dict:
             ]
             certified_n = sum(1 for lead in leads if lead > 0)
             refuted_n = len(leads) - certified_n
+    from exactmem.safetensors_io import read_safetensors
+
+    tensors, _ = read_safetensors(path)
+    res = resources(model)
     return {
-        "parameters": resources(model).dense_parameters,
+        "parameters": sum(t.size for t in tensors.values()),
+        "ir_nonzero": res.nonzero_parameters,
         "certified": cert.verdict == "verified" and passed,
         "certified_examples": certified_n,
         "refuted_examples": refuted_n,
@@ -369,6 +375,7 @@ def train_rows(
                 ds.size,
                 _config_text(config),
                 got["parameters"],
+                got["ir_nonzero"],
                 steps,
                 round(loss, 6),
                 round(acc, 4),

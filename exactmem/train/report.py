@@ -34,9 +34,10 @@ def side_by_side_table(root: str | os.PathLike) -> str:
     """Markdown: per dataset, the construction's parameters beside the smallest trained model
     certified to memorize it, and how many models float calls 100 % accurate are certified."""
     lines = [
-        "| experiment | dataset | examples | construction: parameters (non-zero) "
-        "| smallest certified trained | float 100 % → certified | their smallest margin |",
-        "|---|---|---|---|---|---|---|",
+        "| experiment | dataset | examples | construction: parameters dense (non-zero) "
+        "| smallest certified trained: weights | float 100 % → certified "
+        "| their smallest margin | fewest weights at the entropy bound (float) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for folder in _folders(Path(root)):
         for r in read_rows(folder / "constructed.csv"):
@@ -54,7 +55,8 @@ def side_by_side_table(root: str | os.PathLike) -> str:
             lines.append(
                 f"| {r['experiment']} | {r['dataset']} | {r['examples']} | {built} | {best} "
                 f"| {r['float_100_percent_certified']} of {r['float_100_percent']} "
-                f"| {r['smallest_margin_of_those'] or '—'} |"
+                f"| {r['smallest_margin_of_those'] or '—'} "
+                f"| {_number(r.get('smallest_at_entropy_bound') or '')} |"
             )
     return "\n".join(lines)
 
@@ -63,7 +65,7 @@ def trained_table(root: str | os.PathLike, experiment: str) -> str:
     """Markdown: every trained model of ``experiment`` — its size, float accuracies and
     certificate."""
     lines = [
-        "| dataset | model | parameters | float64 accuracy | certified | smallest margin |",
+        "| dataset | model | weights | float64 accuracy | certified | smallest margin |",
         "|---|---|---|---|---|---|",
     ]
     for r in read_rows(Path(root) / experiment / "results.csv"):
@@ -76,9 +78,10 @@ def trained_table(root: str | os.PathLike, experiment: str) -> str:
 
 
 def plot_results(root: str | os.PathLike, out: str | os.PathLike) -> str:
-    """Two panels: every trained model's parameters against the fraction of its examples whose
-    label is certified (filled: all of them), and per dataset the construction's parameters
-    against the smallest certified trained model's. Returns what was drawn."""
+    """Two panels: every trained model's weights against the fraction of its examples whose
+    label is certified (filled: all of them), and per dataset the construction's non-zero
+    parameters against the smallest certified trained model's weights. Returns what was
+    drawn."""
     from exactmem.plot import _colors, _matplotlib, _save, figure_format
 
     fmt = figure_format(out)
@@ -111,10 +114,10 @@ def plot_results(root: str | os.PathLike, out: str | os.PathLike) -> str:
                 s=28,
             )
         for r in read_rows(folder / "constructed.csv"):
-            if r["constructed_parameters"] and r["smallest_certified_trained"]:
+            if r["constructed_nonzero"] and r["smallest_certified_trained"]:
                 pairs += 1
                 right.scatter(
-                    int(r["constructed_parameters"]),
+                    int(r["constructed_nonzero"]),
                     int(r["smallest_certified_trained"]),
                     color=color,
                     label=name,
@@ -124,7 +127,7 @@ def plot_results(root: str | os.PathLike, out: str | os.PathLike) -> str:
     from matplotlib.ticker import NullFormatter
 
     left.xaxis.set_minor_formatter(NullFormatter())  # the minor labels of a short log axis overlap
-    left.set_xlabel("trained parameters")
+    left.set_xlabel("trained weights (checkpoint)")
     left.set_ylabel("examples certified (fraction)")
     left.set_title("trained models, certified exactly")
     left.legend(fontsize=7)
@@ -134,8 +137,8 @@ def plot_results(root: str | os.PathLike, out: str | os.PathLike) -> str:
     lo2, hi2 = right.get_ylim()
     span = (min(lo, lo2), max(hi, hi2))
     right.plot(span, span, color="grey", linestyle=":", linewidth=1, label="equal")
-    right.set_xlabel("construction's parameters")
-    right.set_ylabel("smallest certified trained model")
+    right.set_xlabel("construction's non-zero parameters")
+    right.set_ylabel("smallest certified trained model (weights)")
     right.set_title("same dataset: constructed vs trained")
     handles, labels = right.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
