@@ -73,3 +73,17 @@ def test_a_quick_run_writes_certified_checkpoints_and_is_deterministic(tmp_path,
     with open(tmp_path / "a" / "constructed.csv") as f:
         (side,) = list(csv.DictReader(f))
     assert int(side["constructed_parameters"]) > 0 and side["construction"] == "dana25"
+
+
+@pytest.mark.train
+def test_a_quick_madden_run_records_the_entropy_gap_and_the_construction(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "m"
+    assert main(["train", "--experiment", "madden", "--quick", "--quiet", "--out", str(out)]) == 0
+    with open(out / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 and all(float(r["entropy_gap"]) > -1e-6 for r in rows)
+    with open(out / "constructed.csv") as f:
+        side = list(csv.DictReader(f))
+    assert [r["construction"] for r in side] == ["madden24", "madden24"]
+    assert all(int(r["constructed_parameters"]) > 0 for r in side)
