@@ -56,7 +56,7 @@ def dataset(N: int, seed: int = 0):
 def warm() -> float:
     """Load (or, on a new machine, compile) every kernel; seconds taken."""
     from exactmem.constructions import witness_kernel
-    from exactmem.evaluate import kernels
+    from exactmem.evaluate.fast import kernels
 
     _, seconds = timed(lambda: (kernels.warm(), witness_kernel.warm()))
     return seconds

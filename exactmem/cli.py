@@ -83,8 +83,8 @@ def _add_evaluator(sub: argparse.ArgumentParser) -> None:
         default="fast",
         help="exact evaluator: fast (default; numba int64 rows and group-shared multi-limb "
         "lanes, the reference wherever int64 safety is not proved) | reference (plain Python "
-        "integers). Both give the same values; the first fast run compiles its kernels (~30 s, "
-        "cached)",
+        "integers). Both give the same values; the first fast run compiles the kernels it "
+        "needs (cached per user; `exactmem warmup` compiles all of them up front)",
     )
 
 
@@ -130,8 +130,10 @@ def _add_inspection(sub) -> None:
         "enclosures as exact rationals) and the certified argmax, exit 4 if one stays undecided.",
         epilog=EPILOG,
     )
-    pr.add_argument("model", metavar="MODEL", help="model file (.json or .json.gz)")
-    pr.add_argument("--data", required=True, metavar="FILE", help="dataset (.json or .json.gz)")
+    pr.add_argument("model", metavar="MODEL", help="model file (.json, .json.gz or .exm)")
+    pr.add_argument(
+        "--data", required=True, metavar="FILE", help="dataset (.json, .json.gz or .exm)"
+    )
     pr.add_argument(
         "--positions",
         choices=("last", "all"),
@@ -159,7 +161,7 @@ def _add_inspection(sub) -> None:
         "file's own word, a label and never a criterion (docs/trust.md).",
         epilog=EPILOG,
     )
-    ins.add_argument("model", metavar="MODEL", help="model file (.json or .json.gz)")
+    ins.add_argument("model", metavar="MODEL", help="model file (.json, .json.gz or .exm)")
     ins.add_argument("--json", action="store_true", help="JSON on stdout")
     _add_limits(ins)
     ins.set_defaults(func=_command("inspect"))
@@ -326,8 +328,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the construction to run (listed below): " + ", ".join(CONSTRUCTIONS),
     )
-    b.add_argument("--data", required=True, metavar="FILE", help="dataset (.json or .json.gz)")
-    b.add_argument("--out", required=True, metavar="MODEL", help="model file to write")
+    b.add_argument(
+        "--data", required=True, metavar="FILE", help="dataset (.json, .json.gz or .exm)"
+    )
+    b.add_argument(
+        "--out",
+        required=True,
+        metavar="MODEL",
+        help="model file to write (.json, .json.gz or .exm)",
+    )
     b.add_argument("--seed", type=int, default=0, help="seed of the random choices (default 0)")
     b.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="construction option, repeatable"
@@ -345,9 +354,12 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser(
         "verify", help="evaluate a model exactly on a dataset and certify it", epilog=EPILOG
     )
-    v.add_argument("model", metavar="MODEL", help="model file (.json or .json.gz)")
+    v.add_argument("model", metavar="MODEL", help="model file (.json, .json.gz or .exm)")
     v.add_argument(
-        "--data", required=True, metavar="FILE", help="dataset to verify on (.json or .json.gz)"
+        "--data",
+        required=True,
+        metavar="FILE",
+        help="dataset to verify on (.json, .json.gz or .exm)",
     )
     _add_evaluator(v)
     v.add_argument(
@@ -472,7 +484,12 @@ def parser() -> argparse.ArgumentParser:
         default=1000,
         help="integer coordinates in [-B, B] (default 1000)",
     )
-    g.add_argument("--out", required=True, metavar="FILE", help="dataset file to write")
+    g.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="dataset file to write (.json, .json.gz or .exm)",
+    )
     g.add_argument("--json", action="store_true", help=JSON_WRITTEN)
     g.add_argument("--quiet", action="store_true", help="no progress on stderr")
     g.set_defaults(func=_command("generate"))
@@ -527,7 +544,49 @@ def parser() -> argparse.ArgumentParser:
     _add_plot_common(pc)
     pc.set_defaults(func=_command("plot"))
     _add_inspection(sub)
+    _add_convert(sub)
+    _add_warmup(sub)
     return p
+
+
+def _add_convert(sub) -> None:
+    """``convert``: JSON ⇄ the binary container (exactmem.container)."""
+    cv = sub.add_parser(
+        "convert",
+        help="a dataset or model file from JSON to the binary container (.exm) or back",
+        description="Read a dataset or model file (checked as every command checks its inputs) "
+        "and write the same content in the form OUT's name asks for: .exm is the binary "
+        "container, .json or .json.gz JSON. The canonical SHA-256 is the same in both "
+        "(docs/files.md).",
+        epilog=EPILOG,
+    )
+    cv.add_argument("input", metavar="IN", help="dataset or model file (.json, .json.gz, .exm)")
+    cv.add_argument("output", metavar="OUT", help="file to write (.exm, .json or .json.gz)")
+    cv.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in a dataset, converted exactly (dyadic)",
+    )
+    cv.add_argument("--json", action="store_true", help="JSON on stdout: the path and sha256")
+    cv.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_limits(cv)
+    cv.set_defaults(func=_command("convert"))
+
+
+def _add_warmup(sub) -> None:
+    w = sub.add_parser(
+        "warmup",
+        help="compile every numba kernel now (once per machine; later runs load them)",
+        description="Compile every kernel of the fast evaluator and of the constructions, in "
+        "every form a run may need, into the per-user cache (NUMBA_CACHE_DIR when set), so that "
+        "no later run compiles, whatever its size. Kernels already cached are only loaded.",
+        epilog=EPILOG,
+    )
+    w.add_argument(
+        "--json", action="store_true", help="JSON on stdout: the cache folder and what compiled"
+    )
+    w.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    w.set_defaults(func=_command("warmup"))
 
 
 def _stop_workers() -> None:
@@ -566,6 +625,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _complete(p)
     args = p.parse_args(argv)
     sys.set_int_max_str_digits(0)
+    from exactmem import jit  # (numba is not imported here)
+
+    was_quiet = jit.quiet(False)
+    jit.quiet(was_quiet or getattr(args, "quiet", False))  # --quiet: no compile notices either
     # SIGTERM raises, as Ctrl-C does, so the atomic writer removes its temporary file
     previous = _install(signal.SIGTERM, _terminate)
     # Ctrl-C as Python's own handler, plus the workers; an ignored SIGINT stays ignored
@@ -597,6 +660,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_INTERNAL
     finally:
+        jit.quiet(was_quiet)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if keyboard is not None:

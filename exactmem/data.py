@@ -305,7 +305,12 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
 
 
 def load_dataset(path: str | Path, *, allow_floats: bool = False) -> Dataset:
-    """Load and validate a dataset file (``.json`` or ``.json.gz``)."""
+    """Load and validate a dataset file (``.json``, ``.json.gz``, or the binary container
+    ``.exm`` of :mod:`exactmem.container`)."""
+    if str(path).endswith(".exm"):
+        from exactmem.container import read_dataset
+
+        return read_dataset(path)
     obj = read_json_file(path, "dataset")
     source = f"dataset file {path}"
     try:
@@ -397,8 +402,13 @@ def dataset_to_json(ds: Dataset) -> dict:
 def save_dataset(
     ds: Dataset, path: str | Path, *, progress: Callable[..., Any] | None = None
 ) -> None:
-    """Write ``ds`` as a dataset file (gzip-compressed if the name ends in ``.gz``);
-    ``progress`` hears how far the compression is."""
+    """Write ``ds`` as a dataset file (gzip-compressed if the name ends in ``.gz``, the binary
+    container of :mod:`exactmem.container` if it ends in ``.exm``); ``progress`` hears how far
+    the compression is."""
+    if str(path).endswith(".exm"):
+        from exactmem.container import write_dataset
+
+        return write_dataset(ds, path)
     _write_json(dataset_to_json(ds), Path(path), progress)
 
 

@@ -153,6 +153,11 @@ def save_model(model: Transformer, path: str | Path) -> str:
     """Write the model file; returns its SHA-256."""
     content = model_to_json(model)
     digest = canonical_hash(content)
+    if os.fspath(path).endswith(".exm"):  # the binary container (exactmem.container)
+        from exactmem.container import write_model
+
+        write_model(content, digest, path)
+        return digest
     _write({"format": MODEL_FORMAT, "sha256": digest, "model": content}, Path(path))
     return digest
 
@@ -207,6 +212,8 @@ def _index(value: object, where: str) -> int:
 
 
 def _affine_from(obj: object, where: str) -> Affine:
+    if isinstance(obj, Affine):  # built from a binary container's arrays, checked there
+        return obj
     _only(obj, AFFINE_FIELDS, where)
     in_dim = _index(_field(obj, "in", int, where), f"{where}.in")
     den = from_hex(_field(obj, "den", str, where), f"{where}.den")
@@ -316,7 +323,8 @@ def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncod
         for i, h in enumerate(_field(obj, "heads", list, where)):
             at = f"{where}.heads[{i}]"
             _only(h, HEAD_FIELDS, at)
-            parts = {k: _affine_from(_field(h, k, dict, at), f"{at}.{k}") for k in HEAD_FIELDS}
+            maps = {k: _field(h, k, (dict, Affine), at) for k in HEAD_FIELDS}
+            parts = {k: _affine_from(m, f"{at}.{k}") for k, m in maps.items()}
             for k, a in parts.items():
                 if any(a.bias):
                     raise InputError(f"{at}.{k}.bias: attention maps are linear: biases must be 0")
@@ -386,7 +394,12 @@ def model_from_json(obj: object, where: str = "model") -> Transformer:
 
 
 def load_model(path: str | Path) -> tuple[Transformer, str]:
-    """Load and check a model file; returns (model, sha256)."""
+    """Load and check a model file (JSON, or the binary container if the name ends in
+    ``.exm``); returns (model, sha256)."""
+    if os.fspath(path).endswith(".exm"):
+        from exactmem.container import read_model
+
+        return read_model(path)
     obj = read_json_file(path, "model")
     where = f"model file {path}"
     if not isinstance(obj, dict):

@@ -114,8 +114,13 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def write_atomic(path: str | os.PathLike, data: bytes, option: str = "output file") -> None:
-    """Write ``data`` to ``path`` so that the file is either the old one or the whole new one.
+def write_atomic(
+    path: str | os.PathLike,
+    data: bytes | Iterable[bytes | memoryview],
+    option: str = "output file",
+) -> None:
+    """Write ``data`` (bytes, or pieces of bytes written one after another) to ``path`` so that
+    the file is either the old one or the whole new one.
 
     Temporary file in the same folder (so the rename cannot cross file systems), write, flush,
     fsync, ``os.replace``, then fsync of the folder. An ``OSError`` (full disk, file-size limit)
@@ -132,7 +137,8 @@ def write_atomic(path: str | os.PathLike, data: bytes, option: str = "output fil
         try:
             with os.fdopen(fd, "wb") as handle:
                 os.fchmod(handle.fileno(), _mode_for(target))
-                handle.write(data)
+                for piece in (data,) if isinstance(data, bytes | bytearray) else data:
+                    handle.write(piece)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temp, target)

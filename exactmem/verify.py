@@ -286,7 +286,7 @@ class StepFold:
     def __call__(self, name: str, values: np.ndarray, den: int) -> None:
         j = self.begin(name, len(values))
         if values.dtype != object and den < 2**62:  # one compiled pass over the rows
-            from exactmem.evaluate.kernels import step_fold
+            from exactmem.evaluate.fast.fold_kernel import step_fold
 
             fresh = step_fold(values, den, j, self.ones, self.flags, self.ramp, self.rise)
             self.finish(j, int(fresh), values, den)
@@ -306,8 +306,8 @@ class StepFold:
     def begin(self, name: str, rows: int) -> int:
         """Step lane ``name`` is about to be folded (here, or by an evaluator that folds it in
         the pass computing it, on ``ones``, ``flags``, ``ramp``, ``rise`` as
-        :func:`exactmem.evaluate.kernels.step_fold` does): checks the order, makes the state;
-        returns its index j."""
+        :func:`exactmem.evaluate.fast.fold_kernel.step_fold` does): checks the order, makes the
+        state; returns its index j."""
         j = int(name[len(self.prefix) + 5 : -1])
         if j == 1:  # (again, if an evaluator re-runs the sub-layer): start over
             self.seen = 0
@@ -379,7 +379,7 @@ class MatchFold:
             self.off = np.full(rows, -1, self.slot.dtype)
         values = np.asarray(values)
         if values.dtype != object and den < 2**62:  # one compiled pass over the rows
-            from exactmem.evaluate.kernels import match_fold
+            from exactmem.evaluate.fast.fold_kernel import match_fold
 
             changed = int(match_fold(values, den, k, self.hits, self.slot, self.off))
         else:

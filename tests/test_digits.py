@@ -1,9 +1,9 @@
-"""Balanced 30-bit digits (exactmem.evaluate.digits): the weights' form in the limb kernels."""
+"""Balanced 30-bit digits (exactmem.evaluate.fast.digits): the weights' form in the limb kernels."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.evaluate import digits as dg
+from exactmem.evaluate.fast import digits as dg
 
 
 def test_balanced_digits():

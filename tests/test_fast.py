@@ -17,7 +17,8 @@ from support import both, certify_built, claim_instances, run_folded, same_folds
 
 from exactmem.constructions import ks25, vys
 from exactmem.data import random_points
-from exactmem.evaluate import fast, kernels, reference, shared_runs
+from exactmem.evaluate import fast, reference
+from exactmem.evaluate.fast import limits, row_kernel, shared_runs
 from exactmem.model import MLP, Affine, PositionalEncoding, Probe, Transformer
 from exactmem.proofs import GENERATORS, _build
 from exactmem.sequences import random_sequences, with_positions
@@ -52,7 +53,7 @@ MEMORIZERS = [(c, i) for c, i in QUICK if c.construction.startswith(("ks25", "vy
 def test_fast_equals_reference_row_by_row(claim, inst, monkeypatch):
     """The memorizers of the quick tier again, with Stage II row by row (the row kernel over
     every input per layer) instead of in key order, where key order is refused."""
-    monkeypatch.setattr(fast, "SORTED_FROM", 1 << 62)
+    monkeypatch.setattr(limits, "SORTED_FROM", 1 << 62)
     test_fast_equals_reference_on_quick_claims(claim, inst)
 
 
@@ -62,7 +63,7 @@ def test_fast_equals_reference_row_by_row(claim, inst, monkeypatch):
 def test_fast_equals_reference_layer_by_layer(claim, inst, monkeypatch):
     """The memorizers of the quick tier again, with no runs of shared layers: Stage III's peel
     in the per-layer kernel (in-place updates, views, difference tags), as at N ≥ 10⁶ where the
-    packed integers are too long for runs (exactmem.evaluate.shared_runs.RUN_LIMBS)."""
+    packed integers are too long for runs (exactmem.evaluate.fast.shared_runs.RUN_LIMBS)."""
     monkeypatch.setattr(shared_runs, "RUN_LIMBS", -1)
     test_fast_equals_reference_on_quick_claims(claim, inst)
 
@@ -209,7 +210,7 @@ def test_step_lanes_folded_in_their_layers_pass(monkeypatch, jobs):
     it — the fold's state, the outputs and the statistics equal the reference's, also with a
     broken step (a ramp)."""
     if jobs > 1:
-        monkeypatch.setattr(fast, "PARALLEL_ROWS", 64)
+        monkeypatch.setattr(limits, "PARALLEL_ROWS", 64)
     monkeypatch.setattr(fast._Engine, "_sorted_plan", lambda self, *args: None)  # row by row
     ds = random_sequences(800, 16, 8, 1000, 16, seed=0)  # the benchmark's shape
     model, _ = ks25.build(ds, {})
@@ -266,7 +267,7 @@ def test_stage_two_in_key_order(monkeypatch):
     """Stage II decided by the sorted keys (no pass over the inputs per layer): the outputs,
     statistics and folds equal the reference's; a step off {0, 1} (a ramp) or a threshold
     below the one before (a rise) is refused there and found row by row."""
-    monkeypatch.setattr(fast, "SORTED_FROM", 0)  # from the first row on
+    monkeypatch.setattr(limits, "SORTED_FROM", 0)  # from the first row on
     ds = random_sequences(800, 16, 8, 1000, 16, seed=0)
     model, _ = ks25.build(ds, {})
     layers = []  # the fold claiming each step decided in key order
@@ -323,7 +324,7 @@ def test_stage_two_in_key_order(monkeypatch):
 def test_stage_two_in_key_order_by_hand(monkeypatch, xs):
     """A hand-made Stage II (key x, an accumulator far beyond int64 that adds W·step, thresholds
     leaving one-row and empty classes at either end): in key order, equal to the reference."""
-    monkeypatch.setattr(fast, "SORTED_FROM", 0)
+    monkeypatch.setattr(limits, "SORTED_FROM", 0)
     big = 2**70
     thresholds = [4, 9, -2, 1, 13]  # steps x ≥ 5, x ≥ 10, every x, x ≥ 2, none
     layers = []
@@ -361,7 +362,7 @@ def _spy2(method, record):
 )
 def test_unit_statistics_from_sorted_keys(xs, w, b):
     """Binary search on sorted keys gives the row kernel's statistics of σ(w·x + b)."""
-    from exactmem.evaluate.sorted_steps import unit_stats
+    from exactmem.evaluate.fast.sorted_steps import unit_stats
 
     z = [w * x + b for x in xs]
     nonzero = [abs(v) for v in z if v]
@@ -385,7 +386,7 @@ def test_unit_statistics_from_sorted_keys(xs, w, b):
 def test_step_boundary_from_sorted_keys(xs, units, coefs):
     """A sum of ramps is recognised as a 0-then-1 step along the sorted keys exactly when it
     is one, with its first position of 1."""
-    from exactmem.evaluate.sorted_steps import step_boundary
+    from exactmem.evaluate.fast.sorted_steps import step_boundary
 
     xs = sorted(xs)
     coefs = coefs[: len(units)]
@@ -407,7 +408,7 @@ def test_step_boundary_from_sorted_keys(xs, units, coefs):
 
 
 def test_class_runs_in_key_order():
-    from exactmem.evaluate.sorted_steps import class_ranges
+    from exactmem.evaluate.fast.sorted_steps import class_ranges
 
     lo, hi = class_ranges(np.array([2, 2, 0, 0, 0, 1]), 3)
     assert lo.tolist() == [2, 5, 0] and hi.tolist() == [5, 6, 2]
@@ -456,7 +457,7 @@ def test_refine_splits_exactly():
     cls = np.array([0, 0, 0, 1, 1, 0, 1, 0], np.int64)
     sigs = np.array([[5, 5, 7, 1, 1, 7, 2, 9]], np.int64)
     new = cls.copy()
-    parent, every, moved = kernels.refine(new, sigs, 2)
+    parent, every, moved = row_kernel.refine(new, sigs, 2)
     # class 0: first signature 5; then 7 (child 2), 9 (child 4); class 1: 1, then 2 (child 3)
     assert list(new) == [0, 0, 2, 1, 1, 2, 3, 4]
     assert list(parent) == [0, 1, 0]
@@ -470,7 +471,7 @@ def test_refine_many_signatures_in_one_class(k):
     sigs = rng.integers(-5, 5, (k, 5000)).astype(np.int64)
     cls = rng.integers(0, 3, 5000).astype(np.int64)
     new = cls.copy()
-    parent, every, moved = kernels.refine(new, sigs, 3)
+    parent, every, moved = row_kernel.refine(new, sigs, 3)
     key = {(int(c), *map(int, sig)) for c, sig in zip(cls, sigs.T, strict=True)}
     assert len(set(new.tolist())) == len(key)
     for r in range(5000):
@@ -668,8 +669,8 @@ def test_evaluator_option(tmp_path, capsys):
 def test_parallel_kernels_give_the_same_trace(monkeypatch):
     """Row and class chunks on two threads (thresholds lowered so a small instance uses them):
     the same values and statistics as the reference, whatever the thread count."""
-    monkeypatch.setattr(fast, "PARALLEL_ROWS", 64)
-    monkeypatch.setattr(fast, "PARALLEL_CLASSES", 4)
+    monkeypatch.setattr(limits, "PARALLEL_ROWS", 64)
+    monkeypatch.setattr(limits, "PARALLEL_CLASSES", 4)
     ds = random_sequences(500, 6, 3, 60, 7, seed=11)
     model, _ = ks25.build(ds, {})
     want = reference.run(model, ds.vocab, ds.sequences, positions="last")

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.evaluate.limb_store import LimbStore
+from exactmem.evaluate.fast.limb_store import LimbStore
 
 operation = st.tuples(
     st.sampled_from(["ensure", "fresh", "shrink", "release", "reserve", "trim", "write", "write"]),

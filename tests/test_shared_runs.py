@@ -1,4 +1,4 @@
-"""Runs of class-shared layers (exactmem.evaluate.shared_runs, run_kernel) against the
+"""Runs of class-shared layers (exactmem.evaluate.fast.shared_runs, run_kernel) against the
 reference: values, lanes and per-layer statistics; the plan's layout; refusal and fallback."""
 
 import random
@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from support import both
 
 from exactmem.constructions import ks25
-from exactmem.evaluate import fast, shared_runs
+from exactmem.evaluate import fast
+from exactmem.evaluate.fast import kernels, limits, shared_runs
 from exactmem.model import MLP, Affine, Probe, Transformer
 from exactmem.sequences import random_sequences
 
@@ -32,7 +33,7 @@ def _spy_runs(monkeypatch) -> list:
 def _refusals(monkeypatch) -> list:
     """Record the kernel's answers (False: a value outgrew its registers)."""
     answers = []
-    kernel = fast.run_kernel()
+    kernel = kernels.run_kernel()
     real = kernel.run
 
     def spy(*args):
@@ -258,8 +259,8 @@ def test_shared_units_of_a_mixed_layer_in_the_run_kernel(monkeypatch):
 def test_runs_in_parallel_parts(monkeypatch):
     """Classes in parts on two threads (threshold lowered): the parts' statistics merged give
     the reference's trace."""
-    monkeypatch.setattr(fast, "PARALLEL_CLASSES", 4)
-    kernel = fast.run_kernel()
+    monkeypatch.setattr(limits, "PARALLEL_CLASSES", 4)
+    kernel = kernels.run_kernel()
     parts = []
     real = kernel.shared_run
 

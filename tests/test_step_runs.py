@@ -1,4 +1,4 @@
-"""Runs of Stage II step layers in key order (exactmem.evaluate.step_kernel) against the
+"""Runs of Stage II step layers in key order (exactmem.evaluate.fast.step_kernel) against the
 reference: outputs, statistics, lanes and folds; where they end and how they hand on."""
 
 import pytest
@@ -7,6 +7,7 @@ from support import run_folded, same_folds, same_trace
 
 from exactmem.constructions import ks25
 from exactmem.evaluate import fast, reference
+from exactmem.evaluate.fast import limits
 from exactmem.model import MLP, Affine, Probe, Transformer
 from exactmem.sequences import random_sequences
 from exactmem.verify import StepFold
@@ -30,7 +31,7 @@ def _spy_steps(monkeypatch) -> list:
 def test_stage_two_in_step_runs(monkeypatch, N, seed):
     """Key order from the first row: Stage II's layers go in runs, with folds as they come;
     the trace and the folds equal the reference's."""
-    monkeypatch.setattr(fast, "SORTED_FROM", 0)
+    monkeypatch.setattr(limits, "SORTED_FROM", 0)
     seen = _spy_steps(monkeypatch)
     ds = random_sequences(N, 16, 8, 1000, 16, seed=seed)
     model, _ = ks25.build(ds, {})
@@ -71,7 +72,7 @@ def _hand_stage_two(thresholds, start, big=2**70, W=2**65, w=1000):
 def test_hand_made_stage_two_in_step_runs(monkeypatch, xs, start):
     """Negative pre-activations (clipped packed integers), a lane updated in place carried by
     σ(x) = x in the next layer, equal and empty steps: trace and fold as the reference's."""
-    monkeypatch.setattr(fast, "SORTED_FROM", 0)
+    monkeypatch.setattr(limits, "SORTED_FROM", 0)
     seen = _spy_steps(monkeypatch)
     thresholds = [2 * t + 21 for t in (-2, 1, 1, 3, 4, 6, 6, 8, 9, 13)]
     model = _hand_stage_two(thresholds, start)
@@ -127,7 +128,7 @@ def test_step_runs_summarize_the_packed_integers(monkeypatch, start):
     """The lanes a step run hands on (bound, zeros, least positive) equal their values', over
     Theorem 4.1 and the hand-made Stage II (with start −30·W, acc2 is 0 on the keys from 42 up:
     classes at 0 that fall below the boundary)."""
-    monkeypatch.setattr(fast, "SORTED_FROM", 0)
+    monkeypatch.setattr(limits, "SORTED_FROM", 0)
     checked = _summaries_checked(monkeypatch)
     ds = random_sequences(800, 16, 8, 1000, 16, seed=start % 3)
     model, _ = ks25.build(ds, {})

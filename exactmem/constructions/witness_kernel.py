@@ -16,7 +16,8 @@ Imported lazily (numba); compiled functions are cached on disk.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from exactmem.jit import njit
 
 __all__ = ["warm", "witness_rows"]
 

@@ -109,6 +109,11 @@ def _affine_batch(a: Affine, cols: list[list[arb]]) -> list[list[arb]]:
     return [[(Y[i, j] + bias[i]) / den for i in range(a.out_dim)] for j in range(len(cols))]
 
 
+def _mlp(mlp: MLP, v: list[arb]) -> list[arb]:
+    """The token-wise sub-layer ``mlp`` on one column of balls."""
+    return _mlp_batch(mlp, [v])[0]
+
+
 def _mlp_batch(mlp: MLP, cols: list[list[arb]]) -> list[list[arb]]:
     """:func:`_mlp` on many columns (the token-wise sub-layer of every sequence at once)."""
     h = cols
@@ -121,11 +126,6 @@ def _mlp_batch(mlp: MLP, cols: list[list[arb]]) -> list[list[arb]]:
     if mlp.residual:
         return [[a + b for a, b in zip(v, c, strict=True)] for v, c in zip(cols, h, strict=True)]
     return h
-
-
-def _mlp(mlp: MLP, col: list[arb]) -> list[arb]:
-    """The token-wise sub-layer on one column (as :func:`_mlp_batch`)."""
-    return _mlp_batch(mlp, [col])[0]
 
 
 def affine_balls(a: Affine, v: Sequence[arb]) -> list[arb]:

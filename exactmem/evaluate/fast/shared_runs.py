@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exactmem.evaluate.digits import LIMB, MASK, _paired, _sparse
+from exactmem.evaluate.fast.digits import LIMB, MASK, _paired, _sparse
 from exactmem.model import Affine
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Exact integers as signed 30-bit digits: the limb arithmetic's view of a Python int.
 
 The fast evaluator (:mod:`exactmem.evaluate.fast`) and the shared-run kernel
-(:mod:`exactmem.evaluate.shared_runs`) keep big integers as little-endian limbs of
+(:mod:`exactmem.evaluate.fast.shared_runs`) keep big integers as little-endian limbs of
 ``LIMB`` = 30 bits in int64 (a product of a limb and a digit, 2^59, leaves room for a few sums
 before a carry); weights enter as their non-zero balanced digits (:func:`_sparse`).
 """

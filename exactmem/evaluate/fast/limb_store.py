@@ -5,8 +5,8 @@ thousands of bits; the fast evaluator keeps such a lane once per class of inputs
 limbs. Lanes differ wildly in length (a packed integer of 700 limbs beside a 0/1 indicator), so
 each slot is its own (classes × limbs) block, sized for the values it holds, inside one flat
 buffer the kernels index as ``buffer[offset[s] + c · limbs[s] + i]``
-(:func:`exactmem.evaluate.kernels._hi`). One rectangular array of slots × classes × the longest
-lane's limbs took 5.4 GB at N = 10⁷ where the values take about 1.
+(:func:`exactmem.evaluate.fast.limb_kernel._hi`). One rectangular array of slots × classes ×
+the longest lane's limbs took 5.4 GB at N = 10⁷ where the values take about 1.
 
 Blocks are placed first-fit in the holes freed blocks leave; the buffer is repacked (live blocks
 copied, in slot order) only when it must grow, when the classes outgrow their room, or when it

@@ -1,20 +1,21 @@
-"""numba kernel of a shared run (:mod:`exactmem.evaluate.shared_runs`): every class through all
+"""numba kernel of a shared run (:mod:`exactmem.evaluate.fast.shared_runs`): every class through all
 the layers of the run in one pass, its values in a few registers of limbs.
 
-A value is a little-endian vector of 30-bit limbs in int64 (:mod:`exactmem.evaluate.digits`);
+A value is a little-endian vector of 30-bit limbs in int64 (:mod:`exactmem.evaluate.fast.digits`);
 registers hold non-negative values (ReLU outputs) with their exact number of limbs in use. A
 unit's pre-activation is formed in an accumulator whose limbs below the top are in [0, 2^30)
 after a carry pass and whose top limb keeps the sign. A product of a digit (|d| < 2^29) and a
 limb (< 2^30) is below 2^59, so six of them may pile up on one limb before a carry pass: no
-int64 operation can wrap. Imported lazily, like :mod:`exactmem.evaluate.kernels`.
+int64 operation can wrap. Imported lazily, like :mod:`exactmem.evaluate.fast.kernels`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
-from exactmem.evaluate.kernels import _chunks, _hi, _settle, _view_value
+from exactmem.evaluate.fast.limb_kernel import _hi, _settle, _view_value
+from exactmem.evaluate.fast.limits import _chunks
+from exactmem.jit import njit, prange
 
 __all__ = ["shared_run", "warm"]
 

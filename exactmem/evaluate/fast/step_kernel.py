@@ -1,11 +1,12 @@
-"""numba kernel of a run of Stage II step layers in key order (:mod:`exactmem.evaluate.step_runs`).
+"""numba kernel of a run of Stage II step layers in key order
+(:mod:`exactmem.evaluate.fast.key_order`).
 
 Each layer: split the class that straddles the previous step's boundary (classes are runs of the
 sorted keys), add λ·step to each selected packed integer in place (only the classes above the
 boundary change; those below it never change again in the run, so each slot keeps a summary of
 them and a layer costs O(classes above the boundary), not O(classes)), and find this layer's
 step boundary and its units' statistics by binary search on the sorted keys
-(:mod:`exactmem.evaluate.sorted_steps`, here in int64 — the caller proved every value of the
+(:mod:`exactmem.evaluate.fast.sorted_steps`, here in int64 — the caller proved every value of the
 units and of the step below 2^62). A layer whose step is not 0 then 1 along the keys, or that
 would step back below the boundary before it, or split the classes past their limit, ends the
 run before anything of it is written. Imported lazily.
@@ -14,16 +15,16 @@ run before anything of it is written. Imported lazily.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from exactmem.evaluate.kernels import _add_in_place, _hi, _less
+from exactmem.evaluate.fast.limb_kernel import _add_in_place, _hi, _less
+from exactmem.jit import njit
 
 __all__ = ["step_run", "warm"]
 
 
 @njit(cache=True)
 def _unit_stats(xs, w, b, out):
-    """:func:`~exactmem.evaluate.sorted_steps.unit_stats` in int64: out = (zeros, negatives,
+    """:func:`~exactmem.evaluate.fast.sorted_steps.unit_stats` in int64: out = (zeros, negatives,
     least non-zero |z|, least positive z, greatest |z|), −1 for "none"."""
     n = xs.shape[0]
     neg = np.searchsorted(xs, -(b // w))
@@ -49,7 +50,7 @@ def _unit_stats(xs, w, b, out):
 
 @njit(cache=True)
 def _boundary(xs, w, b, coef, u0, u1, starts, cuts):
-    """:func:`~exactmem.evaluate.sorted_steps.step_boundary` of units u0..u1−1 in int64: p, or
+    """:func:`~exactmem.evaluate.fast.sorted_steps.step_boundary` of units u0..u1−1 in int64: p, or
     −1 when the sum is not a step along the keys."""
     n = xs.shape[0]
     k = 0

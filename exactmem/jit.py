@@ -1,0 +1,142 @@
+"""numba as exactmem uses it: one on-disk cache of compiled kernels per user, and a notice on
+stderr while a kernel compiles.
+
+Every module that compiles kernels imports ``njit`` and ``prange`` from here, never from numba
+itself, so the cache folder is chosen before numba is first imported and reads its
+configuration: ``NUMBA_CACHE_DIR`` when it is set, else the user's cache folder
+(:func:`cache_dir`, ``~/.cache/exactmem/numba`` on Linux). numba files each kernel there
+under the path of its source file, so an installed package shares one cache whatever the
+working directory, and a checkout never writes compiled code into its own tree.
+
+A kernel is compiled on its first call (or loaded from the cache, in milliseconds): a model
+that never reaches a kernel does not compile it. While one compiles, a notice says
+which, and how long it took, on stderr — never for a kernel loaded from the cache, and never
+after :func:`quiet` (``--quiet``). ``exactmem warmup`` compiles them all up front.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["cache_dir", "njit", "quiet", "set_threads", "user_cache_root"]
+
+ENV = "NUMBA_CACHE_DIR"
+
+
+def user_cache_root() -> Path:
+    """The per-user cache folder of this platform (what platformdirs' ``user_cache_dir``
+    returns): ``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux and other Unixes,
+    ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows."""
+    if sys.platform == "win32":
+        local = os.environ.get("LOCALAPPDATA")
+        return Path(local) if local else Path.home() / "AppData" / "Local"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels are kept: ``NUMBA_CACHE_DIR`` when it is set (numba's own
+    setting, honoured as numba does), else ``exactmem/numba`` in the user's cache folder."""
+    given = os.environ.get(ENV, "")
+    if given:
+        return Path(given)
+    return user_cache_root() / "exactmem" / "numba"
+
+
+def _configure() -> None:
+    """Point numba at :func:`cache_dir` — through the environment before numba is imported (it
+    reads its configuration then, and worker processes inherit it), and through its config
+    object when something imported numba first."""
+    os.environ[ENV] = str(cache_dir())
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        numba.config.CACHE_DIR = os.environ[ENV]
+
+
+_quiet = False
+_numba: Any = None
+compiled: list[tuple[str, float]] = []  # (kernel, seconds) compiled in this process, in order
+
+
+def quiet(on: bool = True) -> bool:
+    """No compile notices from now on (``--quiet``); ``quiet(False)`` brings them back.
+    Returns the setting before."""
+    global _quiet
+    before, _quiet = _quiet, on
+    return before
+
+
+def _load() -> Any:
+    """numba, imported on first need (it takes ~0.5 s): after the cache folder is chosen, with
+    the compile notice listening."""
+    global _numba
+    if _numba is None:
+        _configure()
+        import numba
+        from numba.core import event
+
+        event.register("numba:compile", _notice(event.Listener)())
+        _numba = numba
+    return _numba
+
+
+def _notice(listener: type) -> type:
+    """The compile notice, a numba event listener: on stderr, which kernel compiles and how
+    long it took; the kernels a kernel calls compile inside it and count as part of it."""
+
+    class Notice(listener):  # type: ignore[misc, valid-type]
+        depth = 0
+        started = 0.0
+        told = False
+
+        def on_start(self, ev: Any) -> None:
+            self.depth += 1
+            if self.depth > 1:
+                return
+            self.started = time.perf_counter()
+            if not self.told and not _quiet:
+                self.told = True
+                print(
+                    "exactmem: compiling numba kernels as they are first needed (once per "
+                    f"machine, a few seconds each; kept in {cache_dir()}; `exactmem warmup` "
+                    "compiles all of them up front)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+        def on_end(self, ev: Any) -> None:
+            self.depth -= 1
+            if self.depth > 0:
+                return
+            func = ev.data["dispatcher"].py_func
+            what = f"{func.__module__.rsplit('.', 1)[-1]}.{func.__qualname__}"
+            seconds = time.perf_counter() - self.started
+            compiled.append((what, seconds))
+            if not _quiet:
+                print(f"exactmem: compiled {what} in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+    return Notice
+
+
+def njit(*args: Any, **kwargs: Any) -> Any:
+    """numba's ``njit``, cached on disk (``cache=True`` unless given)."""
+    kwargs.setdefault("cache", True)
+    return _load().njit(*args, **kwargs)
+
+
+def set_threads(jobs: int) -> None:
+    """Run parallel kernels on ``jobs`` threads (at most numba's pool)."""
+    numba = _load()
+    numba.set_num_threads(max(1, min(jobs, numba.config.NUMBA_NUM_THREADS)))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "prange":  # numba's, imported when a kernel module asks for it
+        return _load().prange
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,134 @@
+"""The numba kernels' cache folder, the compile notice and ``exactmem warmup`` (exactmem.jit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exactmem import jit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(**changes: str | None) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for k, v in changes.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def _python(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True
+    )
+
+
+def test_numba_cache_dir_is_honoured(monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "given"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert jit.cache_dir() == tmp_path / "given"
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="the XDG layout")
+def test_per_user_cache_folder(monkeypatch, tmp_path):
+    """Unset (or empty) NUMBA_CACHE_DIR: exactmem/numba in the user's cache folder, which is
+    $XDG_CACHE_HOME when that is an absolute path and ~/.cache otherwise (a relative one is
+    ignored, as the XDG specification says)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert jit.cache_dir() == tmp_path / "xdg" / "exactmem" / "numba"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "")
+    assert jit.cache_dir() == tmp_path / "xdg" / "exactmem" / "numba"
+    for bad in ("relative/cache", ""):
+        monkeypatch.setenv("XDG_CACHE_HOME", bad)
+        assert jit.cache_dir() == tmp_path / "home" / ".cache" / "exactmem" / "numba"
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="the XDG layout")
+@pytest.mark.parametrize("numba_first", [False, True])
+def test_numba_reads_the_folder_from_any_directory(tmp_path, numba_first):
+    """A kernel module run from an unrelated directory: numba's cache setting is the per-user
+    folder — also when numba was imported before exactmem — and no compiled file lands next to
+    the sources."""
+    first = "import numba; " if numba_first else ""
+    code = (
+        f"{first}from exactmem.evaluate.fast import fold_kernel; import numba; "
+        "print(numba.config.CACHE_DIR)"
+    )
+    env = _env(NUMBA_CACHE_DIR=None, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    got = _python(code, env, tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == str(tmp_path / "xdg" / "exactmem" / "numba")
+
+
+KERNEL = """
+from exactmem.jit import njit
+
+@njit
+def twice(x):
+    return 2 * x
+"""
+
+
+def test_notice_when_compiling_only(tmp_path):
+    """A kernel compiled into an empty cache is announced on stderr (what, how long); the same
+    kernel loaded from the cache by the next process is not; quiet() silences the notice."""
+    (tmp_path / "tiny.py").write_text(KERNEL)
+    env = _env(NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    run = "import tiny; assert tiny.twice(3) == 6"
+    first = _python(run, env, tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "exactmem: compiling numba kernels" in first.stderr
+    assert "exactmem: compiled tiny.twice in " in first.stderr
+    assert any((tmp_path / "cache").rglob("*.nbi"))  # the cache is the folder given
+    again = _python(run, env, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "compil" not in again.stderr
+    assert not (tmp_path / "__pycache__").exists() or not any(
+        (tmp_path / "__pycache__").glob("*.nbi")
+    )
+    (tmp_path / "tiny.py").write_text(KERNEL.replace("2 * x", "3 * x"))  # source changed
+    quiet = _python(
+        "from exactmem import jit; jit.quiet(); import tiny; assert tiny.twice(3) == 9; "
+        "print(len(jit.compiled))",
+        env,
+        tmp_path,
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+    assert quiet.stdout.strip() == "1"  # compiled all the same, silently
+
+
+def test_warmup_compiles_every_kernel_then_nothing(tmp_path):
+    """``exactmem warmup`` loads or compiles every kernel into the cache folder; a second run
+    (as any later run of any size) compiles nothing. Uses the shared per-user cache, so only
+    a machine's first test run pays for the compilation."""
+    cmd = [sys.executable, "-m", "exactmem", "warmup", "--json", "--quiet"]
+    env = _env()
+    first = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["cache_dir"] == str(jit.cache_dir())
+    assert first.stderr == ""  # --quiet: no progress, no compile notice
+    second = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["compiled"] == []
+
+
+def test_warmup_refuses_arguments(capsys):
+    from exactmem.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["warmup", "--jobs", "2"])
+    assert stop.value.code == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
