@@ -104,13 +104,6 @@ def test_a_broken_ks25_checkpoint_is_refused_naming_the_tensor(tmp_path, edit, m
 
 # ---- madden24 and gpt: GELU and causal attention (the ball and float evaluators) ------------
 
-from exactmem.model import MLP  # noqa: E402
-
-needs_gelu = pytest.mark.skipif(
-    "activation" not in MLP.__dataclass_fields__,
-    reason="the IR has no GELU yet (MLP.activation, merged with madden24)",
-)
-
 _erf = np.vectorize(math.erf)
 
 
@@ -219,7 +212,6 @@ def _balls_agree(model, seqs, want):
             assert lo - mpq(1, 10**9) <= mpq(float(x)) <= hi + mpq(1, 10**9)
 
 
-@needs_gelu
 def test_a_madden24_checkpoint_runs_as_the_decoder_and_is_certified(tmp_path):
     t = madden_tensors()
     safetensors_numpy.save_file(t, str(tmp_path / "m.safetensors"))
@@ -236,7 +228,6 @@ def test_a_madden24_checkpoint_runs_as_the_decoder_and_is_certified(tmp_path):
     assert certify(model, bad).verdict == "refuted"
 
 
-@needs_gelu
 @pytest.mark.parametrize(("H", "tied"), [(1, True), (4, False)])
 def test_a_gpt_checkpoint_runs_as_nanogpt_and_is_certified(tmp_path, H, tied):
     t = gpt_tensors(tied=tied)
@@ -252,7 +243,6 @@ def test_a_gpt_checkpoint_runs_as_nanogpt_and_is_certified(tmp_path, H, tied):
     assert certify(model, ds).verdict == "verified"
 
 
-@needs_gelu
 def test_gpt_heads_from_the_option_and_refusals(tmp_path):
     t = gpt_tensors(blocks=1)
     path = tmp_path / "g.safetensors"
@@ -281,7 +271,6 @@ def test_gpt_heads_from_the_option_and_refusals(tmp_path):
         import_checkpoint(path, "gpt")
 
 
-@needs_gelu
 def test_a_madden24_checkpoint_without_its_fnn_is_refused(tmp_path):
     t = madden_tensors()
     t.pop("fnn.proj.weight")
