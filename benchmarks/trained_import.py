@@ -2,10 +2,14 @@
 
     python benchmarks/trained_import.py [--tokens 1000] [--d 48] [--heads 4] [--head-dim 12]
                                         [--length 8] [--examples 100] [--dtype float32]
+    python benchmarks/trained_import.py --arch gpt [--tokens 1000] [--d 64] [--heads 4]
+                                        [--blocks 1] [--length 8] [--examples 100]
 
 A ``dana25`` checkpoint (token and positional embeddings, one softmax attention layer, the
 unembedding; C = tokens) with random float weights is written through ``safetensors.numpy``
-(the default shape has ≈ 1.06·10⁵ parameters), then in a fresh process each:
+(the default shape has ≈ 1.06·10⁵ parameters) — or, with ``--arch gpt``, a GPT-style pre-norm
+decoder (nanoGPT names: ``--blocks`` blocks of layer norms, causal attention with ``--heads``
+heads of d/H, a GELU MLP of width 4d; tied unembedding), then in a fresh process each:
 
 * import — ``exactmem import`` (read, decode every weight exactly, write the model file);
 * load — reading the model file back (hash and strict checks);
@@ -33,9 +37,36 @@ import numpy as np
 STAGES = ("import", "certify")
 
 
+def write_gpt(path: Path, args) -> int:
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(args.seed)
+    V, d, S = args.tokens, args.d, args.length
+    t = {
+        "transformer.wte.weight": rng.standard_normal((V, d)),
+        "transformer.wpe.weight": rng.standard_normal((S, d)) * 0.1,
+    }
+    for i in range(args.blocks):
+        at = f"transformer.h.{i}"
+        for ln in ("ln_1", "ln_2"):
+            t[f"{at}.{ln}.weight"] = 1 + 0.1 * rng.standard_normal(d)
+            t[f"{at}.{ln}.bias"] = 0.1 * rng.standard_normal(d)
+        for name, rows, cols in (("attn.c_attn", 3 * d, d), ("attn.c_proj", d, d),
+                                 ("mlp.c_fc", 4 * d, d), ("mlp.c_proj", d, 4 * d)):  # fmt: skip
+            t[f"{at}.{name}.weight"] = rng.standard_normal((rows, cols)) / np.sqrt(cols)
+            t[f"{at}.{name}.bias"] = 0.02 * rng.standard_normal(rows)
+    t["transformer.ln_f.weight"] = np.ones(d)
+    t["transformer.ln_f.bias"] = np.zeros(d)
+    t = {k: v.astype(np.dtype(args.dtype)) for k, v in t.items()}
+    save_file(t, str(path), metadata={"n_head": str(args.heads)})
+    return sum(v.size for v in t.values())
+
+
 def write_checkpoint(path: Path, args) -> int:
     from safetensors.numpy import save_file
 
+    if args.arch == "gpt":
+        return write_gpt(path, args)
     rng = np.random.default_rng(args.seed)
     dt = np.dtype(args.dtype)
     N, d, S, dh = args.tokens, args.d, args.length, args.head_dim
@@ -62,7 +93,7 @@ def stage(name: str, work: Path, args) -> dict:
     figures: dict = {}
     if name == "import":
         code = main(
-            ["import", str(work / "m.safetensors"), "--arch", "dana25", "--out",
+            ["import", str(work / "m.safetensors"), "--arch", args.arch, "--out",
              str(work / "m.json"), "--quiet"]
         )  # fmt: skip
         assert code == 0
@@ -81,7 +112,7 @@ def stage(name: str, work: Path, args) -> dict:
         vocab = [[t] for t in range(args.tokens)]
         data = Dataset.from_tokens(seqs, labels, vocab=vocab, num_classes=args.tokens)
         t1 = time.perf_counter()
-        cert = certify(model, data, per_layer=False)
+        cert = certify(model, data, per_layer=False, max_precision=args.max_precision)
         figures["certify_s"] = round(time.perf_counter() - t1, 2)
         check = cert.checks[0]
         figures.update(
@@ -100,6 +131,9 @@ def stage(name: str, work: Path, args) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--arch", default="dana25", choices=("dana25", "gpt"))
+    p.add_argument("--blocks", type=int, default=1, help="gpt: decoder blocks")
+    p.add_argument("--max-precision", type=int, default=16384)
     p.add_argument("--tokens", type=int, default=1000)
     p.add_argument("--d", type=int, default=48)
     p.add_argument("--heads", type=int, default=4)
@@ -118,7 +152,7 @@ def main() -> None:
         work = Path(tmp)
         params = write_checkpoint(work / "m.safetensors", args)
         size = (work / "m.safetensors").stat().st_size
-        print(f"dana25 checkpoint: {params} parameters ({args.dtype}, {size} bytes)")
+        print(f"{args.arch} checkpoint: {params} parameters ({args.dtype}, {size} bytes)")
         for name in STAGES:
             out = subprocess.run(
                 [sys.executable, __file__, *sys.argv[1:], "--stage", name, "--work", tmp],

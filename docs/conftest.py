@@ -1,5 +1,6 @@
 """Execute the Markdown docs: every ```python block runs, and its printed output is checked."""
 
+import importlib.util
 import shutil
 import tempfile
 from doctest import ELLIPSIS, NORMALIZE_WHITESPACE
@@ -12,6 +13,8 @@ from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 def _setup(namespace):
     namespace["tmp"] = Path(tempfile.mkdtemp(prefix="exactmem-docs-"))
     namespace["examples"] = Path(__file__).parent / "examples"
+    # pages skip their training examples cleanly without PyTorch (the [train] extra)
+    namespace["torch_available"] = importlib.util.find_spec("torch") is not None
 
 
 def _teardown(namespace):

@@ -317,9 +317,11 @@ def save_model(model: Transformer, path: str | Path) -> str:
     return save(model, path)
 
 
-def import_model(path: str | Path, arch: str) -> Transformer:
+def import_model(path: str | Path, arch: str, *, heads: int | None = None) -> Transformer:
     """The exact model of a trained safetensors checkpoint of architecture ``arch``
-    (``mahdavi24`` or ``dana25``; tensor names in docs/trained.md).
+    (``mahdavi24``, ``dana25``, ``ks25``, ``madden24`` or ``gpt``; tensor names in
+    docs/trained.md). ``heads``: a ``gpt`` checkpoint's number of heads (default: its
+    ``__metadata__`` entry ``n_head``).
 
     float32, float16, bfloat16 and float64 weights are read as the exact dyadic rationals their
     bits encode; no pickle and no PyTorch are involved. What the model does is for
@@ -331,4 +333,4 @@ def import_model(path: str | Path, arch: str) -> Transformer:
     """
     from exactmem.architectures import import_checkpoint
 
-    return import_checkpoint(path, arch)
+    return import_checkpoint(path, arch, heads=heads)

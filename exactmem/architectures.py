@@ -33,18 +33,82 @@ W_Q^h x_S))``:
 * ``unembed.weight`` ``[C, d]``.
 
 A causal mask changes nothing here: only the last position is read, after one attention layer.
+
+``ks25`` — the experimental model of Kajitsuka & Sato 2025 (their eq. (165)) on token ids: an
+embedding of width m, L residual ReLU feed-forward blocks x + W₂ ReLU(W₁x + b₁) + b₂, one
+uniform-attention layer with its skip connection x + W_O W_V (mean of the tokens), L more
+blocks, a linear readout W_U x + b_U at the last position:
+
+* ``embed.weight`` ``[N, m]``,
+* ``ff1.{i}.fc.weight`` ``[q, m]``, ``ff1.{i}.fc.bias`` ``[q]``, ``ff1.{i}.proj.weight``
+  ``[m, q]``, ``ff1.{i}.proj.bias`` ``[m]`` for i = 0 … L − 1, and the same under ``ff2``,
+* ``attn.value.weight`` ``[s, m]``, ``attn.output.weight`` ``[m, s]``,
+* ``unembed.weight`` ``[C, m]``, ``unembed.bias`` ``[C]``.
+
+Every function of it is rational (ReLU, weights exactly 1/n): the exact evaluators run it.
+
+``madden24`` — the one-layer decoder of Madden, Fox & Thrampoulidis 2024 on token ids:
+embedding plus positional encoding, causal softmax attention *without* a skip connection, an
+FNN ``W₂ GELU(W₁ h + b₁) + b₂`` read at the last position (its outputs are the logits):
+
+* ``embed.weight`` ``[N, d]``, ``pos.weight`` ``[S, d]`` (the encoding as trained, e.g.
+  sinusoidal, given as its table),
+* ``attn.{h}.query.weight`` ``[d_h, d]``, ``attn.{h}.key.weight`` ``[d_h, d]``,
+  ``attn.{h}.value.weight`` ``[d_v, d]``, each with an optional ``.bias``;
+  ``attn.{h}.output.weight`` ``[d, d_v]`` and an optional ``attn.output.bias`` ``[d]`` (added
+  once, after the sum of the heads),
+* ``fnn.fc.weight`` ``[m, d]``, ``fnn.fc.bias`` ``[m]``, ``fnn.proj.weight`` ``[C, m]``,
+  ``fnn.proj.bias`` ``[C]`` (biases optional).
+
+In the IR the stream has 2d + 1 lanes: the input in the first d, the attention's output written
+into the next d (so nothing is added to it), which is all the FNN reads, and the constant 1
+(attention maps are linear in the IR: their biases are read from that lane).
+
+``gpt`` — a GPT-style pre-norm decoder with nanoGPT's tensor names: blocks
+x + Attn(LN₁(x)), x + MLP(LN₂(x)) with causal multi-head attention (scores scaled by
+1/√d_h) and a GELU MLP, a final layer norm and the unembedding, tied to the token embedding
+when ``lm_head.weight`` is absent:
+
+* ``transformer.wte.weight`` ``[V, d]``, ``transformer.wpe.weight`` ``[S, d]``,
+* per block i: ``transformer.h.{i}.ln_1.weight``, ``.bias`` ``[d]``;
+  ``transformer.h.{i}.attn.c_attn.weight`` ``[3d, d]`` and ``.bias`` ``[3d]`` (query, key,
+  value stacked, each split into H heads of d/H); ``transformer.h.{i}.attn.c_proj.weight``
+  ``[d, d]``, ``.bias``; ``transformer.h.{i}.ln_2.*``; ``transformer.h.{i}.mlp.c_fc.weight``
+  ``[4d, d]`` (any hidden width), ``.bias``; ``transformer.h.{i}.mlp.c_proj.weight``
+  ``[d, 4d]``, ``.bias``,
+* ``transformer.ln_f.weight``, ``.bias`` ``[d]``; ``lm_head.weight`` ``[V, d]`` (optional).
+
+The number of heads H is not in the shapes: ``heads`` (``--heads``) or the header's
+``__metadata__`` entry ``n_head``. The 1/√d_h score scale is applied exactly, so d_h must be a
+perfect square (4, 16, 64, …; otherwise fold the scale into the query weights and save with
+d_h's scale 1, ``n_head`` alone). Layer norms use eps = 1/100000 (PyTorch's default 1e-5) unless
+the metadata gives ``ln_eps`` as a decimal. In the IR the stream has 2d + 1 lanes: the residual
+in the first d, each layer norm writes its normalisation into the next d (a branch layer norm),
+which is what attention, MLP and unembedding read, and the constant 1 for the attention biases;
+they write back into the first d.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from gmpy2 import mpq
 
 from exactmem.errors import InputError
-from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
+from exactmem.model import (
+    MLP,
+    Affine,
+    Attention,
+    AttentionHead,
+    LayerNorm,
+    PositionalEncoding,
+    Transformer,
+)
 from exactmem.safetensors_io import DyadicTensor, read_safetensors
 
 __all__ = ["ARCHITECTURES", "affine_of", "import_checkpoint"]
@@ -72,6 +136,23 @@ def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
         cols = np.flatnonzero(nz[lo : lo + cols_n])
         rows.append(tuple((int(j), int(m[lo + j]) << int(shift[lo + j])) for j in cols))
     return Affine(cols_n, tuple(rows), (0,) * rows_n, 1 << k, names)
+
+
+def affine_biased(w: DyadicTensor, b: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
+    """``x ↦ w x + b`` exactly, over one power-of-two denominator (``w`` ``[out, in]``, ``b``
+    ``[out]``): the bias is read as one more column of the weight."""
+    out, cols = w.shape
+    joined = DyadicTensor(
+        w.name,
+        w.dtype,
+        (out, cols + 1),
+        np.concatenate([w.mantissa.reshape(out, cols), b.mantissa.reshape(out, 1)], 1).ravel(),
+        np.concatenate([w.exponent.reshape(out, cols), b.exponent.reshape(out, 1)], 1).ravel(),
+    )
+    a = affine_of(joined)
+    rows = tuple(tuple(t for t in row if t[0] < cols) for row in a.rows)
+    bias = tuple(dict(row).get(cols, 0) for row in a.rows)
+    return Affine(cols, rows, bias, a.denominator, names)
 
 
 class _Tensors:
@@ -192,6 +273,30 @@ def _dana(ts: _Tensors, meta: dict) -> Transformer:
     return Transformer(N, (positions, attention), embed, unembed, meta, token_inputs=True)
 
 
+def _heads(heads: int | None, file_meta: dict, where: str) -> int | None:
+    if heads is not None:
+        return heads
+    raw = file_meta.get("n_head")
+    if raw is None:
+        return None
+    if not raw.isdigit() or len(raw) > 6:
+        raise InputError(f"{where}: __metadata__ n_head = {raw[:20]!r} is not a head count")
+    return int(raw)
+
+
+def _eps(file_meta: dict, where: str) -> mpq | None:
+    raw = file_meta.get("ln_eps")
+    if raw is None:
+        return None
+    try:
+        eps = mpq(Fraction(raw[:40]))
+    except (ValueError, ZeroDivisionError):
+        raise InputError(f"{where}: __metadata__ ln_eps = {raw[:20]!r} is not a number") from None
+    if not eps > 0:
+        raise InputError(f"{where}: __metadata__ ln_eps must be positive")
+    return eps
+
+
 def _transpose(a: Affine, names: tuple[str, ...]) -> Affine:
     cols: list[list[tuple[int, int]]] = [[] for _ in range(a.in_dim)]
     for i, row in enumerate(a.rows):
@@ -200,16 +305,232 @@ def _transpose(a: Affine, names: tuple[str, ...]) -> Affine:
     return Affine(a.out_dim, tuple(tuple(c) for c in cols), (0,) * a.in_dim, a.denominator, names)
 
 
-ARCHITECTURES: dict[str, tuple[str, Callable[[_Tensors, dict], Transformer]]] = {
+def _optional_bias(ts: _Tensors, name: str, rows: int) -> DyadicTensor | None:
+    return ts.take(name, (rows,)) if name in ts.tensors else None
+
+
+def _map(ts: _Tensors, name: str, cols: int, rows: int | None = None) -> Affine:
+    """``name.weight`` (and ``name.bias`` when present) as an exact affine map."""
+    w = ts.take(f"{name}.weight", (rows, cols))
+    b = _optional_bias(ts, f"{name}.bias", w.shape[0])
+    return affine_of(w) if b is None else affine_biased(w, b)
+
+
+def _place(
+    a: Affine,
+    width: int,
+    col: int = 0,
+    row: int = 0,
+    rows: int | None = None,
+    one: int | None = None,
+) -> Affine:
+    """``a`` on a stream of ``width`` lanes: reading from lane ``col`` on, writing from lane
+    ``row`` on, into ``rows`` output lanes in all (the others zero). With ``one``, the bias
+    becomes the coefficient of lane ``one``, which holds the constant 1: attention maps are
+    linear in the IR, so an affine query, key, value or output map reads its bias there."""
+    total = a.out_dim + row if rows is None else rows
+    placed: list = [()] * total
+    bias = [0] * total
+    for i, r in enumerate(a.rows):
+        entries = tuple((j + col, c) for j, c in r)
+        if one is not None:
+            entries += ((one, a.bias[i]),) if a.bias[i] else ()
+        else:
+            bias[row + i] = a.bias[i]
+        placed[row + i] = entries
+    return Affine(width, tuple(placed), tuple(bias), a.denominator)
+
+
+def _carrying_one(v: Affine, one: int) -> Affine:
+    """Value map ``v`` with one more output, the constant lane ``one`` itself (softmax weights
+    sum to 1, so it stays exactly 1 after mixing: the output map reads its bias there)."""
+    return Affine(v.in_dim, (*v.rows, ((one, v.denominator),)), (*v.bias, 0), v.denominator)
+
+
+def _embedding_with_one(emb: DyadicTensor, tokens: int, width: int) -> Affine:
+    """The token table into the first lanes of a ``width``-lane stream whose last lane is the
+    constant 1."""
+    table = _place(_transpose(affine_of(emb), names=()), tokens, rows=width)
+    bias = (*table.bias[:-1], table.denominator)
+    return Affine(tokens, table.rows, bias, table.denominator)
+
+
+def _positions(pos: DyadicTensor, d: int, width: int) -> PositionalEncoding:
+    return PositionalEncoding(
+        tuple(
+            tuple(pos.value(k * d + i) if i < d else mpq(0) for i in range(width))
+            for k in range(pos.shape[0])
+        ),
+        "pos",
+    )
+
+
+def _madden(ts: _Tensors, meta: dict) -> Transformer:
+    emb = ts.take("embed.weight", (None, None))
+    N, d = emb.shape
+    pos = ts.take("pos.weight", (None, d))
+    H = ts.heads()
+    width, one = 2 * d + 1, 2 * d
+    heads = []
+    for h in range(H):
+        q = _map(ts, f"attn.{h}.query", d)
+        k = _map(ts, f"attn.{h}.key", d, q.out_dim)
+        v = _place(_map(ts, f"attn.{h}.value", d), width, one=one)
+        w = ts.take(f"attn.{h}.output.weight", (d, v.out_dim))
+        bias = _optional_bias(ts, "attn.output.bias", d) if h == 0 else None  # added once
+        if bias is None:
+            o = _place(affine_of(w), v.out_dim, row=d, rows=width)
+        else:
+            o = _place(affine_biased(w, bias), v.out_dim + 1, row=d, rows=width, one=v.out_dim)
+            v = _carrying_one(v, one)
+        heads.append(AttentionHead(_place(q, width, one=one), _place(k, width, one=one), v, o))
+    attention = Attention(tuple(heads), "softmax", "attn", "causal")
+    fc = _map(ts, "fnn.fc", d)
+    proj = _map(ts, "fnn.proj", fc.out_dim)
+    fnn = MLP((_place(fc, width, col=d), proj), residual=False, label="fnn", activation="gelu")
+    embed = _embedding_with_one(emb, N, width)
+    return Transformer(
+        N, (_positions(pos, d, width), attention, fnn), embed, None, meta, token_inputs=True
+    )
+
+
+def _rows(a: Affine, lo: int, hi: int, scale: int = 1) -> Affine:
+    """Rows lo … hi − 1 of ``a``, divided by ``scale`` (exactly: a larger denominator)."""
+    return Affine(a.in_dim, a.rows[lo:hi], a.bias[lo:hi], a.denominator * scale)
+
+
+def _cols(a: Affine, lo: int, hi: int, with_bias: bool) -> Affine:
+    """``a`` restricted to its input columns lo … hi − 1 (renumbered from 0), with or without
+    its bias."""
+    rows = tuple(tuple((j - lo, c) for j, c in r if lo <= j < hi) for r in a.rows)
+    bias = a.bias if with_bias else (0,) * a.out_dim
+    return Affine(hi - lo, rows, bias, a.denominator)
+
+
+def _norm(ts: _Tensors, name: str, d: int, eps: mpq, label: str) -> LayerNorm:
+    gain = ts.take(f"{name}.weight", (d,))
+    bias = ts.take(f"{name}.bias", (d,))
+    return LayerNorm(tuple(gain.values()), tuple(bias.values()), eps, label, source=0, target=d)
+
+
+def _gpt(ts: _Tensors, meta: dict, heads: int | None = None, eps: mpq | None = None):
+    wte = ts.take("transformer.wte.weight", (None, None))
+    V, d = wte.shape
+    wpe = ts.take("transformer.wpe.weight", (None, d))
+    H = heads
+    if H is None or H < 1 or d % H:
+        raise InputError(
+            f"{ts.where}: the number of heads must divide d = {d} (got {H}; give --heads H or "
+            "the __metadata__ entry n_head)"
+        )
+    dh = d // H
+    root = math.isqrt(dh)
+    if root * root != dh:
+        raise InputError(
+            f"{ts.where}: head dimension d/H = {dh} is not a perfect square, so 1/√d_h is "
+            "irrational: fold it into the query weights of c_attn and save them scaled"
+        )
+    eps = mpq(1, 100000) if eps is None else eps
+    width, one = 2 * d + 1, 2 * d
+    sublayers: list = [_positions(wpe, d, width)]
+    i = 0
+    while f"transformer.h.{i}.ln_1.weight" in ts.tensors:
+        at = f"transformer.h.{i}"
+        sublayers.append(_norm(ts, f"{at}.ln_1", d, eps, f"h.{i}.ln_1"))
+        qkv = _map(ts, f"{at}.attn.c_attn", d, 3 * d)
+        proj = _map(ts, f"{at}.attn.c_proj", d, d)
+        attn_heads = []
+        for h in range(H):
+            lo = h * dh
+            value = _place(_rows(qkv, 2 * d + lo, 2 * d + lo + dh), width, col=d, one=one)
+            if h == 0:  # c_proj's bias, added once: read from the constant carried by head 0
+                value = _carrying_one(value, one)
+                out = _place(_cols(proj, lo, lo + dh, True), dh + 1, rows=width, one=dh)
+            else:
+                out = _place(_cols(proj, lo, lo + dh, False), dh, rows=width)
+            attn_heads.append(
+                AttentionHead(
+                    _place(_rows(qkv, lo, lo + dh, root), width, col=d, one=one),
+                    _place(_rows(qkv, d + lo, d + lo + dh), width, col=d, one=one),
+                    value,
+                    out,
+                )
+            )
+        sublayers.append(Attention(tuple(attn_heads), "softmax", f"h.{i}.attn", "causal"))
+        sublayers.append(_norm(ts, f"{at}.ln_2", d, eps, f"h.{i}.ln_2"))
+        fc = _map(ts, f"{at}.mlp.c_fc", d)
+        down = _map(ts, f"{at}.mlp.c_proj", fc.out_dim, d)
+        sublayers.append(
+            MLP(
+                (_place(fc, width, col=d), _place(down, fc.out_dim, rows=width)),
+                residual=True,
+                label=f"h.{i}.mlp",
+                activation="gelu",
+            )
+        )
+        i += 1
+    if i == 0:
+        raise InputError(f"{ts.where}: no blocks (tensor 'transformer.h.0.ln_1.weight')")
+    sublayers.append(_norm(ts, "transformer.ln_f", d, eps, "ln_f"))
+    tied = "lm_head.weight" not in ts.tensors
+    head = wte if tied else ts.take("lm_head.weight", (None, d))
+    unembed = _place(affine_of(head), width, col=d)
+    embed = _embedding_with_one(wte, V, width)
+    meta["options"]["tied"] = tied
+    meta["options"]["heads"] = H
+    return Transformer(V, tuple(sublayers), embed, unembed, meta, token_inputs=True)
+
+
+def _ks_blocks(ts: _Tensors, stack: str, m: int) -> list[MLP]:
+    blocks = []
+    i = 0
+    while f"{stack}.{i}.fc.weight" in ts.tensors:
+        fc = ts.take(f"{stack}.{i}.fc.weight", (None, m))
+        q = fc.shape[0]
+        first = affine_biased(fc, ts.take(f"{stack}.{i}.fc.bias", (q,)))
+        proj = ts.take(f"{stack}.{i}.proj.weight", (m, q))
+        second = affine_biased(proj, ts.take(f"{stack}.{i}.proj.bias", (m,)))
+        blocks.append(MLP((first, second), residual=True, label=f"{stack}.{i}"))
+        i += 1
+    return blocks
+
+
+def _ks(ts: _Tensors, meta: dict) -> Transformer:
+    emb = ts.take("embed.weight", (None, None))
+    N, m = emb.shape
+    ff1 = _ks_blocks(ts, "ff1", m)
+    ff2 = _ks_blocks(ts, "ff2", m)
+    if len(ff1) != len(ff2):
+        raise InputError(
+            f"{ts.where}: {len(ff1)} blocks ff1.* but {len(ff2)} blocks ff2.* (the model has "
+            "L of each)"
+        )
+    value = ts.take("attn.value.weight", (None, m))
+    output = ts.take("attn.output.weight", (m, value.shape[0]))
+    zero = Affine(m, ((),), (0,))
+    head = AttentionHead(zero, zero, affine_of(value), affine_of(output))
+    attention = Attention((head,), "uniform", "ua")
+    W = ts.take("unembed.weight", (None, m))
+    unembed = affine_biased(W, ts.take("unembed.bias", (W.shape[0],)))
+    embed = _transpose(affine_of(emb), names=())
+    sublayers = (*ff1, attention, *ff2)
+    return Transformer(N, sublayers, embed, unembed, meta, token_inputs=True)
+
+
+ARCHITECTURES: dict[str, tuple[str, Callable[..., Transformer]]] = {
     "mahdavi24": ("Mahdavi et al. 2024: one multi-head attention layer on vectors", _mahdavi),
     "dana25": ("Dana et al. 2025: attention-only Transformer on token ids", _dana),
+    "ks25": ("Kajitsuka & Sato 2025 (eq. 165): ReLU blocks, uniform attention, ReLU blocks", _ks),
+    "madden24": ("Madden et al. 2024: one-layer decoder, causal attention, GELU FNN", _madden),
+    "gpt": ("GPT-style pre-norm decoder (nanoGPT names): LayerNorm, causal MHA, GELU", _gpt),
 }
 
 
-def import_checkpoint(path: str | Path, arch: str) -> Transformer:
+def import_checkpoint(path: str | Path, arch: str, *, heads: int | None = None) -> Transformer:
     """The model of a safetensors checkpoint of architecture ``arch`` (see the module
     docstring), every weight exact. Its ``meta`` records the architecture and the checkpoint's
-    dtypes as labels."""
+    dtypes as labels. ``heads``: the number of heads of a ``gpt`` checkpoint (else its
+    ``__metadata__`` entry ``n_head``)."""
     if arch not in ARCHITECTURES:
         raise InputError(f"--arch {arch!r} is unknown; available: {', '.join(ARCHITECTURES)}")
     tensors, file_meta = read_safetensors(path)
@@ -219,6 +540,11 @@ def import_checkpoint(path: str | Path, arch: str) -> Transformer:
         "theorem": "trained weights, imported exactly (no construction's promise)",
         "options": {"arch": arch, "dtypes": sorted({t.dtype for t in tensors.values()})},
     }
-    model = ARCHITECTURES[arch][1](ts, meta)
+    if arch == "gpt":
+        model = _gpt(ts, meta, _heads(heads, file_meta, ts.where), _eps(file_meta, ts.where))
+    else:
+        if heads is not None:
+            raise InputError(f"--heads is for --arch gpt (the heads of {arch} are its tensors)")
+        model = ARCHITECTURES[arch][1](ts, meta)
     ts.finish()
     return model

@@ -201,6 +201,9 @@ def _limits(args: argparse.Namespace):
 ARCHITECTURES = {
     "mahdavi24": "Mahdavi et al. 2024: one multi-head attention layer on vectors",
     "dana25": "Dana et al. 2025: attention-only Transformer on token ids",
+    "ks25": "Kajitsuka & Sato 2025 (eq. 165): ReLU blocks, uniform attention, ReLU blocks",
+    "madden24": "Madden et al. 2024: one-layer decoder, causal attention, GELU FNN",
+    "gpt": "GPT-style pre-norm decoder (nanoGPT names): LayerNorm, causal MHA, GELU",
 }
 
 
@@ -225,10 +228,44 @@ def _add_import(sub) -> None:
         help="its architecture: " + ", ".join(ARCHITECTURES),
     )
     im.add_argument("--out", required=True, metavar="MODEL", help="model file to write")
+    im.add_argument(
+        "--heads",
+        type=int,
+        metavar="H",
+        help="number of attention heads of a gpt checkpoint (default: its __metadata__ n_head)",
+    )
     im.add_argument("--quiet", action="store_true", help="no progress on stderr")
     im.add_argument("--json", action="store_true", help=JSON_WRITTEN)
     _add_limits(im)
     im.set_defaults(func=_command("import_"))
+
+
+TRAIN_EXPERIMENTS = ("dana", "mahdavi", "madden", "ks25")
+
+
+def _add_train(sub) -> None:
+    tr = sub.add_parser(
+        "train",
+        help="train the papers' small experiments (PyTorch: the [train] extra) and certify them",
+        description="Train the models of a paper's experiment on CPU (seeded, deterministic "
+        "where PyTorch allows, one thread), save each as a safetensors checkpoint, import it "
+        "exactly and certify its argmax labels. Writes DIR/datasets/*.json, "
+        "DIR/checkpoints/*.safetensors, DIR/results.csv (one line per model: float accuracy, "
+        "certified or not, smallest certified margin) and DIR/constructed.csv (the exact "
+        "construction's parameters beside the smallest model certified to memorize). Needs "
+        "pip install 'exactmem[train]'.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tr.add_argument(
+        "--experiment", required=True, choices=TRAIN_EXPERIMENTS, help="which paper's experiment"
+    )
+    tr.add_argument("--quick", action="store_true", help="a small grid (under a minute)")
+    tr.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default 0)")
+    tr.add_argument("--out", required=True, metavar="DIR", help="directory to write")
+    tr.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    tr.add_argument("--json", action="store_true", help="the results as JSON on stdout")
+    tr.set_defaults(func=_command("train"))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -362,6 +399,7 @@ def parser() -> argparse.ArgumentParser:
     v.set_defaults(func=_command("verify"))
 
     _add_import(sub)
+    _add_train(sub)
 
     bo = sub.add_parser(
         "bounds",

@@ -93,6 +93,7 @@ def _sublayer_json(s: MLP | Attention | PositionalEncoding | LayerNorm) -> dict:
             "gain": [_rational_json(v) for v in s.gain],
             "bias": [_rational_json(v) for v in s.bias],
             "eps": _rational_json(s.eps),
+            **({} if s.target is None else {"source": s.source, "target": s.target}),
         }
     if isinstance(s, PositionalEncoding):
         return {
@@ -178,7 +179,7 @@ SUBLAYER_FIELDS = {
     "mlp": ("kind", "label", "residual", "meta", "layers", "probes", "activation"),
     "attention": ("kind", "label", "score", "mask", "heads"),
     "positional": ("kind", "label", "table"),
-    "layernorm": ("kind", "label", "gain", "bias", "eps"),
+    "layernorm": ("kind", "label", "gain", "bias", "eps", "source", "target"),
 }
 HEAD_FIELDS = ("query", "key", "value", "output")
 MODEL_FIELDS = ("input_dim", "embed", "unembed", "sublayers", "meta", "token_inputs")
@@ -281,7 +282,15 @@ def _layer_norm_from(obj: dict, label: str, where: str) -> LayerNorm:
     eps = _rational_from(_field(obj, "eps", list, where), f"{where}.eps")
     if not eps > 0:
         raise InputError(f"{where}.eps: must be positive (it keeps √(σ² + eps) away from 0)")
-    return _checked(lambda: LayerNorm(parts["gain"], parts["bias"], eps, label), where)
+    lanes = {}
+    for key in ("source", "target"):  # a branch layer norm (pre-norm): both or neither
+        if key in obj:
+            lanes[key] = _field(obj, key, int, where)
+            if isinstance(lanes[key], bool) or lanes[key] < 0:
+                raise InputError(f"{where}.{key}: must be a lane index ≥ 0")
+    if len(lanes) == 1:
+        raise InputError(f"{where}: 'source' and 'target' go together (a branch layer norm)")
+    return _checked(lambda: LayerNorm(parts["gain"], parts["bias"], eps, label, **lanes), where)
 
 
 def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncoding | LayerNorm:

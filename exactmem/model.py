@@ -226,18 +226,32 @@ class LayerNorm:
     variance of the column's ``width`` entries, as ``torch.nn.LayerNorm``.
 
     The square root is irrational unless σ² + eps is the square of a rational: the exact
-    evaluator computes it only then, and the Arb evaluator encloses it otherwise."""
+    evaluator computes it only then, and the Arb evaluator encloses it otherwise.
+
+    With ``source`` and ``target`` set (a *branch* layer norm, for pre-norm blocks) it reads
+    the ``width`` lanes from ``source`` on, writes their normalisation into the ``width`` lanes
+    from ``target`` on (replacing what they held) and leaves every other lane as it was: the
+    residual stream stays un-normalised and the next sub-layer reads the normalised copy, as
+    in x + Attn(LN(x)). Without them it normalises the whole stream."""
 
     gain: tuple[mpq, ...]
     bias: tuple[mpq, ...]
     eps: mpq
     label: str = ""
+    source: int | None = None
+    target: int | None = None
 
     def __post_init__(self) -> None:
         if len(self.gain) != len(self.bias) or not self.gain:
             raise ValueError("a layer norm needs gain and bias of the same positive width")
         if not mpq(self.eps) > 0:
             raise ValueError("a layer norm's eps must be positive")
+        if problem := branch_problem(self.source, self.target, len(self.gain), None):
+            raise ValueError(f"layer norm {self.label!r}: {problem}")
+
+    @property
+    def is_branch(self) -> bool:
+        return self.target is not None
 
     @property
     def width(self) -> int:
@@ -247,6 +261,25 @@ class LayerNorm:
 
 
 Sublayer = MLP | Attention | PositionalEncoding | LayerNorm
+
+
+def branch_problem(source: int | None, target: int | None, width: int, stream: int | None):
+    """What is wrong with a branch layer norm's lanes (None when nothing): both or neither of
+    ``source`` and ``target``, non-negative, disjoint, inside a stream of ``stream`` lanes."""
+    if (source is None) != (target is None):
+        return "source and target go together (a branch layer norm needs both)"
+    if source is None or target is None:
+        if stream is None or width == stream:
+            return None
+        return f"{width} entries, the stream has {stream}"
+    if source < 0 or target < 0:
+        return "source and target must be non-negative lanes"
+    if source < target + width and target < source + width:
+        return f"source lanes {source}.. and target lanes {target}.. overlap (width {width})"
+    top = max(source, target) + width
+    if stream is not None and top > stream:
+        return f"lanes up to {top - 1} do not fit the stream's {stream}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -282,7 +315,7 @@ class Transformer:
                 if s.width != width:
                     raise ValueError(f"positional encoding {s.label!r} does not fit width {width}")
             elif isinstance(s, LayerNorm):
-                if s.width != width:
+                if branch_problem(s.source, s.target, s.width, width):
                     raise ValueError(f"layer norm {s.label!r} does not fit width {width}")
             else:
                 for h in s.heads:
@@ -543,8 +576,8 @@ def shape_problem(
                 if len(row) != width:
                     return f"{path}.table[{k}]", f"{len(row)} entries, the stream has {width}"
         elif isinstance(s, LayerNorm):
-            if s.width != width:
-                return f"{path}.gain", f"{s.width} entries, the stream has {width}"
+            if problem := branch_problem(s.source, s.target, s.width, width):
+                return (f"{path}.gain" if s.source is None else f"{path}.target"), problem
             if len(s.bias) != s.width:
                 return f"{path}.bias", f"{len(s.bias)} entries, the gain has {s.width}"
             if not s.eps > 0:

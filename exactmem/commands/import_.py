@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out, "--out", [args.checkpoint])
     progress = Progress(not args.quiet)
     with progress.phase(f"reading {args.checkpoint} as {args.arch}"):
-        model = import_checkpoint(args.checkpoint, args.arch)
+        model = import_checkpoint(args.checkpoint, args.arch, heads=getattr(args, "heads", None))
     with progress.phase(f"writing {args.out}"):
         digest = save_model(model, args.out)
     res = resources(model)

@@ -84,7 +84,10 @@ def describe(model) -> list[dict]:
                 }
             )
         elif isinstance(s, LayerNorm):
-            records.append({"index": i, "kind": "layer norm", "label": s.label, "width": s.width})
+            records.append(
+                {"index": i, "kind": "layer norm", "label": s.label, "width": s.width}
+                | ({} if s.target is None else {"source": s.source, "target": s.target})
+            )
         else:
             records.append(
                 {

@@ -5,11 +5,13 @@ or Arb evaluation); its use is to show where the two disagree.
 Every weight is rounded to float64 (exact for the float32, float16 and bfloat16 weights of an
 imported checkpoint), then the model runs as in :mod:`exactmem.evaluate.softmax`: token-wise
 MLPs and affine maps, attention with uniform or softmax (max-subtracted) weights, hardmax with
-ties averaged, positional tables added.
+ties averaged, positional tables added; the causal mask and GELU (with the error function) as the
+ball evaluator has them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -52,11 +54,17 @@ def _attention(cache: _Cache, att: Attention, z: np.ndarray) -> np.ndarray:
     n = z.shape[1]
     keys_at = np.arange(n - 1) if att.mask == "context" and n > 1 else np.arange(n)
     out = z.copy()
+    # causal: query position j sees the keys 0..j only
+    seen = keys_at[:, None] <= np.arange(n)[None, :] if att.mask == "causal" else None
     for h in att.heads:
         q, k, v = (_apply(cache, m, z) for m in (h.query, h.key, h.value))
         scores = k[:, keys_at].T @ q  # [keys, queries]
+        if seen is not None:
+            scores = np.where(seen, scores, -np.inf)
         if att.score == "uniform":
             weights = np.full_like(scores, 1 / len(keys_at))
+            if seen is not None:
+                weights = seen / seen.sum(axis=0, keepdims=True)
         elif att.score == "softmax":
             e = np.exp(scores - scores.max(axis=0, keepdims=True))
             weights = e / e.sum(axis=0, keepdims=True)
@@ -67,12 +75,20 @@ def _attention(cache: _Cache, att: Attention, z: np.ndarray) -> np.ndarray:
     return out
 
 
+_erf = np.vectorize(math.erf, otypes=[float])
+
+
+def _gelu(h: np.ndarray) -> np.ndarray:
+    """GELU x·Φ(x) with the error function (as ``torch.nn.GELU()``), float64."""
+    return 0.5 * h * (1 + _erf(h / math.sqrt(2)))
+
+
 def _mlp(cache: _Cache, mlp: MLP, z: np.ndarray) -> np.ndarray:
     h = z
     for i, layer in enumerate(mlp.layers):
         h = _apply(cache, layer, h)
         if i < len(mlp.layers) - 1:
-            h = np.maximum(h, 0)
+            h = _gelu(h) if getattr(mlp, "activation", "relu") == "gelu" else np.maximum(h, 0)
     return z + h if mlp.residual else h
 
 

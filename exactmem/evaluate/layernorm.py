@@ -35,8 +35,22 @@ def rational_sqrt(value: mpq) -> mpq | None:
     return mpq(int(gmpy2.isqrt(p)), int(gmpy2.isqrt(q)))
 
 
+def _branch(ln: LayerNorm, column: Sequence, normalise) -> Sequence:
+    """A column through ``ln``: the whole of it, or (a branch layer norm) its source lanes
+    normalised into its target lanes, every other lane kept."""
+    if ln.source is None or ln.target is None:
+        return normalise(column)
+    out = list(column)
+    out[ln.target : ln.target + ln.width] = normalise(column[ln.source : ln.source + ln.width])
+    return out
+
+
 def layer_norm_exact(ln: LayerNorm, x: Sequence[mpq]) -> tuple[mpq, ...]:
     """The exact output, or :class:`InconclusiveError` when √(σ² + eps) is irrational."""
+    return tuple(_branch(ln, x, lambda v: _exact(ln, v)))
+
+
+def _exact(ln: LayerNorm, x: Sequence[mpq]) -> tuple[mpq, ...]:
     w = len(x)
     mean = sum(x, mpq(0)) / w
     centred = [v - mean for v in x]
@@ -52,6 +66,10 @@ def layer_norm_exact(ln: LayerNorm, x: Sequence[mpq]) -> tuple[mpq, ...]:
 
 def layer_norm_balls(ln: LayerNorm, x: Sequence[arb]) -> list[arb]:
     """Enclosures of the output from enclosures of the input (at the context's precision)."""
+    return list(_branch(ln, x, lambda v: _balls(ln, v)))
+
+
+def _balls(ln: LayerNorm, x: Sequence[arb]) -> list[arb]:
     w = len(x)
     mean = sum(x[1:], x[0]) / w
     centred = [v - mean for v in x]
@@ -65,6 +83,14 @@ def layer_norm_balls(ln: LayerNorm, x: Sequence[arb]) -> list[arb]:
 
 def layer_norm_floats(ln: LayerNorm, z: np.ndarray) -> np.ndarray:
     """float64 layer norm of every column of ``z`` (shape ``[width, positions]``)."""
+    if ln.source is None or ln.target is None:
+        return _floats(ln, z)
+    out = z.copy()
+    out[ln.target : ln.target + ln.width] = _floats(ln, z[ln.source : ln.source + ln.width])
+    return out
+
+
+def _floats(ln: LayerNorm, z: np.ndarray) -> np.ndarray:
     gain = np.array([float(g) for g in ln.gain])[:, None]
     bias = np.array([float(b) for b in ln.bias])[:, None]
     centred = z - z.mean(axis=0, keepdims=True)

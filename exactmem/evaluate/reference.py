@@ -529,7 +529,8 @@ def run(
         if isinstance(sub, LayerNorm):  # token-wise; exact only where the root is rational
             from exactmem.evaluate.layernorm import layer_norm_exact
 
-            X, den = _to_batch([layer_norm_exact(sub, c) for c in _columns(X, den)], sub.width)
+            cols = [layer_norm_exact(sub, c) for c in _columns(X, den)]
+            X, den = _to_batch(cols, len(cols[0]) if cols else sub.width)
             trace.streams.append(Stream(tuple(_stream_names(trace)), X, den, index))
             continue
         if isinstance(sub, PositionalEncoding) and n > len(sub.table):

@@ -230,8 +230,10 @@ def run_balls(
             elif isinstance(sub, LayerNorm):
                 seqs = [[layer_norm_balls(sub, c) for c in cols] for cols in seqs]
             else:
-                seqs = [_attention(sub, cols, only_last) for cols in seqs]
-                if only_last and si == last_attention:
+                # every column of an earlier attention layer feeds the later ones
+                final = only_last and si == last_attention
+                seqs = [_attention(sub, cols, final) for cols in seqs]
+                if final:
                     seqs = [cols[-1:] for cols in seqs]  # the judged column alone from here
         if model.unembed:
             seqs = [[_affine(model.unembed, c) for c in cols] for cols in seqs]
