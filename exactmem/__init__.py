@@ -21,10 +21,6 @@ import importlib
 import sys
 import types
 
-from exactmem import parallel as _parallel
-
-_parallel.configure()  # before any module imports numba (exactmem.parallel says why)
-
 __version__ = "0.1.0"
 
 # name → module that defines it; resolved on first access by __getattr__

@@ -78,6 +78,9 @@ def _load() -> Any:
     global _numba
     if _numba is None:
         _configure()
+        from exactmem.parallel import configure as threads_wait_passively
+
+        threads_wait_passively()  # before numba loads its threading layer (exactmem.parallel)
         import numba
         from numba.core import event
 

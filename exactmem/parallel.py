@@ -4,8 +4,9 @@ numba's OpenMP layer (GNU libgomp) lets idle threads spin for a while before the
 machine whose cores are busy with other work the spinning threads take the cores the working
 ones need, and the default ``--jobs`` (all cores) ran 2–3× slower than one job. Threads that
 sleep while they wait (``OMP_WAIT_POLICY=passive``) cost nothing when idle. Both settings are
-read once, when numba loads its threading layer, so they are set here, on import of the
-package, and only where the user has not set them: the user's environment wins.
+read once, when numba loads its threading layer, so they are set just before numba is
+imported (:mod:`exactmem.jit`), and only where the user has not set them: the user's
+environment wins.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ OPTION_NAMES = {  # claim options as formula names (Dana's H, d_h and model widt
     "option_heads": sympy.Integer(20),
     "option_head_dim": sympy.Integer(10),
     "option_d": sympy.Integer(10),
+    "option_width": sympy.Integer(12),  # Madden et al.'s FNN width m
 }
 NAME_SETS = [
     {

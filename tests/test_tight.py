@@ -107,8 +107,8 @@ def test_a_model_deepened_by_a_third_is_refuted_by_its_tight_depth_alone(monkeyp
     (claim,) = [c for c in CLAIMS if c.name == "vys_theorem_3_1"]
     built = proofs._build
 
-    def deepened(construction, dataset, options):
-        model, witness = built(construction, dataset, options)
+    def deepened(construction, dataset, options, progress=None):
+        model, witness = built(construction, dataset, options, progress)
         (mlp,) = model.sublayers
         assert mlp.out_dim == 1
         idle = Affine(1, (((0, 1),),), (0,))
