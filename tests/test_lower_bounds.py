@@ -132,6 +132,8 @@ def test_bounds_measure_small(capsys):
         "ks25-token-ids",
         "mahdavi24",
         "dana25",
+        "ks24",
+        "madden24",
     }
     assert all(m["verdict"] == "verified" for m in kinds.values())
     assert all(m["eq72_max_N"] >= 40 for m in kinds.values())
