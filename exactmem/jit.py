@@ -128,8 +128,13 @@ def _notice(listener: type) -> type:
 
 
 def njit(*args: Any, **kwargs: Any) -> Any:
-    """numba's ``njit``, cached on disk (``cache=True`` unless given)."""
+    """numba's ``njit``, cached on disk (``cache=True`` unless given), with numpy's error model
+    (``error_model="numpy"`` unless given): an integer division by zero gives 0 instead of
+    raising, so no kernel carries a raise branch per division (a part of the first run's compile
+    time, see docs/fast.md). No kernel divides by zero (its divisors are chunk counts ≥ 1, step
+    weights w > 0 and the non-zero remainders of a gcd loop), so no value changes."""
     kwargs.setdefault("cache", True)
+    kwargs.setdefault("error_model", "numpy")
     return _load().njit(*args, **kwargs)
 
 

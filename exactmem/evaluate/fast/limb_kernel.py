@@ -30,7 +30,10 @@ def _length(a, n):
     return n
 
 
-@njit(cache=True, inline="always")
+# The small helpers here are plain calls, not numba's ``inline="always"``: LLVM inlines them all
+# the same (the kernels run no slower), while numba's own inlining re-typed each body at every
+# call site — several seconds of the first run's compilation.
+@njit(cache=True)
 def _hi(HO, HW, s, c):
     """Where class c of shared slot s starts in the limb store (HB, HO, HW): slot s is a
     (classes × HW[s]) block of the buffer HB at HO[s]. Limb i of it is read as
@@ -80,7 +83,7 @@ def _put(R, u, x, lx, lr):
         R[u, i] = 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _may_record(u, lx, top, positive, lo_abs, hi_abs, lo_pos, lens, flags):
     """False when a value of lx limbs with top limb ``top`` can change none of unit u's
     extremes: decided by lengths and top limbs alone, before any limb-by-limb comparison."""
@@ -294,7 +297,7 @@ def _pair_diff(HB, HO, HW, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb):
     return _length(diff, nx + 1), sg
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _zlimb(HB, HO, HW, B, c, nb, pidx, pval, n, i):
     """Limb i of a patched value: the patched limb if any, else H's own (view creation in
     :func:`_shared_classes`)."""
