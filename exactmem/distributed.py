@@ -1,0 +1,257 @@
+"""Verification beyond one process: the token-wise sub-layers sharded over Dask workers.
+
+An MLP sub-layer acts on each distinct row of the residual stream alone, so its rows can be
+evaluated anywhere and merged. :class:`Cluster` splits them into shards that follow Stage I's
+key ranges — rows are ordered by the first pre-activation of the sub-layer's first layer (for
+the Vardi–Yehudai–Shamir memorizer, Theorem 3.1, that is the projection key ⟨v, x⟩), and a
+shard is a contiguous range of that order — so rows of one key class meet in one shard and
+the fast evaluator's class sharing survives. Each shard runs :func:`exactmem.evaluate.fast.mlp`
+on a worker; the parent merges values, probes and statistics over the least common
+denominator, as :func:`exactmem.evaluate.reference._mlp_parallel` does for its processes. The
+values are exact, so the certificate is the one a single process writes.
+
+The model travels once per worker, as the bytes of its own JSON file (scattered with
+``broadcast=True``); row values travel as int64 arrays or packed bytes, never as Python
+integers one by one. Dask is optional: ``pip install 'exactmem[dask]'``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from exactmem.errors import InputError
+from exactmem.evaluate.reference import Batch, LayerStat, _common, _reduce
+
+ROWS_PER_SHARD = 250_000  # a shard's rows: big enough to share classes, small enough to move
+
+_MISSING = (
+    "distributed verification needs Dask: pip install 'exactmem[dask]' "
+    "(the packages dask and distributed)"
+)
+
+
+def require_dask():
+    """``distributed``, or an :class:`InputError` (exit 2) naming the extra to install."""
+    try:
+        import distributed
+    except ImportError as exc:
+        raise InputError(_MISSING) from exc
+    return distributed
+
+
+# --------------------------------------------------------------------------- row values on the wire
+
+
+def pack_column(col: np.ndarray) -> tuple[str, object]:
+    """A column of integer numerators as a compact payload: int64 as is; else signed byte
+    lengths and little-endian magnitudes (no pickled Python integers)."""
+    if col.dtype != object:
+        return "i8", np.ascontiguousarray(col, np.int64)
+    ints = [int(v) for v in col]
+    sizes = [(abs(v).bit_length() + 7) // 8 for v in ints]
+    lengths = np.array([-s if v < 0 else s for v, s in zip(ints, sizes, strict=True)], np.int64)
+    mags = b"".join(abs(v).to_bytes(s, "little") for v, s in zip(ints, sizes, strict=True))
+    return "big", (lengths, mags)
+
+
+def unpack_column(payload: tuple[str, object]) -> np.ndarray:
+    kind, data = payload
+    if kind == "i8":
+        return np.asarray(data)
+    lengths, mags = data
+    out = np.empty(len(lengths), dtype=object)
+    at = 0
+    for i, m in enumerate(lengths.tolist()):
+        size = abs(m)
+        v = int.from_bytes(mags[at : at + size], "little")
+        out[i] = -v if m < 0 else v
+        at += size
+    return out
+
+
+def _pack(X: Batch) -> list:
+    return [pack_column(np.asarray(c)) for c in X]
+
+
+def _unpack(payloads: list) -> Batch:
+    return [unpack_column(p) for p in payloads]
+
+
+# --------------------------------------------------------------------------- worker side
+
+_MODELS: dict[str, object] = {}  # per worker process: the parsed model of each digest
+
+
+def _model_on_worker(text: bytes, digest: str):
+    from exactmem.io import model_from_json
+
+    if digest not in _MODELS:
+        _MODELS.clear()  # one model at a time: a worker's memory is the shard's
+        _MODELS[digest] = model_from_json(json.loads(text))
+    return _MODELS[digest]
+
+
+def _shard(text: bytes, digest: str, sub: int, X: list, den: int, size: int):
+    """One shard on a worker: the fast MLP step on its rows; values, statistics and probes."""
+    from exactmem.evaluate.fast import mlp as fast_mlp
+
+    model = _model_on_worker(text, digest)
+    probes: dict = {}
+
+    def keep(name, values, vden):
+        probes[name] = ([pack_column(np.asarray(values))], vden)
+
+    stats: list = []
+    out, oden = fast_mlp(model.sublayers[sub], _unpack(X), den, size, sub, keep, stats, jobs=1)
+    return _pack(out), oden, stats, {k: ([p for p in v[0]], v[1]) for k, v in probes.items()}
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+def key_order(mlp, X: Batch) -> np.ndarray:
+    """Rows in the order of the first pre-activation of the sub-layer's first layer (Stage I's
+    key for the VYS memorizer; its positive denominator and bias do not change the order)."""
+    size = len(X[0]) if X else 0
+    row = mlp.layers[0].rows[0] if mlp.layers and mlp.layers[0].rows else ()
+    if not row or size == 0:
+        return np.arange(size)
+    key = np.zeros(size, dtype=object)
+    for col, coeff in row:
+        key = key + np.asarray(X[col]).astype(object) * int(coeff)
+    return np.argsort(key, kind="stable")
+
+
+@dataclass
+class Cluster:
+    """A Dask client and the model scattered to its workers; :meth:`run` is an evaluator with
+    :func:`exactmem.evaluate.fast.run`'s signature whose MLP sub-layers run sharded."""
+
+    client: object
+    rows_per_shard: int = ROWS_PER_SHARD
+    own: list = field(default_factory=list)  # a LocalCluster this object started
+    _sent: dict = field(default_factory=dict)  # model digest → scattered bytes
+
+    @classmethod
+    def start(cls, workers: int | None = None, scheduler: str | None = None, **kw) -> Cluster:
+        """Connect to ``scheduler`` (an address), or start a LocalCluster of ``workers``
+        single-threaded processes."""
+        distributed = require_dask()
+        if scheduler is not None:
+            try:
+                return cls(distributed.Client(scheduler, timeout="20s"), **kw)
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from exc
+        local = distributed.LocalCluster(
+            n_workers=workers or 1,
+            processes=True,
+            threads_per_worker=1,
+            dashboard_address=None,
+            silence_logs=40,
+        )
+        return cls(distributed.Client(local), own=[local], **kw)
+
+    def close(self) -> None:
+        self.client.close()
+        for local in self.own:
+            local.close()
+        self.own.clear()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def workers(self) -> int:
+        return max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    def _model(self, model):
+        from exactmem.io import model_to_json
+
+        text = json.dumps(model_to_json(model), separators=(",", ":")).encode()
+        digest = hashlib.sha256(text).hexdigest()
+        if digest not in self._sent:
+            self._sent.clear()
+            self._sent[digest] = self.client.scatter(text, broadcast=True, hash=False)
+        return self._sent[digest], digest
+
+    def shards(self, size: int) -> int:
+        return max(1, min(size, max(self.workers, math.ceil(size / self.rows_per_shard))))
+
+    def mlp_step(self, model) -> Callable:
+        """An ``mlp_step`` for :func:`exactmem.evaluate.reference.run` on ``model``."""
+        text, digest = self._model(model)
+        sub_of = {id(s): i for i, s in enumerate(model.sublayers)}
+
+        def step(mlp, X, den, size, sub, on_probe, stats, progress=None, jobs=1):
+            if sub_of.get(id(mlp)) != sub:  # not the scattered model's sub-layer: run here
+                from exactmem.evaluate.fast import mlp as fast_mlp
+
+                return fast_mlp(mlp, X, den, size, sub, on_probe, stats, progress, jobs)
+            X = [np.asarray(X[j]) for j in range(len(X))]  # (a one-hot input: its columns)
+            order = key_order(mlp, X)
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(len(order))
+            k = self.shards(size)
+            bounds = [size * i // k for i in range(k + 1)]
+            if progress:
+                progress(
+                    f"{mlp.label or 'mlp'}: {len(mlp.layers)} layers on {size} inputs in {k} "
+                    f"shards on {self.workers} Dask workers"
+                )
+            futures = [
+                self.client.submit(
+                    _shard, text, digest, sub, _pack([x[order[a:b]] for x in X]), den, b - a,
+                    pure=False,
+                )
+                for a, b in zip(bounds, bounds[1:], strict=False)
+                if b > a
+            ]
+            results = self.client.gather(futures)
+            return merge(results, size, inverse, on_probe, stats)
+
+        return step
+
+    def run(self, model, vocab, sequences, **kw):
+        """:func:`exactmem.evaluate.fast.run` with the MLP sub-layers sharded on the cluster."""
+        from exactmem.evaluate import reference
+        from exactmem.evaluate.fast import mix
+
+        kw.pop("mlp_step", None)
+        return reference.run(
+            model, vocab, sequences, mlp_step=self.mlp_step(model), mix_step=mix, **kw
+        )
+
+
+def merge(results: list, size: int, inverse: np.ndarray, on_probe, stats: list):
+    """Per-shard (values, den, statistics, probes), in key order, back to row order: values
+    over the least common denominator, statistics per layer (zeros summed, smallest non-zero
+    |pre-activation| the least), probes handed on whole."""
+    parts = [(_unpack(r[0]), r[1]) for r in results]
+    X_out, den_out = _common(parts)
+    for layer_stats in zip(*[r[2] for r in results], strict=True):
+        mins = [s.min_nonzero for s in layer_stats if s.min_nonzero is not None]
+        first = layer_stats[0]
+        stats.append(
+            LayerStat(
+                first.sublayer,
+                first.layer,
+                first.units,
+                size,
+                sum(s.zeros for s in layer_stats),
+                min(mins) if mins else None,
+            )
+        )
+    for name in results[0][3]:
+        chunks = [([unpack_column(r[3][name][0][0])], r[3][name][1]) for r in results]
+        values, vden = _common(chunks)
+        on_probe(name, values[0][inverse], vden)
+    return _reduce([x[inverse] for x in X_out], den_out)

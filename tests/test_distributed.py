@@ -1,0 +1,96 @@
+"""Sharded verification on Dask (exactmem.distributed): the certificate of a LocalCluster of two
+worker processes is the single process's, check for check and figure for figure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import exactmem
+from exactmem.certify import certificate_json, certify
+from exactmem.data import random_points
+from exactmem.distributed import key_order, pack_column, unpack_column
+from exactmem.errors import InputError
+from exactmem.sequences import random_sequences
+
+distributed = pytest.importorskip("distributed")
+
+
+def _content(cert) -> dict:
+    content = certificate_json(cert)
+    content["subject"].pop("argv", None)
+    return content
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from exactmem.distributed import Cluster
+
+    with Cluster.start(workers=2, rows_per_shard=40) as c:
+        yield c
+
+
+def test_packed_columns_round_trip_big_and_small():
+    big = np.array([0, -1, 2**200, -(3**90), 7], dtype=object)
+    back = unpack_column(pack_column(big))
+    assert back.dtype == object and back.tolist() == big.tolist()
+    small = np.array([3, -4, 0], dtype=np.int64)
+    assert unpack_column(pack_column(small)).tolist() == [3, -4, 0]
+
+
+@pytest.mark.parametrize(
+    "construction, make",
+    [
+        ("vys", lambda: random_points(300, 3, 4, seed=5)),
+        ("ks25-next-token", lambda: random_sequences(200, 4, 3, 12, 3, seed=2)),
+    ],
+)
+def test_sharded_certificate_is_the_single_process_one(cluster, construction, make):
+    dataset = make()
+    model = exactmem.build(dataset, construction, seed=1)
+    alone = certify(model, dataset, construction=construction, jobs=1)
+    sharded = certify(model, dataset, construction=construction, jobs=1, cluster=cluster)
+    assert alone.verdict == "verified"
+    assert cluster.shards(dataset.size) > 1  # the rows really travel in several shards
+    assert _content(sharded) == _content(alone)
+
+
+def test_sharded_run_refutes_a_broken_model_as_one_process_does(cluster):
+    from exactmem.io import model_from_json, model_to_json
+
+    dataset = random_points(120, 3, 4, seed=6)
+    good = exactmem.build(dataset, "vys", seed=1)
+    obj = model_to_json(good)
+    last = obj["sublayers"][0]["layers"][-1]
+    last["bias"] = [hex(int(b, 0) + 1) for b in last["bias"]]  # every output moved by one
+    bad = model_from_json(obj)
+    alone = certify(bad, dataset, construction="vys", jobs=1)
+    sharded = certify(bad, dataset, construction="vys", jobs=1, cluster=cluster)
+    assert alone.verdict == "refuted"
+    assert _content(sharded) == _content(alone)
+
+
+def test_key_order_sorts_rows_by_the_first_pre_activation():
+    from exactmem.model import MLP, Affine
+
+    layer = Affine(2, (((0, 2), (1, -1)),), (0,))
+    mlp = MLP((layer,), residual=False)
+    X = [np.array([1, 0, 5], dtype=object), np.array([0, 3, 1], dtype=object)]
+    assert key_order(mlp, X).tolist() == [1, 0, 2]  # keys 2, -3, 9
+
+
+def test_missing_dask_names_the_extra(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_dask(name, *args, **kw):
+        if name == "distributed":
+            raise ImportError(name)
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    from exactmem.distributed import require_dask
+
+    with pytest.raises(InputError, match=r"exactmem\[dask\]"):
+        require_dask()
