@@ -209,7 +209,13 @@ class Cluster:
                 )
             futures = [
                 self.client.submit(
-                    _shard, text, digest, sub, _pack([x[order[a:b]] for x in X]), den, b - a,
+                    _shard,
+                    text,
+                    digest,
+                    sub,
+                    _pack([x[order[a:b]] for x in X]),
+                    den,
+                    b - a,
                     pure=False,
                 )
                 for a, b in zip(bounds, bounds[1:], strict=False)

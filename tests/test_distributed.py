@@ -94,3 +94,70 @@ def test_missing_dask_names_the_extra(monkeypatch):
 
     with pytest.raises(InputError, match=r"exactmem\[dask\]"):
         require_dask()
+
+
+def _verify(*argv: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1])}
+    return subprocess.run(
+        [sys.executable, "-m", "exactmem", "verify", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def test_cli_processes_with_the_reference_evaluator_is_a_usage_error(tmp_path):
+    done = _verify("m.json", "--data", "d.json", "--evaluator", "reference", "--processes")
+    assert done.returncode == 2
+    assert "--processes and --scheduler shard the fast evaluator" in done.stderr
+
+
+def test_cli_processes_and_scheduler_exclude_each_other():
+    done = _verify("m.json", "--data", "d.json", "--processes", "--scheduler", "tcp://x:1")
+    assert done.returncode == 2 and "not allowed with" in done.stderr
+
+
+@pytest.mark.slow
+def test_cli_processes_writes_the_single_process_certificate(tmp_path):
+    import json
+
+    from exactmem.data import save_dataset
+    from exactmem.io import save_model
+
+    dataset = random_points(200, 3, 4, seed=8)
+    save_dataset(dataset, tmp_path / "d.json")
+    save_model(exactmem.build(dataset, "vys", seed=1), tmp_path / "m.json")
+    runs = []
+    for extra in (["--jobs", "1"], ["--jobs", "2", "--processes"]):
+        done = _verify(
+            str(tmp_path / "m.json"),
+            "--data",
+            str(tmp_path / "d.json"),
+            "--construction",
+            "vys",
+            "--json",
+            "--quiet",
+            *extra,
+        )
+        assert done.returncode == 0, done.stderr
+        content = json.loads(done.stdout)
+        content["subject"].pop("argv")
+        runs.append(content)
+    assert runs[0] == runs[1]
+
+
+def test_an_existing_cluster_by_its_address(cluster):
+    from exactmem.distributed import Cluster
+
+    dataset = random_points(90, 2, 3, seed=4)
+    model = exactmem.build(dataset, "vys", seed=1)
+    alone = certify(model, dataset, construction="vys", jobs=1)
+    with Cluster.start(scheduler=cluster.client.scheduler.address, rows_per_shard=30) as there:
+        assert there.workers == 2 and not there.own
+        sharded = certify(model, dataset, construction="vys", jobs=1, cluster=there)
+    assert _content(sharded) == _content(alone)
