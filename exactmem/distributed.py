@@ -10,16 +10,17 @@ on a worker; the parent merges values, probes and statistics over the least comm
 denominator, as :func:`exactmem.evaluate.reference._mlp_parallel` does for its processes. The
 values are exact, so the certificate is the one a single process writes.
 
-The model travels once per worker, as the bytes of its own JSON file (scattered with
-``broadcast=True``); row values travel as int64 arrays or packed bytes, never as Python
-integers one by one. Dask is optional: ``pip install 'exactmem[dask]'``.
+The model travels once per worker, as the bytes of its own ``.exm`` container file (scattered
+with ``broadcast=True``; read back through the container's checks); row values travel as int64
+arrays or packed bytes, never as Python integers one by one. Dask is optional:
+``pip install 'exactmem[dask]'``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -88,13 +89,35 @@ def _unpack(payloads: list) -> Batch:
 _MODELS: dict[str, object] = {}  # per worker process: the parsed model of each digest
 
 
-def _model_on_worker(text: bytes, digest: str):
-    from exactmem.io import model_from_json
-
+def _model_on_worker(blob: bytes, digest: str):
+    """The model of the scattered container bytes, read (and its hash checked) once."""
     if digest not in _MODELS:
         _MODELS.clear()  # one model at a time: a worker's memory is the shard's
-        _MODELS[digest] = model_from_json(json.loads(text))
+        _MODELS[digest] = model_from_bytes(blob)
     return _MODELS[digest]
+
+
+def model_bytes(model) -> tuple[bytes, str]:
+    """The model as the bytes of its ``.exm`` container file (exactmem.container: arrays of
+    integers, big ones packed) and its SHA-256."""
+    from exactmem.io import save_model
+
+    with tempfile.TemporaryDirectory(prefix="exactmem-dask-") as folder:
+        path = os.path.join(folder, "model.exm")
+        digest = save_model(model, path)
+        with open(path, "rb") as f:
+            return f.read(), digest
+
+
+def model_from_bytes(blob: bytes):
+    """:func:`model_bytes` read back through the container's checks (hash included)."""
+    from exactmem.io import load_model
+
+    with tempfile.TemporaryDirectory(prefix="exactmem-dask-") as folder:
+        path = os.path.join(folder, "model.exm")
+        with open(path, "wb") as f:
+            f.write(blob)
+        return load_model(path)[0]
 
 
 def _shard(text: bytes, digest: str, sub: int, X: list, den: int, size: int):
@@ -174,13 +197,10 @@ class Cluster:
         return max(1, len(self.client.scheduler_info().get("workers", {})))
 
     def _model(self, model):
-        from exactmem.io import model_to_json
-
-        text = json.dumps(model_to_json(model), separators=(",", ":")).encode()
-        digest = hashlib.sha256(text).hexdigest()
+        blob, digest = model_bytes(model)
         if digest not in self._sent:
             self._sent.clear()
-            self._sent[digest] = self.client.scatter(text, broadcast=True, hash=False)
+            self._sent[digest] = self.client.scatter(blob, broadcast=True, hash=False)
         return self._sent[digest], digest
 
     def shards(self, size: int) -> int:

@@ -161,3 +161,15 @@ def test_an_existing_cluster_by_its_address(cluster):
         assert there.workers == 2 and not there.own
         sharded = certify(model, dataset, construction="vys", jobs=1, cluster=there)
     assert _content(sharded) == _content(alone)
+
+
+def test_the_model_travels_as_container_bytes_checked_on_arrival():
+    from exactmem.distributed import model_bytes, model_from_bytes
+    from exactmem.io import model_hash
+
+    model = exactmem.build(random_points(40, 2, 3, seed=2), "vys", seed=1)
+    blob, digest = model_bytes(model)
+    assert blob.startswith(b"EXMB")  # the binary container, not JSON text
+    assert digest == model_hash(model) == model_hash(model_from_bytes(blob))
+    with pytest.raises(InputError):
+        model_from_bytes(blob[: len(blob) // 2])  # truncated on the way: refused, named
