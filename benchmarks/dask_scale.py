@@ -46,13 +46,13 @@ def main() -> None:
     ap.add_argument("data")
     ap.add_argument("--construction", default="vys")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--skip-one", action="store_true", help="only the Dask run")
     args = ap.parse_args()
     base = [sys.executable, "-m", "exactmem", "verify", args.model, "--data", args.data]
     base += ["--construction", args.construction, "--quiet"]
-    for label, extra in (
-        ("one process", ["--jobs", "1"]),
-        (f"{args.jobs} Dask workers", ["--jobs", str(args.jobs), "--processes"]),
-    ):
+    runs = [("one process", ["--jobs", "1"])] * (not args.skip_one)
+    runs.append((f"{args.jobs} Dask workers", ["--jobs", str(args.jobs), "--processes"]))
+    for label, extra in runs:
         wall, code, peaks = measure(base + extra)
         big = sorted(((k, r) for k, r in peaks.values() if r > 50 << 20), key=lambda t: t[0])
         rss = ", ".join(f"{k} {r / 2**30:.2f} GiB" for k, r in big)

@@ -120,19 +120,49 @@ def model_from_bytes(blob: bytes):
         return load_model(path)[0]
 
 
-def _shard(text: bytes, digest: str, sub: int, X: list, den: int, size: int):
-    """One shard on a worker: the fast MLP step on its rows; values, statistics and probes."""
+def _fold_specs(folds) -> list[tuple[str, str, int]]:
+    """What a worker needs to make the folds afresh: (kind, prefix, steps or K)."""
+    from exactmem.verify import MatchFold, StepFold
+
+    specs = []
+    for f in folds:
+        if isinstance(f, StepFold):
+            specs.append(("step", f.prefix, f.steps))
+        elif isinstance(f, MatchFold):
+            specs.append(("match", f.prefix, f.K))
+    return specs
+
+
+def _make_folds(specs) -> list:
+    from exactmem.verify import MatchFold, StepFold
+
+    return [StepFold(p, n) if kind == "step" else MatchFold(p, n) for kind, p, n in specs]
+
+
+def _shard(blob: bytes, digest: str, sub: int, X: list, den: int, size: int, specs: list):
+    """One shard on a worker: the fast MLP step on its rows, its probes folded here as in one
+    process (:func:`exactmem.verify.step_folds`: the step and match lanes are never stored);
+    returns values, statistics, the unfolded probes and the folds' per-row state."""
     from exactmem.evaluate.fast import mlp as fast_mlp
 
-    model = _model_on_worker(text, digest)
+    model = _model_on_worker(blob, digest)
+    folds = _make_folds(specs)
     probes: dict = {}
 
-    def keep(name, values, vden):
-        probes[name] = ([pack_column(np.asarray(values))], vden)
+    def on_probe(name, values, vden):  # as exactmem.evaluate.reference.run dispatches
+        for fold in folds:
+            if fold.claims(name):
+                fold(name, values, vden)
+                return
+        probes[name] = (pack_column(np.asarray(values)), vden)
 
+    on_probe.fold_of = lambda name: next(
+        (f for f in folds if f.claims(name) and hasattr(f, "begin")), None
+    )
     stats: list = []
-    out, oden = fast_mlp(model.sublayers[sub], _unpack(X), den, size, sub, keep, stats, jobs=1)
-    return _pack(out), oden, stats, {k: ([p for p in v[0]], v[1]) for k, v in probes.items()}
+    out, oden = fast_mlp(model.sublayers[sub], _unpack(X), den, size, sub, on_probe, stats, jobs=1)
+    states = {f.key: dict(vars(f)) for f in folds if f.seen}
+    return _pack(out), oden, stats, probes, states
 
 
 # --------------------------------------------------------------------------- parent side
@@ -206,9 +236,11 @@ class Cluster:
     def shards(self, size: int) -> int:
         return max(1, min(size, max(self.workers, math.ceil(size / self.rows_per_shard))))
 
-    def mlp_step(self, model) -> Callable:
-        """An ``mlp_step`` for :func:`exactmem.evaluate.reference.run` on ``model``."""
+    def mlp_step(self, model, folds=()) -> Callable:
+        """An ``mlp_step`` for :func:`exactmem.evaluate.reference.run` on ``model``, whose
+        shards fold their probes into ``folds`` (the run's)."""
         text, digest = self._model(model)
+        specs = _fold_specs(folds)
         sub_of = {id(s): i for i, s in enumerate(model.sublayers)}
 
         def step(mlp, X, den, size, sub, on_probe, stats, progress=None, jobs=1):
@@ -217,11 +249,8 @@ class Cluster:
 
                 return fast_mlp(mlp, X, den, size, sub, on_probe, stats, progress, jobs)
             X = [np.asarray(X[j]) for j in range(len(X))]  # (a one-hot input: its columns)
-            order = key_order(mlp, X)
-            inverse = np.empty_like(order)
-            inverse[order] = np.arange(len(order))
             k = self.shards(size)
-            bounds = [size * i // k for i in range(k + 1)]
+            rows = shard_rows(key_order(mlp, X), k)
             if progress:
                 progress(
                     f"{mlp.label or 'mlp'}: {len(mlp.layers)} layers on {size} inputs in {k} "
@@ -233,16 +262,16 @@ class Cluster:
                     text,
                     digest,
                     sub,
-                    _pack([x[order[a:b]] for x in X]),
+                    _pack([x[r] for x in X]),
                     den,
-                    b - a,
+                    len(r),
+                    specs,
                     pure=False,
                 )
-                for a, b in zip(bounds, bounds[1:], strict=False)
-                if b > a
+                for r in rows
             ]
             results = self.client.gather(futures)
-            return merge(results, size, inverse, on_probe, stats)
+            return merge(results, rows, on_probe, stats, folds)
 
         return step
 
@@ -252,17 +281,30 @@ class Cluster:
         from exactmem.evaluate.fast import mix
 
         kw.pop("mlp_step", None)
-        return reference.run(
-            model, vocab, sequences, mlp_step=self.mlp_step(model), mix_step=mix, **kw
-        )
+        step = self.mlp_step(model, kw.get("folds", ()))
+        return reference.run(model, vocab, sequences, mlp_step=step, mix_step=mix, **kw)
 
 
-def merge(results: list, size: int, inverse: np.ndarray, on_probe, stats: list):
-    """Per-shard (values, den, statistics, probes), in key order, back to row order: values
-    over the least common denominator, statistics per layer (zeros summed, smallest non-zero
-    |pre-activation| the least), probes handed on whole."""
-    parts = [(_unpack(r[0]), r[1]) for r in results]
-    X_out, den_out = _common(parts)
+def shard_rows(order: np.ndarray, k: int) -> list[np.ndarray]:
+    """``k`` shards: contiguous ranges of the key ``order``, each listing its rows in row
+    order (so a fold's "first offending rows" of a shard are the first in the dataset too)."""
+    size = len(order)
+    bounds = [size * i // k for i in range(k + 1)]
+    return [np.sort(order[a:b]) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
+def merge(results: list, rows: list[np.ndarray], on_probe, stats: list, folds=()):
+    """Per-shard (values, den, statistics, probes, fold states) back to row order: values over
+    the least common denominator, statistics per layer (zeros summed, smallest non-zero
+    |pre-activation| the least), unfolded probes handed on whole, and each fold's per-row
+    arrays joined and its first offending rows renumbered and kept as one process keeps them."""
+    from exactmem.verify import _first_rows
+
+    where = np.concatenate(rows)
+    back = np.empty_like(where)
+    back[where] = np.arange(len(where))  # row i's place in the shards' concatenation
+    size = len(where)
+    X_out, den_out = _common([(_unpack(r[0]), r[1]) for r in results])
     for layer_stats in zip(*[r[2] for r in results], strict=True):
         mins = [s.min_nonzero for s in layer_stats if s.min_nonzero is not None]
         first = layer_stats[0]
@@ -277,7 +319,24 @@ def merge(results: list, size: int, inverse: np.ndarray, on_probe, stats: list):
             )
         )
     for name in results[0][3]:
-        chunks = [([unpack_column(r[3][name][0][0])], r[3][name][1]) for r in results]
+        chunks = [([unpack_column(r[3][name][0])], r[3][name][1]) for r in results]
         values, vden = _common(chunks)
-        on_probe(name, values[0][inverse], vden)
-    return _reduce([x[inverse] for x in X_out], den_out)
+        on_probe(name, values[0][back], vden)
+    for fold in folds:
+        states = [r[4].get(fold.key) for r in results]
+        if any(st is None for st in states):
+            continue
+        for attr, first in states[0].items():
+            if isinstance(first, np.ndarray):
+                value = np.concatenate([st[attr] for st in states])[back]
+            elif isinstance(first, dict):  # {shard row: example}: renumbered to dataset rows
+                joined = {
+                    int(r[int(i)]): v
+                    for st, r in zip(states, rows, strict=True)
+                    for i, v in st[attr].items()
+                }
+                value = _first_rows(dict(sorted(joined.items())))
+            else:
+                value = first
+            setattr(fold, attr, value)
+    return _reduce([x[back] for x in X_out], den_out)

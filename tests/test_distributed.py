@@ -173,3 +173,21 @@ def test_the_model_travels_as_container_bytes_checked_on_arrival():
     assert digest == model_hash(model) == model_hash(model_from_bytes(blob))
     with pytest.raises(InputError):
         model_from_bytes(blob[: len(blob) // 2])  # truncated on the way: refused, named
+
+
+def test_folds_on_workers_keep_the_first_offending_rows_as_one_process(cluster):
+    """Stage II steps off {0, 1} and Stage III slots that never match: the folds run on the
+    workers and their examples (the first offending rows) merge into the same certificate."""
+    from exactmem.io import model_from_json, model_to_json
+
+    dataset = random_points(300, 3, 4, seed=5)
+    obj = model_to_json(exactmem.build(dataset, "vys", seed=1))
+    layers = obj["sublayers"][0]["layers"]
+    for li in (0, 5, 9):  # a step's upper unit moved by one: the step becomes 2
+        layers[li]["bias"][3] = hex(int(layers[li]["bias"][3], 0) + 1)
+    bad = model_from_json(obj)
+    alone = certify(bad, dataset, construction="vys", jobs=1)
+    failed = {c.name for c in alone.checks if not c.passed}
+    assert {"memorizer.stage2.groups", "memorizer.stage3.match"} <= failed
+    sharded = certify(bad, dataset, construction="vys", jobs=1, cluster=cluster)
+    assert _content(sharded) == _content(alone)
