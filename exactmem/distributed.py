@@ -256,20 +256,14 @@ class Cluster:
                     f"{mlp.label or 'mlp'}: {len(mlp.layers)} layers on {size} inputs in {k} "
                     f"shards on {self.workers} Dask workers"
                 )
-            futures = [
-                self.client.submit(
-                    _shard,
-                    text,
-                    digest,
-                    sub,
-                    _pack([x[r] for x in X]),
-                    den,
-                    len(r),
-                    specs,
-                    pure=False,
+            futures = []
+            for r in rows:  # each shard's rows scattered as data, not embedded in the graph
+                (payload,) = self.client.scatter([_pack([x[r] for x in X])], hash=False)
+                futures.append(
+                    self.client.submit(
+                        _shard, text, digest, sub, payload, den, len(r), specs, pure=False
+                    )
                 )
-                for r in rows
-            ]
             results = self.client.gather(futures)
             return merge(results, rows, on_probe, stats, folds)
 
