@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exactmem.errors import InputError
-from exactmem.evaluate.reference import Batch, LayerStat, _common, _reduce
+from exactmem.evaluate.reference import Batch, LayerStat, _reduce
 
 ROWS_PER_SHARD = 250_000  # a shard's rows: big enough to share classes, small enough to move
 
@@ -287,18 +287,39 @@ def shard_rows(order: np.ndarray, k: int) -> list[np.ndarray]:
     return [np.sort(order[a:b]) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
+def place(chunks: list[tuple[np.ndarray, int]], rows: list[np.ndarray], size: int):
+    """Shard columns (numerators, denominator) put back at their rows over the least common
+    denominator, in one array: int64 where every shard's is and none is rescaled, else Python
+    integers (a rescaled int64 could overflow)."""
+    common = math.lcm(*[d for _, d in chunks])
+    wide = any(c.dtype == object or d != common for c, d in chunks)
+    out = np.empty(size, object if wide else np.int64)
+    for (col, d), r in zip(chunks, rows, strict=True):
+        out[r] = col if d == common else col.astype(object) * (common // d)
+    return out, common
+
+
 def merge(results: list, rows: list[np.ndarray], on_probe, stats: list, folds=()):
     """Per-shard (values, den, statistics, probes, fold states) back to row order: values over
     the least common denominator, statistics per layer (zeros summed, smallest non-zero
     |pre-activation| the least), unfolded probes handed on whole, and each fold's per-row
-    arrays joined and its first offending rows renumbered and kept as one process keeps them."""
+    arrays joined and its first offending rows renumbered and kept as one process keeps them.
+    Each shard's payload is dropped as soon as it is placed (the lanes are most of it)."""
     from exactmem.verify import _first_rows
 
-    where = np.concatenate(rows)
-    back = np.empty_like(where)
-    back[where] = np.arange(len(where))  # row i's place in the shards' concatenation
-    size = len(where)
-    X_out, den_out = _common([(_unpack(r[0]), r[1]) for r in results])
+    size = sum(len(r) for r in rows)
+    width = len(results[0][0])
+    X_out: Batch = []
+    dens = []
+    for j in range(width):
+        col, den_j = place([(unpack_column(r[0][j]), r[1]) for r in results], rows, size)
+        X_out.append(col)
+        dens.append(den_j)
+    den_out = math.lcm(*dens) if dens else 1
+    X_out = [
+        c if d == den_out else c.astype(object) * (den_out // d)
+        for c, d in zip(X_out, dens, strict=True)
+    ]
     for layer_stats in zip(*[r[2] for r in results], strict=True):
         mins = [s.min_nonzero for s in layer_stats if s.min_nonzero is not None]
         first = layer_stats[0]
@@ -312,17 +333,22 @@ def merge(results: list, rows: list[np.ndarray], on_probe, stats: list, folds=()
                 min(mins) if mins else None,
             )
         )
-    for name in results[0][3]:
-        chunks = [([unpack_column(r[3][name][0])], r[3][name][1]) for r in results]
-        values, vden = _common(chunks)
-        on_probe(name, values[0][back], vden)
+    for name in list(results[0][3]):
+        chunks = [(unpack_column(r[3][name][0]), r[3][name][1]) for r in results]
+        for r in results:
+            del r[3][name]
+        values, vden = place(chunks, rows, size)
+        del chunks
+        on_probe(name, values, vden)
     for fold in folds:
         states = [r[4].get(fold.key) for r in results]
         if any(st is None for st in states):
             continue
         for attr, first in states[0].items():
             if isinstance(first, np.ndarray):
-                value = np.concatenate([st[attr] for st in states])[back]
+                value = np.empty(size, first.dtype)
+                for st, r in zip(states, rows, strict=True):
+                    value[r] = st[attr]
             elif isinstance(first, dict):  # {shard row: example}: renumbered to dataset rows
                 joined = {
                     int(r[int(i)]): v
@@ -333,4 +359,4 @@ def merge(results: list, rows: list[np.ndarray], on_probe, stats: list, folds=()
             else:
                 value = first
             setattr(fold, attr, value)
-    return _reduce([x[back] for x in X_out], den_out)
+    return _reduce(X_out, den_out)

@@ -191,3 +191,14 @@ def test_folds_on_workers_keep_the_first_offending_rows_as_one_process(cluster):
     assert {"memorizer.stage2.groups", "memorizer.stage3.match"} <= failed
     sharded = certify(bad, dataset, construction="vys", jobs=1, cluster=cluster)
     assert _content(sharded) == _content(alone)
+
+
+def test_place_brings_shards_over_their_least_common_denominator():
+    from exactmem.distributed import place
+
+    rows = [np.array([0, 2]), np.array([1, 3])]
+    same = place([(np.array([1, 3]), 2), (np.array([5, 7]), 2)], rows, 4)
+    assert same[0].dtype == np.int64 and same[0].tolist() == [1, 5, 3, 7] and same[1] == 2
+    big = 2**62  # rescaled int64 would overflow: the values become Python integers
+    mixed = place([(np.array([big, 1]), 3), (np.array([1, 1]), 2)], rows, 4)
+    assert mixed[1] == 6 and mixed[0].tolist() == [2 * big, 3, 2, 3]
