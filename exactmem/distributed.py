@@ -264,8 +264,7 @@ class Cluster:
                         _shard, text, digest, sub, payload, den, len(r), specs, pure=False
                     )
                 )
-            results = self.client.gather(futures)
-            return merge(results, rows, on_probe, stats, folds)
+            return merge(_one_by_one(futures), rows, on_probe, stats, folds)
 
         return step
 
@@ -287,40 +286,67 @@ def shard_rows(order: np.ndarray, k: int) -> list[np.ndarray]:
     return [np.sort(order[a:b]) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
+def _one_by_one(futures):
+    """Shard results as they are fetched, one at a time, each future released once read (a
+    result's arrays share one received buffer: it is freed only when all of them are)."""
+    for f in futures:
+        result = f.result()
+        f.release()
+        yield result
+
+
+def put(acc: dict, key, col: np.ndarray, d: int, rows: np.ndarray, size: int) -> None:
+    """Place one shard's column (numerators over ``d``) at its ``rows`` of ``acc[key]``, kept
+    over the least common denominator so far: int64 while no shard needs more, else Python
+    integers (an int64 rescaled could overflow)."""
+    if key not in acc:
+        acc[key] = (np.zeros(size, col.dtype), d)
+    arr, den = acc[key]
+    common = math.lcm(den, d)
+    if common != den:
+        arr, den = arr.astype(object) * (common // den), common
+    if d != common:
+        col = col.astype(object) * (common // d)
+    if col.dtype == object and arr.dtype != object:
+        arr = arr.astype(object)
+    arr[rows] = col
+    acc[key] = (arr, den)
+
+
 def place(chunks: list[tuple[np.ndarray, int]], rows: list[np.ndarray], size: int):
     """Shard columns (numerators, denominator) put back at their rows over the least common
-    denominator, in one array: int64 where every shard's is and none is rescaled, else Python
-    integers (a rescaled int64 could overflow)."""
-    common = math.lcm(*[d for _, d in chunks])
-    wide = any(c.dtype == object or d != common for c, d in chunks)
-    out = np.empty(size, object if wide else np.int64)
+    denominator, in one array (:func:`put`)."""
+    acc: dict = {}
     for (col, d), r in zip(chunks, rows, strict=True):
-        out[r] = col if d == common else col.astype(object) * (common // d)
-    return out, common
+        put(acc, 0, col, d, r, size)
+    return acc[0]
 
 
-def merge(results: list, rows: list[np.ndarray], on_probe, stats: list, folds=()):
-    """Per-shard (values, den, statistics, probes, fold states) back to row order: values over
-    the least common denominator, statistics per layer (zeros summed, smallest non-zero
-    |pre-activation| the least), unfolded probes handed on whole, and each fold's per-row
-    arrays joined and its first offending rows renumbered and kept as one process keeps them.
-    Each shard's payload is dropped as soon as it is placed (the lanes are most of it)."""
+def merge(results, rows: list[np.ndarray], on_probe, stats: list, folds=()):
+    """Per-shard (values, den, statistics, probes, fold states), an iterable in shard order,
+    back to row order: values over the least common denominator, statistics per layer (zeros
+    summed, smallest non-zero |pre-activation| the least), unfolded probes handed on whole,
+    and each fold's per-row arrays joined and its first offending rows renumbered and kept as
+    one process keeps them. Each shard is placed and dropped before the next is read."""
     from exactmem.verify import _first_rows
 
     size = sum(len(r) for r in rows)
-    width = len(results[0][0])
-    X_out: Batch = []
-    dens = []
-    for j in range(width):
-        col, den_j = place([(unpack_column(r[0][j]), r[1]) for r in results], rows, size)
-        X_out.append(col)
-        dens.append(den_j)
-    den_out = math.lcm(*dens) if dens else 1
-    X_out = [
-        c if d == den_out else c.astype(object) * (den_out // d)
-        for c, d in zip(X_out, dens, strict=True)
-    ]
-    for layer_stats in zip(*[r[2] for r in results], strict=True):
+    outs: dict = {}
+    lanes: dict = {}
+    shard_stats: list = []
+    states: list = []
+    for result, r in zip(results, rows, strict=True):
+        out, oden, st, probes, fold_states = result
+        for j, payload in enumerate(out):
+            put(outs, j, unpack_column(payload), oden, r, size)
+        for name, (payload, vden) in probes.items():
+            put(lanes, name, unpack_column(payload), vden, r, size)
+        shard_stats.append(st)
+        states.append(fold_states)
+        del result, out, probes
+    X_out = [outs[j][0] for j in range(len(outs))]
+    den_out = outs[0][1] if outs else 1  # every column of a shard shares its denominator
+    for layer_stats in zip(*shard_stats, strict=True):
         mins = [s.min_nonzero for s in layer_stats if s.min_nonzero is not None]
         first = layer_stats[0]
         stats.append(
@@ -333,26 +359,22 @@ def merge(results: list, rows: list[np.ndarray], on_probe, stats: list, folds=()
                 min(mins) if mins else None,
             )
         )
-    for name in list(results[0][3]):
-        chunks = [(unpack_column(r[3][name][0]), r[3][name][1]) for r in results]
-        for r in results:
-            del r[3][name]
-        values, vden = place(chunks, rows, size)
-        del chunks
+    for name in list(lanes):
+        values, vden = lanes.pop(name)
         on_probe(name, values, vden)
     for fold in folds:
-        states = [r[4].get(fold.key) for r in results]
-        if any(st is None for st in states):
+        mine = [st.get(fold.key) for st in states]
+        if any(st is None for st in mine):
             continue
-        for attr, first in states[0].items():
+        for attr, first in mine[0].items():
             if isinstance(first, np.ndarray):
                 value = np.empty(size, first.dtype)
-                for st, r in zip(states, rows, strict=True):
+                for st, r in zip(mine, rows, strict=True):
                     value[r] = st[attr]
             elif isinstance(first, dict):  # {shard row: example}: renumbered to dataset rows
                 joined = {
                     int(r[int(i)]): v
-                    for st, r in zip(states, rows, strict=True)
+                    for st, r in zip(mine, rows, strict=True)
                     for i, v in st[attr].items()
                 }
                 value = _first_rows(dict(sorted(joined.items())))
