@@ -178,6 +178,7 @@ def certify(
     jobs: int = 1,
     evaluator: str = "fast",
     max_precision: int | None = None,
+    cluster=None,
 ) -> Certificate:
     """Evaluate ``model`` on ``dataset`` exactly and judge it.
 
@@ -195,7 +196,10 @@ def certify(
 
     ``max_precision`` caps the Arb precision (bits) of softmax models, judged on balls: an
     example still undecided there makes the answer inconclusive (default 2^12 for
-    regression labels, 2^14 per argmax example)."""
+    regression labels, 2^14 per argmax example).
+
+    ``cluster`` (an :class:`exactmem.distributed.Cluster`) runs the fast evaluator's MLP
+    sub-layers sharded on Dask workers; the certificate is the same."""
     criteria = Criteria(construction, None if tolerance is None else mpq(tolerance), max_precision)
     if criteria.construction == "madden24":
         from exactmem.verify_madden24 import require_tolerance
@@ -203,6 +207,8 @@ def certify(
         require_tolerance(dataset, criteria.tolerance)
     evaluator = _evaluator_for(evaluator, model)  # the certificate names the one that ran
     run = _evaluator(evaluator)
+    if cluster is not None and evaluator == "fast":
+        run = cluster.run
     readout = _readout(model, dataset)
     res = resources(model)  # one pass over every weight, for the certificate and the bounds
     feed = "vectors"

@@ -89,6 +89,22 @@ def _add_evaluator(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_cluster(sub: argparse.ArgumentParser) -> None:
+    """Sharded verification on Dask (exactmem.distributed; the [dask] extra; docs/scale.md)."""
+    where = sub.add_mutually_exclusive_group()
+    where.add_argument(
+        "--processes",
+        action="store_true",
+        help="run the fast evaluator's MLP sub-layers sharded on a local Dask cluster of "
+        "--jobs worker processes (needs exactmem[dask]); the certificate is the same",
+    )
+    where.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="as --processes, on the workers of an existing Dask cluster (e.g. tcp://host:8786)",
+    )
+
+
 def _add_jobs(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--jobs",
@@ -395,6 +411,7 @@ def parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_jobs(v)
+    _add_cluster(v)
     _add_limits(v)
     v.set_defaults(func=_command("verify"))
 

@@ -79,11 +79,13 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.certificate:
         check_output(args.certificate, "--certificate", [args.model, args.data])
+    _cluster(args, start=False)  # usage errors and a missing extra before any work
     progress = Progress(not args.quiet)
     with progress.phase(f"reading {args.model} and {args.data}"):
         model, _ = load_model(args.model)
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
+    cluster = _cluster(args)
     try:
         with progress.phase(f"verifying {dataset.size} inputs", outer=True):
             cert = certify(
@@ -92,12 +94,15 @@ def run(args: argparse.Namespace) -> int:
                 construction=args.construction,
                 tolerance=tolerance,
                 progress=progress,
-                jobs=args.jobs,
+                jobs=1 if cluster is not None else args.jobs,
                 evaluator=args.evaluator,
                 max_precision=args.max_precision,
+                cluster=cluster,
             )
     finally:
         progress.close()
+        if cluster is not None:
+            cluster.close()
     content = certificate_json(cert)
     unwritten = None
     if args.certificate:  # before stdout, which may be a pipe closed early
@@ -117,6 +122,25 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         print(f"error: {unwritten} (the verdict above was not saved)", file=sys.stderr)
     return args.pending_exit
+
+
+def _cluster(args: argparse.Namespace, start: bool = True):
+    """The Dask cluster ``--processes`` or ``--scheduler`` asks for, else None (``start``
+    False: only the checks)."""
+    processes, scheduler = getattr(args, "processes", False), getattr(args, "scheduler", None)
+    if not processes and scheduler is None:
+        return None
+    if args.evaluator != "fast":
+        raise InputError(
+            "--processes and --scheduler shard the fast evaluator; the reference evaluator "
+            "runs its token-wise sub-layers in --jobs processes of its own"
+        )
+    from exactmem.distributed import Cluster, require_dask
+
+    require_dask()
+    if not start:
+        return None
+    return Cluster.start(workers=args.jobs if processes else None, scheduler=scheduler)
 
 
 def _print_margins(check: dict) -> None:

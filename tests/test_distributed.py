@@ -1,0 +1,204 @@
+"""Sharded verification on Dask (exactmem.distributed): the certificate of a LocalCluster of two
+worker processes is the single process's, check for check and figure for figure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import exactmem
+from exactmem.certify import certificate_json, certify
+from exactmem.data import random_points
+from exactmem.distributed import key_order, pack_column, unpack_column
+from exactmem.errors import InputError
+from exactmem.sequences import random_sequences
+
+distributed = pytest.importorskip("distributed")
+
+
+def _content(cert) -> dict:
+    content = certificate_json(cert)
+    content["subject"].pop("argv", None)
+    return content
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from exactmem.distributed import Cluster
+
+    with Cluster.start(workers=2, rows_per_shard=40) as c:
+        yield c
+
+
+def test_packed_columns_round_trip_big_and_small():
+    big = np.array([0, -1, 2**200, -(3**90), 7], dtype=object)
+    back = unpack_column(pack_column(big))
+    assert back.dtype == object and back.tolist() == big.tolist()
+    small = np.array([3, -4, 0], dtype=np.int64)
+    assert unpack_column(pack_column(small)).tolist() == [3, -4, 0]
+
+
+@pytest.mark.parametrize(
+    "construction, make",
+    [
+        ("vys", lambda: random_points(300, 3, 4, seed=5)),
+        ("ks25-next-token", lambda: random_sequences(200, 4, 3, 12, 3, seed=2)),
+    ],
+)
+def test_sharded_certificate_is_the_single_process_one(cluster, construction, make):
+    dataset = make()
+    model = exactmem.build(dataset, construction, seed=1)
+    alone = certify(model, dataset, construction=construction, jobs=1)
+    sharded = certify(model, dataset, construction=construction, jobs=1, cluster=cluster)
+    assert alone.verdict == "verified"
+    assert cluster.shards(dataset.size) > 1  # the rows really travel in several shards
+    assert _content(sharded) == _content(alone)
+
+
+def test_sharded_run_refutes_a_broken_model_as_one_process_does(cluster):
+    from exactmem.io import model_from_json, model_to_json
+
+    dataset = random_points(120, 3, 4, seed=6)
+    good = exactmem.build(dataset, "vys", seed=1)
+    obj = model_to_json(good)
+    last = obj["sublayers"][0]["layers"][-1]
+    last["bias"] = [hex(int(b, 0) + 1) for b in last["bias"]]  # every output moved by one
+    bad = model_from_json(obj)
+    alone = certify(bad, dataset, construction="vys", jobs=1)
+    sharded = certify(bad, dataset, construction="vys", jobs=1, cluster=cluster)
+    assert alone.verdict == "refuted"
+    assert _content(sharded) == _content(alone)
+
+
+def test_key_order_sorts_rows_by_the_first_pre_activation():
+    from exactmem.model import MLP, Affine
+
+    layer = Affine(2, (((0, 2), (1, -1)),), (0,))
+    mlp = MLP((layer,), residual=False)
+    X = [np.array([1, 0, 5], dtype=object), np.array([0, 3, 1], dtype=object)]
+    assert key_order(mlp, X).tolist() == [1, 0, 2]  # keys 2, -3, 9
+
+
+def test_missing_dask_names_the_extra(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_dask(name, *args, **kw):
+        if name == "distributed":
+            raise ImportError(name)
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    from exactmem.distributed import require_dask
+
+    with pytest.raises(InputError, match=r"exactmem\[dask\]"):
+        require_dask()
+
+
+def _verify(*argv: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1])}
+    return subprocess.run(
+        [sys.executable, "-m", "exactmem", "verify", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def test_cli_processes_with_the_reference_evaluator_is_a_usage_error(tmp_path):
+    done = _verify("m.json", "--data", "d.json", "--evaluator", "reference", "--processes")
+    assert done.returncode == 2
+    assert "--processes and --scheduler shard the fast evaluator" in done.stderr
+
+
+def test_cli_processes_and_scheduler_exclude_each_other():
+    done = _verify("m.json", "--data", "d.json", "--processes", "--scheduler", "tcp://x:1")
+    assert done.returncode == 2 and "not allowed with" in done.stderr
+
+
+@pytest.mark.slow
+def test_cli_processes_writes_the_single_process_certificate(tmp_path):
+    import json
+
+    from exactmem.data import save_dataset
+    from exactmem.io import save_model
+
+    dataset = random_points(200, 3, 4, seed=8)
+    save_dataset(dataset, tmp_path / "d.json")
+    save_model(exactmem.build(dataset, "vys", seed=1), tmp_path / "m.json")
+    runs = []
+    for extra in (["--jobs", "1"], ["--jobs", "2", "--processes"]):
+        done = _verify(
+            str(tmp_path / "m.json"),
+            "--data",
+            str(tmp_path / "d.json"),
+            "--construction",
+            "vys",
+            "--json",
+            "--quiet",
+            *extra,
+        )
+        assert done.returncode == 0, done.stderr
+        content = json.loads(done.stdout)
+        content["subject"].pop("argv")
+        runs.append(content)
+    assert runs[0] == runs[1]
+
+
+def test_an_existing_cluster_by_its_address(cluster):
+    from exactmem.distributed import Cluster
+
+    dataset = random_points(90, 2, 3, seed=4)
+    model = exactmem.build(dataset, "vys", seed=1)
+    alone = certify(model, dataset, construction="vys", jobs=1)
+    with Cluster.start(scheduler=cluster.client.scheduler.address, rows_per_shard=30) as there:
+        assert there.workers == 2 and not there.own
+        sharded = certify(model, dataset, construction="vys", jobs=1, cluster=there)
+    assert _content(sharded) == _content(alone)
+
+
+def test_the_model_travels_as_container_bytes_checked_on_arrival():
+    from exactmem.distributed import model_bytes, model_from_bytes
+    from exactmem.io import model_hash
+
+    model = exactmem.build(random_points(40, 2, 3, seed=2), "vys", seed=1)
+    blob, digest = model_bytes(model)
+    assert blob.startswith(b"EXMB")  # the binary container, not JSON text
+    assert digest == model_hash(model) == model_hash(model_from_bytes(blob))
+    with pytest.raises(InputError):
+        model_from_bytes(blob[: len(blob) // 2])  # truncated on the way: refused, named
+
+
+def test_folds_on_workers_keep_the_first_offending_rows_as_one_process(cluster):
+    """Stage II steps off {0, 1} and Stage III slots that never match: the folds run on the
+    workers and their examples (the first offending rows) merge into the same certificate."""
+    from exactmem.io import model_from_json, model_to_json
+
+    dataset = random_points(300, 3, 4, seed=5)
+    obj = model_to_json(exactmem.build(dataset, "vys", seed=1))
+    layers = obj["sublayers"][0]["layers"]
+    for li in (0, 5, 9):  # a step's upper unit moved by one: the step becomes 2
+        layers[li]["bias"][3] = hex(int(layers[li]["bias"][3], 0) + 1)
+    bad = model_from_json(obj)
+    alone = certify(bad, dataset, construction="vys", jobs=1)
+    failed = {c.name for c in alone.checks if not c.passed}
+    assert {"memorizer.stage2.groups", "memorizer.stage3.match"} <= failed
+    sharded = certify(bad, dataset, construction="vys", jobs=1, cluster=cluster)
+    assert _content(sharded) == _content(alone)
+
+
+def test_place_brings_shards_over_their_least_common_denominator():
+    from exactmem.distributed import place
+
+    rows = [np.array([0, 2]), np.array([1, 3])]
+    same = place([(np.array([1, 3]), 2), (np.array([5, 7]), 2)], rows, 4)
+    assert same[0].dtype == np.int64 and same[0].tolist() == [1, 5, 3, 7] and same[1] == 2
+    big = 2**62  # rescaled int64 would overflow: the values become Python integers
+    mixed = place([(np.array([big, 1]), 3), (np.array([1, 1]), 2)], rows, 4)
+    assert mixed[1] == 6 and mixed[0].tolist() == [2 * big, 3, 2, 3]
