@@ -26,6 +26,7 @@ from gmpy2 import mpq
 
 from exactmem.errors import InputError
 from exactmem.exact import parse_rational
+from exactmem.gcpause import paused_gc
 from exactmem.json_input import parse_json, read_json_file
 
 __all__ = [
@@ -322,6 +323,11 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
 def load_dataset(path: str | Path, *, allow_floats: bool = False) -> Dataset:
     """Load and validate a dataset file (``.json``, ``.json.gz``, or the binary container
     ``.exm`` of :mod:`exactmem.container`)."""
+    with paused_gc():  # parsing makes a tuple per sequence and point, none in a cycle
+        return _load_dataset(path, allow_floats)
+
+
+def _load_dataset(path: str | Path, allow_floats: bool) -> Dataset:
     if str(path).endswith(".exm"):
         from exactmem.container import read_dataset
 
@@ -429,10 +435,11 @@ def save_dataset(
 
 def dataset_hash(ds: Dataset) -> str:
     """SHA-256 of the canonical JSON (sorted keys, no whitespace), without ``meta``."""
-    obj = dataset_to_json(ds)
-    obj.pop("meta", None)
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    with paused_gc():  # the canonical object's lists hold no cycles
+        obj = dataset_to_json(ds)
+        obj.pop("meta", None)
+        text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- generators

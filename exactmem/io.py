@@ -18,6 +18,7 @@ from pathlib import Path
 from exactmem.data import read_json_file
 from exactmem.errors import InputError
 from exactmem.exact import from_hex, to_hex
+from exactmem.gcpause import paused_gc
 from exactmem.model import (
     ACTIVATIONS,
     MASKS,
@@ -137,7 +138,9 @@ def model_to_json(model: Transformer) -> dict:
 
 
 def model_hash(model: Transformer) -> str:
-    return canonical_hash(model_to_json(model))
+    """SHA-256 of the model's canonical JSON, computed from its weights (never read from a file)."""
+    with paused_gc():  # model_to_json makes a list per weight, none in a cycle
+        return canonical_hash(model_to_json(model))
 
 
 def _write(obj: dict, path: Path) -> None:
@@ -396,6 +399,11 @@ def model_from_json(obj: object, where: str = "model") -> Transformer:
 def load_model(path: str | Path) -> tuple[Transformer, str]:
     """Load and check a model file (JSON, or the binary container if the name ends in
     ``.exm``); returns (model, sha256)."""
+    with paused_gc():  # parsing makes a tuple per weight, none in a cycle
+        return _load_model(path)
+
+
+def _load_model(path: str | Path) -> tuple[Transformer, str]:
     if os.fspath(path).endswith(".exm"):
         from exactmem.container import read_model
 

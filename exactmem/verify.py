@@ -17,7 +17,7 @@ from gmpy2 import mpq
 
 from exactmem.evaluate.reference import LayerStat, Trace
 from exactmem.exact import format_rational
-from exactmem.exact_arrays import exact
+from exactmem.exact_arrays import Gathered, exact, first_seen_ids
 from exactmem.model import MLP, Resources
 
 __all__ = [
@@ -643,6 +643,7 @@ def check_memorizer(
 
     # Stage III: matches are 0/1; extracted segments are exact and agree with the data.
     # One slot at a time: K lanes × a million rows stacked would cost gigabytes.
+    tables = None
     if layout["gadget"] == "peel":
         everything = len(_values(trace, prefix + "key"))
         key_all, bad_u = _segments(trace, prefix, "U", K, rho, everything, describe)
@@ -662,8 +663,16 @@ def check_memorizer(
                 _values(trace, f"{prefix}label[{k}]")[rows],
             )
 
-        fits = np.ones(n, bool)
-        for k in range(K):
+        tables = _class_tables(trace, prefix, K)
+        if tables is not None:  # one test per class, read by each row
+            classes, key_tab, lab_tab = tables
+            classes = classes[rows]
+            fits = np.all(
+                (key_tab >= 0) & (key_tab < 2**rho) & (lab_tab >= 0) & (lab_tab < 2**c), axis=0
+            )[classes]
+        else:
+            fits = np.ones(n, bool)
+        for k in range(K if tables is None else 0):
             ks, ls = segment(k)
             fits &= (
                 _integral(ks) & _integral(ls) & (ks >= 0) & (ks < 2**rho) & (ls >= 0) & (ls < 2**c)
@@ -688,7 +697,14 @@ def check_memorizer(
         slot = np.maximum(matched.slot[rows], 0)  # no slot matches: slot 0, never read
     computed = len(matched.seen)
     held_key = held_label = None
-    for k in range(K):
+    if layout["gadget"] != "peel" and tables is not None:
+        # classes with equal segments in every slot get equal ids: a row differs from its
+        # group's first row exactly when their classes' ids differ
+        ids, _ = first_seen_ids(np.concatenate([key_tab, lab_tab]).T)
+        differs = ids[classes[order]] != ids[classes[ref]]
+        at = np.where(slot < K, slot, 0)  # the loop below: slot k's segments, else slot 0's
+        held_key, held_label = key_tab[at, classes], lab_tab[at, classes]
+    for k in range(K if layout["gadget"] == "peel" or tables is None else 0):
         ks, ls = segment(k)
         differs |= (ks[order] != ks[ref]) | (ls[order] != ls[ref])
         at = slot == k
@@ -744,6 +760,30 @@ def check_memorizer(
         )
     )
     return checks
+
+
+def _class_tables(
+    trace: Trace, prefix: str, K: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The Stage III segments as (class of each distinct row, K × classes keys, K × classes
+    labels) when every ``key[k]`` and ``label[k]`` lane is class-shared over one class index
+    with integer (not object) values; ``None`` otherwise (the lanes are then read row by row)."""
+    try:
+        lanes = [
+            _values(trace, f"{prefix}{name}[{k}]") for name in ("key", "label") for k in range(K)
+        ]
+    except KeyError:  # a lane not computed: the row-by-row path reports it as it always did
+        return None
+    if not lanes or not all(isinstance(v, Gathered) for v in lanes):
+        return None
+    index = lanes[0].index
+    if any(v.index is not index or v.table.dtype == object for v in lanes):
+        return None
+    if len({len(v.table) for v in lanes}) != 1:
+        return None
+    key_tab = np.stack([v.table.astype(np.int64, copy=False) for v in lanes[:K]])
+    lab_tab = np.stack([v.table.astype(np.int64, copy=False) for v in lanes[K:]])
+    return index, key_tab, lab_tab
 
 
 def _first_of_runs(sorted_values: np.ndarray) -> np.ndarray:
