@@ -34,52 +34,71 @@ __all__ = [
 ]
 
 
-def _judge_labels(trace, labels, readout: str, tol: mpq):
-    """Regression: certified when the enclosure of output − label lies in [−tol, tol], refuted
-    when it lies outside; argmax: certified when the target logit's lead is certified
-    positive. Returns (verdict or None, worst figure, bad items); a ball that is not finite
-    (a score beyond the exponent range) decides nothing."""
+def judge_column(col, y: int, readout: str, tol: mpq, where: str):
+    """One output column of balls against its label ``y``: (failures, undecided, figure). The
+    figure is the least lower bound of the target logit's lead (argmax) or the largest possible
+    |output − y| (regression), None when no ball is finite; a ball that is not finite (a score
+    beyond the exponent range) decides nothing."""
+    bad: list[str] = []
     undecided = False
-    bad = []
-    worst = None
-    for i, (out, y) in enumerate(zip(trace.outputs, labels, strict=True)):
-        col = out[-1]
-        if readout == "argmax":
-            target = col[y - 1]
-            margin_lo = None
-            for c, other in enumerate(col):
-                if c == y - 1:
-                    continue
-                lead = target - other
-                if not lead.is_finite():
-                    undecided = True
-                    continue
-                lo, hi = ball_bounds(lead)
-                if hi <= 0:
-                    bad.append(f"sequences[{i}]: logit {c + 1} ≥ the target's")
-                elif lo <= 0:
-                    undecided = True
-                margin_lo = lo if margin_lo is None else min(margin_lo, lo)
-            if margin_lo is not None:
-                worst = margin_lo if worst is None else min(worst, margin_lo)
-        else:
-            off = col[0] - y
-            if not off.is_finite():
+    figure = None
+    if readout == "argmax":
+        target = col[y - 1]
+        for c, other in enumerate(col):
+            if c == y - 1:
+                continue
+            lead = target - other
+            if not lead.is_finite():
                 undecided = True
                 continue
-            lo, hi = ball_bounds(off)
-            err = max(abs(lo), abs(hi))
-            worst = err if worst is None else max(worst, err)
-            if lo > tol or hi < -tol:
-                bad.append(
-                    f"sequences[{i}]: output off the label {y} by more than {format_rational(tol)}"
-                    f" (by at least {brief(min(abs(lo), abs(hi)), up=False)})"
-                )
-            elif not (-tol <= lo and hi <= tol):
+            lo, hi = ball_bounds(lead)
+            if hi <= 0:
+                bad.append(f"{where}: logit {c + 1} ≥ the target's")
+            elif lo <= 0:
                 undecided = True
+            figure = lo if figure is None else min(figure, lo)
+        return bad, undecided, figure
+    off = col[0] - y
+    if not off.is_finite():
+        return bad, True, None
+    lo, hi = ball_bounds(off)
+    if lo > tol or hi < -tol:
+        bad.append(
+            f"{where}: output off the label {y} by more than {format_rational(tol)}"
+            f" (by at least {brief(min(abs(lo), abs(hi)), up=False)})"
+        )
+    elif not (-tol <= lo and hi <= tol):
+        undecided = True
+    return bad, undecided, max(abs(lo), abs(hi))
+
+
+def judge_columns(items, readout: str, tol: mpq):
+    """(verdict or None, worst figure, bad items) over ``(where, column, label)`` items:
+    certified when every column is, refuted when one fails (:func:`judge_column`)."""
+    undecided = False
+    bad: list[str] = []
+    worst = None
+    pick = min if readout == "argmax" else max
+    for where, col, y in items:
+        b, u, figure = judge_column(col, y, readout, tol, where)
+        bad += b
+        undecided = undecided or u
+        if figure is not None:
+            worst = figure if worst is None else pick(worst, figure)
     if bad:
         return False, worst, bad
     return (None if undecided else True), worst, bad
+
+
+def _judge_labels(trace, labels, readout: str, tol: mpq):
+    """Regression: certified when the enclosure of output − label lies in [−tol, tol], refuted
+    when it lies outside; argmax: certified when the target logit's lead is certified
+    positive. Returns (verdict or None, worst figure, bad items)."""
+    items = (
+        (f"sequences[{i}]", out[-1], y)
+        for i, (out, y) in enumerate(zip(trace.outputs, labels, strict=True))
+    )
+    return judge_columns(items, readout, tol)
 
 
 def brief(q: mpq, *, up: bool = True, digits: int = 3) -> str:

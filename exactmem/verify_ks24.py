@@ -46,7 +46,7 @@ from exactmem.model import MLP, Attention
 from exactmem.rank_one import RankOneFFN, rank_one_direction
 from exactmem.separation import Separation, separation
 from exactmem.verify import Check, ChecklistStructureError, _examples
-from exactmem.verify_attention import brief
+from exactmem.verify_attention import brief, judge_columns
 
 __all__ = ["ball_seq2seq_label_check", "check_ks24", "paper_delta_exponent"]
 
@@ -56,39 +56,12 @@ __all__ = ["ball_seq2seq_label_check", "check_ks24", "paper_delta_exponent"]
 
 def _judge(trace, labels, readout: str, tol: mpq):
     """(verdict or None, worst figure, bad items) over every position."""
-    undecided, bad, worst = False, [], None
-    for i, (out, ys) in enumerate(zip(trace.outputs, labels, strict=True)):
-        for k, (col, y) in enumerate(zip(out, ys, strict=True)):
-            where = f"sequences[{i}][{k}]"
-            if readout == "argmax":
-                for c, other in enumerate(col):
-                    if c == y - 1:
-                        continue
-                    lead = col[y - 1] - other
-                    if not lead.is_finite():
-                        undecided = True
-                        continue
-                    lo, hi = ball_bounds(lead)
-                    if hi <= 0:
-                        bad.append(f"{where}: logit {c + 1} ≥ the target's")
-                    elif lo <= 0:
-                        undecided = True
-                    worst = lo if worst is None else min(worst, lo)
-                continue
-            off = col[0] - y
-            if not off.is_finite():
-                undecided = True
-                continue
-            lo, hi = ball_bounds(off)
-            err = max(abs(lo), abs(hi))
-            worst = err if worst is None else max(worst, err)
-            if lo > tol or hi < -tol:
-                bad.append(f"{where}: output off the label {y} by more than {format_rational(tol)}")
-            elif not (-tol <= lo and hi <= tol):
-                undecided = True
-    if bad:
-        return False, worst, bad
-    return (None if undecided else True), worst, bad
+    items = (
+        (f"sequences[{i}][{k}]", col, y)
+        for i, (out, ys) in enumerate(zip(trace.outputs, labels, strict=True))
+        for k, (col, y) in enumerate(zip(out, ys, strict=True))
+    )
+    return judge_columns(items, readout, tol)
 
 
 def _fast_path(model):
