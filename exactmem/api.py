@@ -135,7 +135,7 @@ def _construct(
     if construction == "kim23":
         from exactmem.constructions import kim23
 
-        return kim23.build(dataset, options)[0]
+        return kim23.build(dataset, options, progress=progress)[0]
     if construction == "dana25":
         from exactmem.constructions import dana25
 
@@ -143,11 +143,11 @@ def _construct(
     if construction == "ks24":
         from exactmem.constructions import ks24
 
-        return ks24.build(dataset, options)[0]
+        return ks24.build(dataset, options, progress=progress)[0]
     if construction == "madden24":
         from exactmem.constructions import madden24
 
-        return madden24.build(dataset, options)[0]
+        return madden24.build(dataset, options, progress=progress)[0]
     from exactmem.constructions import ks25
 
     return ks25.build(dataset, options, construction, progress=progress)[0]

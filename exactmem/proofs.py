@@ -75,15 +75,15 @@ def _build(construction: str, dataset, options: dict, progress: Callable | None 
     if construction == "kim23":
         from exactmem.constructions import kim23
 
-        return kim23.build(dataset, options)
+        return kim23.build(dataset, options, progress=progress)
     if construction == "ks24":
         from exactmem.constructions import ks24
 
-        return ks24.build(dataset, options)
+        return ks24.build(dataset, options, progress=progress)
     if construction == "madden24":
         from exactmem.constructions import madden24
 
-        return madden24.build(dataset, options)
+        return madden24.build(dataset, options, progress=progress)
     return ks25.build(dataset, options, construction, progress=progress)
 
 

@@ -185,6 +185,27 @@ def test_every_generator_reports_its_items():
             ).constructions.dana25.random_associations(8, 2, 6),
             {},
         ),
+        (
+            "kim23",
+            lambda: __import__("exactmem.sequences").sequences.random_sequences(
+                20, 4, 2, 12, 3, task="seq2seq"
+            ),
+            {},
+        ),
+        (
+            "ks24",
+            lambda: __import__("exactmem.constructions.ks24").constructions.ks24.random_instance(
+                20, 4, 3, 16, 3, 1
+            ),
+            {},
+        ),
+        (
+            "madden24",
+            lambda: __import__(
+                "exactmem.constructions.madden24"
+            ).constructions.madden24.random_contexts(8, 3, 5),
+            {},
+        ),
     ],
 )
 def test_every_construction_reports_its_steps(construction, make, options):

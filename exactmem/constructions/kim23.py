@@ -42,7 +42,9 @@ of (token, multiset) — checked, inconsistent data is refused naming both items
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from gmpy2 import mpq
@@ -56,6 +58,7 @@ from exactmem.constructions.kim23_softmax import (
 )
 from exactmem.constructions.vys import (
     DEFAULT_GADGET,
+    MEMORIZER_STEPS,
     MemorizerWitness,
     Projection,
     build_memorizer,
@@ -64,6 +67,7 @@ from exactmem.constructions.vys import (
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.model import MLP, Affine, Attention, AttentionHead, PositionalEncoding, Transformer
+from exactmem.progress import Steps
 from exactmem.sequences import canonical_tokens, check_consistency, view
 
 __all__ = [
@@ -256,9 +260,13 @@ def _token_keys(dataset: Dataset, tokens: list[int], seed: int) -> tuple[Project
     return proj, keys
 
 
-def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
+def build(
+    dataset: Dataset, options: dict, *, progress: Callable[..., Any] | None = None
+) -> tuple[Transformer, Kim23Witness]:
     """``build --construction kim23``: tokens → integer keys → 2n attention layers →
-    (context, token) ids → the memorizer of Lemma C.1."""
+    (context, token) ids → the memorizer of Lemma C.1. ``progress`` hears the named steps."""
+    steps = Steps(progress, "building kim23", 3 + MEMORIZER_STEPS)
+    steps.step("token keys and label consistency")
     if dataset.task not in ("seq2seq", "next-token"):
         raise InputError(
             f"kim23 needs task seq2seq or next-token, the dataset has {dataset.task!r}"
@@ -291,6 +299,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
     _, first, ctx_id = np.unique(context_rows, axis=0, return_index=True, return_inverse=True)
     ctx_id = ctx_id.reshape(-1)
     L = T + 1
+    steps.step("the contextual mapping: context values and the functional")
     M, c, a_final, e_final = context_rounds(keys, L)
     # softmax: S reads (c_r·M_r, c_r), exact after the re-quantization (kim23_softmax)
     moments = M * c if soft else M
@@ -309,6 +318,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
             sublayers += [max_read(alpha[r], "hardmax", r), deactivate(L, r), count(beta[r], n, r)]
 
     # the (context, token) ids at the judged positions, distinct, with their first label
+    steps.step("the (context, token) ids")
     positions = list(range(n)) if seq2seq else [n - 1]
     A = T + 1
     S_min = min(S.tolist())
@@ -345,6 +355,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
         projection=memorizer_projection,
         input_names=lanes,
         label="memorizer",
+        steps=steps,
     )
     sublayers.append(mlp)
     model = Transformer(
@@ -373,6 +384,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, Kim23Witness]:
         memorizer=mem_witness,
         parts=parts,
     )
+    steps.done()
     return model, witness
 
 

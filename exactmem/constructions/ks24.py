@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from flint import arb, ctx
 from gmpy2 import mpq
@@ -49,6 +51,7 @@ from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.progress import Steps
 from exactmem.separation import require_separated
 from exactmem.sequences import check_consistency
 
@@ -186,8 +189,13 @@ def _needed_precision(projected, keys, beta, lam0, limit: int, scale: mpq) -> st
     return f"about {max(bits, 64)} bits would be needed (--set precision=…)"
 
 
-def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
-    """``build --construction ks24``."""
+def build(
+    dataset: Dataset, options: dict, *, progress: Callable[..., Any] | None = None
+) -> tuple[Transformer, KS24Witness]:
+    """``build --construction ks24``; ``progress`` hears the named steps (one per direction
+    tried)."""
+    steps = Steps(progress, "building ks24", 4)
+    steps.step("tokenwise separatedness")
     if dataset.task != "seq2seq":
         raise InputError(f"ks24 memorizes seq-to-seq data (task seq2seq), got {dataset.task!r}")
     check_consistency(dataset, "seq2seq")
@@ -211,7 +219,10 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
         ms = tuple(sorted(toks))
         keys.append([(ms, t) for t in toks])
     labels = [tuple(y) for y in dataset.labels]
-    for _attempt in range(DIRECTION_ATTEMPTS):
+    for attempt in range(DIRECTION_ATTEMPTS):
+        if attempt:
+            steps.add(1)
+        steps.step(f"direction {attempt + 1}: temperature and precision of the context ids")
         v = _direction(vectors, rng)
         s_of = [sum((a * x for a, x in zip(v, z, strict=True)), mpq(0)) for z in vectors]
         projected = [
@@ -236,6 +247,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
             + _needed_precision(projected, keys, beta, lam0, limit, scale)
         )
     lam, precision, ordered, radius, gap = found
+    steps.step("the FFN's ramps and re-quantization")
     M, thresholds, deltas = _staircase(ordered, radius)
     while _label_error(M, deltas, radius) > mpq(1, 16):  # the label lane needs narrower ids
         precision *= 2
@@ -246,9 +258,12 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, KS24Witness]:
             )
         ordered, radius = _hulls(context_ids(projected, lam, beta, precision), keys, labels)
         M, thresholds, deltas = _staircase(ordered, radius)
-    return _assemble(
+    steps.step("assembling the model")
+    built = _assemble(
         dataset, options, v, lam, beta, precision, ordered, radius, gap, M, thresholds, deltas
     )
+    steps.done()
+    return built
 
 
 def _opt(options: dict, key: str) -> mpq | None:

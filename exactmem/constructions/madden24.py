@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from flint import arb, arb_mat, ctx
 from gmpy2 import mpq
@@ -47,6 +49,7 @@ from exactmem.balls import ball_midpoint, gelu_ball, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.model import MLP, Affine, Attention, AttentionHead, PositionalEncoding, Transformer
+from exactmem.progress import Steps
 
 __all__ = [
     "MaddenWitness",
@@ -213,11 +216,14 @@ def _affine(matrix: list[list[mpq]], bias: list[mpq], in_dim: int, names=()) -> 
     )
 
 
-def build(dataset: Dataset, options: dict) -> tuple[Transformer, MaddenWitness]:
+def build(
+    dataset: Dataset, options: dict, *, progress: Callable[..., Any] | None = None
+) -> tuple[Transformer, MaddenWitness]:
     """``build --construction madden24``: options d (default 8), width m (default n: the
     paper's m ≥ n; n − 1 is the least that fits, less is refuted), seed, precision (bits of the
     Arb solve, default 256, doubled on failure), bits (significant bits of the output weights,
-    default 128)."""
+    default 128). ``progress`` hears the named steps (one per draw)."""
+    steps = Steps(progress, "building madden24", 3)
     keep = contexts(dataset)
     n, S, V, C = len(keep), len(dataset.sequences[0]), len(dataset.vocab), dataset.num_classes
     d = options.get("d", 8)
@@ -229,7 +235,10 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MaddenWitness]:
     rng = random.Random(options.get("seed", 0))
     root = max(1, math.isqrt(d))
     pos = rational_positions(S, d)
-    for _attempt in range(6):
+    for attempt in range(6):
+        if attempt:
+            steps.add(2)
+        steps.step(f"draw {attempt + 1}: the attention's outputs and the features Φ")
         emb = [[_rand(rng, 1) for _ in range(d)] for _ in range(V)]
         head = tuple([[_rand(rng, root) for _ in range(d)] for _ in range(d)] for _ in range(4))
         W1 = [[_rand(rng, root) for _ in range(d)] for _ in range(m)]
@@ -240,6 +249,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MaddenWitness]:
             balls = tuple(_balls(W) for W in head)
             H = [_last_output(dataset.sequences[i], emb, pos, balls) for i in keep]
             Phi = _features(H, W1, b1)
+            steps.step(f"draw {attempt + 1}: the output layer's solve")
             solved = _solve_output(Phi, _log_targets(dataset, keep, precision), m, precision, bits)
         finally:
             ctx.prec = old
@@ -252,6 +262,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MaddenWitness]:
             "--set precision"
         )
     W2, b2 = solved
+    steps.step("assembling the model")
     meta = {
         "construction": "madden24",
         "theorem": "Madden, Fox & Thrampoulidis 2024, lower bound (reconstruction)",
@@ -290,6 +301,7 @@ def build(dataset: Dataset, options: dict) -> tuple[Transformer, MaddenWitness]:
         meta,
         token_inputs=True,
     )
+    steps.done()
     return model, MaddenWitness(n, m, d, precision)
 
 
