@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exactmem.errors import InputError
-from exactmem.evaluate.reference import Batch, LayerStat, _reduce
+from exactmem.evaluate.reference import Batch, _reduce, merged_stats
 
 ROWS_PER_SHARD = 250_000  # a shard's rows: big enough to share classes, small enough to move
 
@@ -122,7 +122,7 @@ def model_from_bytes(blob: bytes):
 
 def _fold_specs(folds) -> list[tuple[str, str, int]]:
     """What a worker needs to make the folds afresh: (kind, prefix, steps or K)."""
-    from exactmem.verify import MatchFold, StepFold
+    from exactmem.folds import MatchFold, StepFold
 
     specs = []
     for f in folds:
@@ -134,7 +134,7 @@ def _fold_specs(folds) -> list[tuple[str, str, int]]:
 
 
 def _make_folds(specs) -> list:
-    from exactmem.verify import MatchFold, StepFold
+    from exactmem.folds import MatchFold, StepFold
 
     return [StepFold(p, n) if kind == "step" else MatchFold(p, n) for kind, p, n in specs]
 
@@ -328,7 +328,7 @@ def merge(results, rows: list[np.ndarray], on_probe, stats: list, folds=()):
     summed, smallest non-zero |pre-activation| the least), unfolded probes handed on whole,
     and each fold's per-row arrays joined and its first offending rows renumbered and kept as
     one process keeps them. Each shard is placed and dropped before the next is read."""
-    from exactmem.verify import _first_rows
+    from exactmem.folds import _first_rows
 
     size = sum(len(r) for r in rows)
     outs: dict = {}
@@ -346,19 +346,7 @@ def merge(results, rows: list[np.ndarray], on_probe, stats: list, folds=()):
         del result, out, probes
     X_out = [outs[j][0] for j in range(len(outs))]
     den_out = outs[0][1] if outs else 1  # every column of a shard shares its denominator
-    for layer_stats in zip(*shard_stats, strict=True):
-        mins = [s.min_nonzero for s in layer_stats if s.min_nonzero is not None]
-        first = layer_stats[0]
-        stats.append(
-            LayerStat(
-                first.sublayer,
-                first.layer,
-                first.units,
-                size,
-                sum(s.zeros for s in layer_stats),
-                min(mins) if mins else None,
-            )
-        )
+    stats += merged_stats(shard_stats, size)
     for name in list(lanes):
         values, vden = lanes.pop(name)
         on_probe(name, values, vden)

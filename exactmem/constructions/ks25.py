@@ -36,13 +36,13 @@ from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
 from exactmem.circuit import Circuit
+from exactmem.constructions.bit_budget import build_split_memorizer
 from exactmem.constructions.vys import (
     DEFAULT_GADGET,
     MEMORIZER_STEPS,
     MemorizerWitness,
     Projection,
     build_memorizer,
-    build_split_memorizer,
     integer_projection,
 )
 from exactmem.data import Dataset

@@ -218,6 +218,26 @@ def _stat(Z: Batch, den: int, sub: int, layer: int, size: int) -> LayerStat:
     return LayerStat(sub, layer, len(Z), size, zeros, None if best is None else mpq(int(best), den))
 
 
+def merged_stats(chunks: Sequence[Sequence[LayerStat]], size: int) -> list[LayerStat]:
+    """One statistic per layer from those of the chunks the rows were split into (processes
+    or shards): zeros summed, the least non-zero magnitude kept."""
+    merged = []
+    for layer_stats in zip(*chunks, strict=True):
+        mins = [s.min_nonzero for s in layer_stats if s.min_nonzero is not None]
+        first = layer_stats[0]
+        merged.append(
+            LayerStat(
+                first.sublayer,
+                first.layer,
+                first.units,
+                size,
+                sum(s.zeros for s in layer_stats),
+                min(mins) if mins else None,
+            )
+        )
+    return merged
+
+
 def _mlp(
     mlp: MLP,
     X: Batch,
@@ -316,19 +336,7 @@ def _mlp_parallel(mlp, X, den, size, sub, on_probe, stats, jobs, progress=None):
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         results = list(pool.map(_mlp_chunk, tasks))
     X_out, den_out = _common([(r[0], r[1]) for r in results])
-    for layer_stats in zip(*[r[2] for r in results], strict=True):
-        mins = [s.min_nonzero for s in layer_stats if s.min_nonzero is not None]
-        first = layer_stats[0]
-        stats.append(
-            LayerStat(
-                first.sublayer,
-                first.layer,
-                first.units,
-                size,
-                sum(s.zeros for s in layer_stats),
-                min(mins) if mins else None,
-            )
-        )
+    stats += merged_stats([r[2] for r in results], size)
     for name in results[0][3]:
         values, vden = _common([([r[3][name][0]], r[3][name][1]) for r in results])
         on_probe(name, values[0], vden)
