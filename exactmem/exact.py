@@ -44,8 +44,7 @@ def ceil_log2(q: int) -> int:
 def parameter_bits(value: mpq) -> int:
     """Bits of one parameter p/q in lowest terms: bitlen(|p|) + ⌈log₂ q⌉ + 1.
 
-    The erratum list of the Kajitsuka–Sato digest (item 17) notes that the paper defines bit
-    complexity only for fixed-point numbers. This is the fixed-point reading: a sign bit, the
+    Kajitsuka & Sato 2025 define bit complexity only for fixed-point numbers. This is the fixed-point reading: a sign bit, the
     integer bits of the numerator, and ⌈log₂ q⌉ fractional bits (exact for dyadic q = 2^k).
     Zero costs one bit.
     """

@@ -301,7 +301,8 @@ def _three_lanes(mlp: MLP) -> MLP:
 
 
 def _token_ids_only(proj: Projection, dim: int, label: str) -> MLP:
-    """F^(FF)_1 when A = ∅ (one distinct multiset): φ̃ ≡ 0, token ids only (digest erratum 4)."""
+    """F^(FF)_1 when A = ∅ (one distinct multiset): φ̃ ≡ 0, token ids only (Kajitsuka & Sato
+    2025)."""
     from exactmem.circuit import const, var
 
     names = tuple(f"x{j}" for j in range(dim))
@@ -477,7 +478,7 @@ def build(
         vectors_of = {t: dataset.vocab[t] for t in tokens}
         labelled = [t for t in tokens if t in in_A]
         extra = [t for t in tokens if t not in in_A]
-        # one Stage I projection: φ̃'s keys are the token ids (digest §2.4)
+        # one Stage I projection: φ̃'s keys are the token ids (Kajitsuka & Sato 2025, Theorem 4.1)
         proj = integer_projection([vectors_of[t] for t in labelled + extra], random.Random(seed))
         if labelled:
             mlp, phi_witness = _memorizer(
