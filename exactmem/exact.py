@@ -44,8 +44,9 @@ def ceil_log2(q: int) -> int:
 def parameter_bits(value: mpq) -> int:
     """Bits of one parameter p/q in lowest terms: bitlen(|p|) + ⌈log₂ q⌉ + 1.
 
-    Kajitsuka & Sato 2025 define bit complexity only for fixed-point numbers. This is the fixed-point reading: a sign bit, the
-    integer bits of the numerator, and ⌈log₂ q⌉ fractional bits (exact for dyadic q = 2^k).
+    Kajitsuka & Sato 2025 define bit complexity only for fixed-point numbers. This is the
+    fixed-point reading: a sign bit, the integer bits of the numerator, and ⌈log₂ q⌉ fractional
+    bits (exact for dyadic q = 2^k).
     Zero costs one bit.
     """
     value = mpq(value)
