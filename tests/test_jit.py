@@ -132,3 +132,55 @@ def test_warmup_refuses_arguments(capsys):
         main(["warmup", "--jobs", "2"])
     assert stop.value.code == 2
     assert "unrecognized arguments" in capsys.readouterr().err
+
+
+KERNELS = """
+import numpy as np
+from exactmem.jit import njit, prange
+
+@njit
+def inner(x):
+    return x * x + 1
+
+@njit
+def squares(n):  # allocates: needs numba's runtime (NRT), which the light load initialises
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        out[i] = inner(i)
+    return out
+
+@njit(parallel=True)
+def total(a):  # a parallel kernel: its thread pool starts when it is loaded
+    s = 0
+    for i in prange(len(a)):
+        s += a[i]
+    return s
+"""
+
+
+def test_kernels_loaded_from_the_cache_without_numba_registries(tmp_path):
+    """Kernels loaded from the cache (allocating, parallel, calling another kernel) give the
+    values they gave when compiled, and loading them skips numba's typing and lowering
+    registries (the context's refresh) — a signature not yet cached still compiles after."""
+    (tmp_path / "kern.py").write_text(KERNELS)
+    env = _env(NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    run = (
+        "import numpy as np, kern\n"
+        "from numba.core.registry import cpu_target\n"
+        "from exactmem import jit\n"
+        "a = kern.squares(1000)\n"
+        "assert a.tolist() == [i * i + 1 for i in range(1000)]\n"
+        "assert kern.total(a) == sum(i * i + 1 for i in range(1000))\n"
+        "print(len(jit.compiled), len(cpu_target.target_context._registries))\n"
+        "assert kern.total(a.astype(np.int32)) == kern.total(a)  # a new signature compiles\n"
+    )
+    first = _python(run, env, tmp_path)
+    assert first.returncode == 0, first.stderr
+    compiled, _ = first.stdout.split()
+    assert int(compiled) == 2  # squares (inner inside it) and total
+    again = _python(run, env, tmp_path)
+    assert again.returncode == 0, again.stderr
+    compiled, registries = again.stdout.split()
+    assert int(compiled) == 0  # both loaded from the cache
+    assert int(registries) == 0  # no registry installed to load them
