@@ -174,6 +174,7 @@ def test_kernels_loaded_from_the_cache_without_numba_registries(tmp_path):
         "assert kern.total(a) == sum(i * i + 1 for i in range(1000))\n"
         "print(len(jit.compiled), len(cpu_target.target_context._registries))\n"
         "assert kern.total(a.astype(np.int32)) == kern.total(a)  # a new signature compiles\n"
+        "assert kern.squares(np.int32(7)).tolist() == a[:7].tolist()  # (calling a kernel)\n"
     )
     first = _python(run, env, tmp_path)
     assert first.returncode == 0, first.stderr
