@@ -648,6 +648,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     was_quiet = jit.quiet(False)
     jit.quiet(was_quiet or getattr(args, "quiet", False))  # --quiet: no compile notices either
+    was_freezing = jit.freeze_after_import(True)  # (a process that ends with its command)
     # SIGTERM raises, as Ctrl-C does, so the atomic writer removes its temporary file
     previous = _install(signal.SIGTERM, _terminate)
     # Ctrl-C as Python's own handler, plus the workers; an ignored SIGINT stays ignored
@@ -680,6 +681,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
     finally:
         jit.quiet(was_quiet)
+        jit.freeze_after_import(was_freezing)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if keyboard is not None:

@@ -185,3 +185,29 @@ def test_kernels_loaded_from_the_cache_without_numba_registries(tmp_path):
     compiled, registries = again.stdout.split()
     assert int(compiled) == 0  # both loaded from the cache
     assert int(registries) == 0  # no registry installed to load them
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_freeze_after_import(tmp_path, freeze):
+    """With freeze_after_import on (the command line), importing numba moves every live object
+    to the collector's permanent generation; off (the API's default), nothing is frozen."""
+    code = (
+        "import gc; from exactmem import jit\n"
+        f"jit.freeze_after_import({freeze})\n"
+        "jit._load(); print(gc.get_freeze_count(), gc.isenabled())"
+    )
+    got = _python(code, _env(), tmp_path)
+    assert got.returncode == 0, got.stderr
+    count, enabled = got.stdout.split()
+    assert (int(count) > 10_000) == freeze
+    assert enabled == "True"  # the collector paused for the import only
+
+
+def test_the_command_line_restores_the_freeze_setting(tmp_path, capsys):
+    from exactmem.cli import main
+
+    assert jit.freeze_after_import(False) is False
+    missing = str(tmp_path / "missing.json")
+    assert main(["verify", missing, "--data", missing, "--quiet"]) == 2
+    assert "missing.json" in capsys.readouterr().err
+    assert jit.freeze_after_import(False) is False
