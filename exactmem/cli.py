@@ -648,7 +648,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     was_quiet = jit.quiet(False)
     jit.quiet(was_quiet or getattr(args, "quiet", False))  # --quiet: no compile notices either
-    was_freezing = jit.freeze_after_import(True)  # (a process that ends with its command)
+    # the console script and `python -m exactmem` (no argv given): a process that ends with its
+    # command; main([...]) called in a longer-lived process (tests, scripts) does not freeze
+    was_freezing = jit.freeze_after_import(argv is None)
     # SIGTERM raises, as Ctrl-C does, so the atomic writer removes its temporary file
     previous = _install(signal.SIGTERM, _terminate)
     # Ctrl-C as Python's own handler, plus the workers; an ignored SIGINT stays ignored

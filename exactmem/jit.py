@@ -87,7 +87,8 @@ def freeze_after_import(on: bool = True) -> bool:
     """Once numba is imported, move every object then alive to the garbage collector's
     permanent generation (:func:`gc.freeze`); returns the setting before.
 
-    The command line turns this on: its process ends with its command, and what exists when
+    The command line turns this on (``exactmem …``, ``python -m exactmem …``; not ``main([…])``
+    called in-process): its process ends with its command, and what exists when
     the kernels are first needed (the modules, numba's ~10⁵ objects, the model and the
     dataset just read) lives until then. Later collections no longer walk all of it again —
     at N = 10⁴ a warm ``verify`` spent ≈ 0.05 s of its 0.7 s in such passes. Off for the

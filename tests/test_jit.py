@@ -203,11 +203,17 @@ def test_freeze_after_import(tmp_path, freeze):
     assert enabled == "True"  # the collector paused for the import only
 
 
-def test_the_command_line_restores_the_freeze_setting(tmp_path, capsys):
+def test_only_the_command_line_process_freezes(monkeypatch):
+    """``exactmem …`` (main() reading sys.argv) turns the freeze on while its command runs;
+    main([...]) called in-process leaves it off; both restore the setting before."""
+    import exactmem.commands.verify as verify_command
     from exactmem.cli import main
 
-    assert jit.freeze_after_import(False) is False
-    missing = str(tmp_path / "missing.json")
-    assert main(["verify", missing, "--data", missing, "--quiet"]) == 2
-    assert "missing.json" in capsys.readouterr().err
-    assert jit.freeze_after_import(False) is False
+    seen = []
+    monkeypatch.setattr(verify_command, "run", lambda args: seen.append(jit._freeze) or 0)
+    args = ["verify", "m.json", "--data", "d.json", "--quiet"]
+    assert main(args) == 0
+    monkeypatch.setattr(sys, "argv", ["exactmem", *args])
+    assert main() == 0
+    assert seen == [False, True]
+    assert jit._freeze is False  # restored
