@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_dir", "njit", "quiet", "set_threads", "user_cache_root"]
+__all__ = ["cache_dir", "inner", "njit", "quiet", "set_threads", "user_cache_root"]
 
 ENV = "NUMBA_CACHE_DIR"
 
@@ -135,7 +135,16 @@ def njit(*args: Any, **kwargs: Any) -> Any:
     weights w > 0 and the non-zero remainders of a gcd loop), so no value changes."""
     kwargs.setdefault("cache", True)
     kwargs.setdefault("error_model", "numpy")
+    # no C entry point (only a kernel passed as a first-class function value would use it)
+    kwargs.setdefault("no_cfunc_wrapper", True)
     return _load().njit(*args, **kwargs)
+
+
+def inner(func: Any) -> Any:
+    """:func:`njit` for a kernel only other kernels call: compiled into its callers, so it gets
+    no Python or C entry point and no cache file of its own (a caller's cache entry holds its
+    code). Those are about a fifth of the first run's compiling, and never used."""
+    return njit(func, cache=False, no_cpython_wrapper=True)
 
 
 def set_threads(jobs: int) -> None:

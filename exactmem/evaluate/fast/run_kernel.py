@@ -15,7 +15,7 @@ import numpy as np
 
 from exactmem.evaluate.fast.limb_kernel import _hi, _settle, _view_value
 from exactmem.evaluate.fast.limits import _chunks
-from exactmem.jit import njit, prange
+from exactmem.jit import inner, njit, prange
 
 __all__ = ["shared_run", "warm"]
 
@@ -23,7 +23,7 @@ LIMB = 30
 MASK = (1 << LIMB) - 1
 
 
-@njit(cache=True)
+@inner
 def _carry(a, lo, hi):
     """Limbs lo..hi−2 into [0, 2^30); limb hi − 1 takes the carries and keeps the sign."""
     for i in range(lo, hi - 1):
@@ -32,7 +32,7 @@ def _carry(a, lo, hi):
         a[i + 1] += c
 
 
-@njit(cache=True)
+@inner
 def _beats(best, bn, u, x, n, smaller):
     """Whether x (n ≥ 1 limbs in use, non-negative) is smaller (or larger) than unit u's kept
     extreme best[u] (bn[u] limbs; −1: none kept yet)."""
@@ -47,14 +47,14 @@ def _beats(best, bn, u, x, n, smaller):
     return False
 
 
-@njit(cache=True)
+@inner
 def _keep(best, bn, u, x, n):
     for i in range(n):
         best[u, i] = x[i]
     bn[u] = n
 
 
-@njit(cache=True)
+@inner
 def _difference(X, W, r, nr, r2, nr2, out):
     """|X[r] − X[r2]| into out; returns (limbs in use, sign) — the sign −1 when X[r2] is larger."""
     sg = 1
@@ -86,7 +86,7 @@ def _difference(X, W, r, nr, r2, nr2, out):
     return n, sg
 
 
-@njit(cache=True)
+@inner
 def _tap(HB, HO, HW, CL, s, c, X, base, n):
     """Store a value (n limbs at X[base:]) as class c's in slot s; False if it does not fit."""
     if n > HW[s]:
