@@ -26,6 +26,7 @@ from typing import Any
 __all__ = [
     "cache_dir",
     "freeze_after_import",
+    "inner",
     "njit",
     "quiet",
     "set_threads",
@@ -167,6 +168,8 @@ def njit(*args: Any, **kwargs: Any) -> Any:
     weights w > 0 and the non-zero remainders of a gcd loop), so no value changes."""
     kwargs.setdefault("cache", True)
     kwargs.setdefault("error_model", "numpy")
+    # no C entry point (only a kernel passed as a first-class function value would use it)
+    kwargs.setdefault("no_cfunc_wrapper", True)
     made = _load().njit(*args, **kwargs)
     if hasattr(made, "py_func"):  # njit(func): the dispatcher; njit(**options): a decorator
         return _loading_lightly(made)
@@ -207,6 +210,13 @@ def _light_cache() -> type:
 
         _LightCache = LightCache
     return _LightCache
+
+
+def inner(func: Any) -> Any:
+    """:func:`njit` for a kernel only other kernels call: compiled into its callers, so it gets
+    no Python or C entry point and no cache file of its own (a caller's cache entry holds its
+    code). Those are about a fifth of the first run's compiling, and never used."""
+    return njit(func, cache=False, no_cpython_wrapper=True)
 
 
 def set_threads(jobs: int) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactmem.jit import njit
+from exactmem.jit import inner, njit
 
 
-@njit(cache=True)
+@inner
 def _fold_block(values, m, b0, fold, ones, flags, ramp, rise):
     """One step lane's values on rows b0..b0+m−1 folded into per-row state, as :func:`step_fold`
     (``fold`` = (probe, step index j, den, fresh count))."""

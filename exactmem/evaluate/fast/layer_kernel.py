@@ -232,6 +232,13 @@ def _shared_classes(
     refused. Statistics count each class ``counts[c]`` times; ``lens`` holds the limbs in use of the
     three extremes; ``flags[u]`` bit 0: a non-zero value was seen, bit 1: a positive one.
     Returns False if a result needs more limbs than its slot has."""
+    # flags and small numbers passed to helpers as values, not constants: numba compiles a
+    # helper once more for every distinct literal argument (LLVM still inlines the constant)
+    yes = np.bool_(True)
+    no = np.bool_(False)
+    zero = np.int64(0)
+    one = np.int64(1)
+    minus_one = np.int64(-1)
     NL = _widest(HW)
     full = lo_abs.shape[1]
     acc = np.zeros(full + NL + 2, np.int64)
@@ -443,7 +450,7 @@ def _shared_classes(
                             u,
                             n_new,
                             HB[np.uintp(_hi(HO, HW, bs, c) + n_new - 1)],
-                            True,
+                            yes,
                             lo_abs,
                             hi_abs,
                             lo_pos,
@@ -459,7 +466,7 @@ def _shared_classes(
                 else:
                     # negative: form H[bs] + delta in full (H[bs] is untouched)
                     nb = CL[bs, c]
-                    lw, hw = _extend(acc, lw, hw, 0, max(nb, 1))
+                    lw, hw = _extend(acc, lw, hw, zero, max(nb, 1))
                     bb = _hi(HO, HW, bs, c)
                     for i in range(nb):
                         acc[i] += HB[np.uintp(bb + i)]
@@ -537,7 +544,7 @@ def _shared_classes(
                                 V[ov, c] = 0
                             else:
                                 if _may_record(
-                                    vk, lv, top, True, lo_abs, hi_abs, lo_pos, lens, flags
+                                    vk, lv, top, yes, lo_abs, hi_abs, lo_pos, lens, flags
                                 ) and _z_may_record(
                                     HB,
                                     HO,
@@ -549,7 +556,7 @@ def _shared_classes(
                                     pval,
                                     npch,
                                     lv,
-                                    -1,
+                                    minus_one,
                                     vk,
                                     lo_abs,
                                     hi_abs,
@@ -560,7 +567,7 @@ def _shared_classes(
                                     lr = _view_value(
                                         HB, HO, HW, CL, bs, c, noff, nval, d0, d1, acc2
                                     )
-                                    _record(vk, acc2, lr, True, lo_abs, hi_abs, lo_pos, lens, flags)
+                                    _record(vk, acc2, lr, yes, lo_abs, hi_abs, lo_pos, lens, flags)
                                 V[ov, c] = 1
                                 if lv > out_used[vk]:
                                     out_used[vk] = lv
@@ -595,7 +602,7 @@ def _shared_classes(
                             neg[vk] += k
                             # (|z| = 2^(30e) when no limb below e is set: rare, compared in full)
                             if _may_record(
-                                vk, lm, top, False, lo_abs, hi_abs, lo_pos, lens, flags
+                                vk, lm, top, no, lo_abs, hi_abs, lo_pos, lens, flags
                             ) and (
                                 i0 < 0
                                 or _z_may_record(
@@ -625,9 +632,9 @@ def _shared_classes(
                                     CL,
                                     bs,
                                     c,
-                                    1,
+                                    one,
                                     acc,
-                                    0,
+                                    zero,
                                     noff,
                                     nval,
                                     d0,
@@ -640,7 +647,7 @@ def _shared_classes(
                                 mag[h2] = 0
                                 _normalize(mag, h2)
                                 lr = _length(mag, h2 + 1)
-                                _record(vk, mag, lr, False, lo_abs, hi_abs, lo_pos, lens, flags)
+                                _record(vk, mag, lr, no, lo_abs, hi_abs, lo_pos, lens, flags)
                             CL[ov, c] = 0
                             V[ov, c] = 0
                             done = True
@@ -664,13 +671,13 @@ def _shared_classes(
                             neg[vk] += k
                             lr = _length(mag, h2 + 1)
                             if _may_record(
-                                vk, lr, mag[lr - 1], False, lo_abs, hi_abs, lo_pos, lens, flags
+                                vk, lr, mag[lr - 1], no, lo_abs, hi_abs, lo_pos, lens, flags
                             ):
-                                _record(vk, mag, lr, False, lo_abs, hi_abs, lo_pos, lens, flags)
+                                _record(vk, mag, lr, no, lo_abs, hi_abs, lo_pos, lens, flags)
                         elif _may_record(
-                            vk, n2, acc2[n2 - 1], True, lo_abs, hi_abs, lo_pos, lens, flags
+                            vk, n2, acc2[n2 - 1], yes, lo_abs, hi_abs, lo_pos, lens, flags
                         ):
-                            _record(vk, acc2, n2, True, lo_abs, hi_abs, lo_pos, lens, flags)
+                            _record(vk, acc2, n2, yes, lo_abs, hi_abs, lo_pos, lens, flags)
                         if relu and neg2:
                             n2 = 0
                         if n2 > HW[ov]:
@@ -700,13 +707,13 @@ def _shared_classes(
                     _normalize(mag, hw)
                     neg[u] += k
                     lm = _length(mag, hw + 1)
-                    if _may_record(u, lm, mag[lm - 1], False, lo_abs, hi_abs, lo_pos, lens, flags):
-                        _record(u, mag, lm, False, lo_abs, hi_abs, lo_pos, lens, flags)
+                    if _may_record(u, lm, mag[lm - 1], no, lo_abs, hi_abs, lo_pos, lens, flags):
+                        _record(u, mag, lm, no, lo_abs, hi_abs, lo_pos, lens, flags)
                 else:
                     if _may_record(
-                        u, n_acc, acc[n_acc - 1], True, lo_abs, hi_abs, lo_pos, lens, flags
+                        u, n_acc, acc[n_acc - 1], yes, lo_abs, hi_abs, lo_pos, lens, flags
                     ):
-                        _record(u, acc, n_acc, True, lo_abs, hi_abs, lo_pos, lens, flags)
+                        _record(u, acc, n_acc, yes, lo_abs, hi_abs, lo_pos, lens, flags)
             if relu and negative:
                 n_acc = 0
             if n_acc > HW[o]:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactmem.jit import njit
+from exactmem.jit import inner, njit
 
 LIMB = 30
 MASK = (1 << LIMB) - 1
 
 
-@njit(cache=True)
+@inner
 def _normalize(acc, top):
     """Propagate carries so limbs 0..top−1 are in [0, 2^30); limb ``top`` keeps the sign."""
     for i in range(top):
@@ -22,7 +22,7 @@ def _normalize(acc, top):
         acc[i + 1] += c
 
 
-@njit(cache=True)
+@inner
 def _length(a, n):
     """Limbs in use of a non-negative normalized vector (index of the top non-zero + 1)."""
     while n > 0 and a[n - 1] == 0:
@@ -33,7 +33,7 @@ def _length(a, n):
 # The small helpers here are plain calls, not numba's ``inline="always"``: LLVM inlines them all
 # the same (the kernels run no slower), while numba's own inlining re-typed each body at every
 # call site — several seconds of the first run's compilation.
-@njit(cache=True)
+@inner
 def _hi(HO, HW, s, c):
     """Where class c of shared slot s starts in the limb store (HB, HO, HW): slot s is a
     (classes × HW[s]) block of the buffer HB at HO[s]. Limb i of it is read as
@@ -43,7 +43,7 @@ def _hi(HO, HW, s, c):
     return HO[s] + c * HW[s]
 
 
-@njit(cache=True)
+@inner
 def _widest(HW):
     """The most limbs per class of any slot (scratch sizes)."""
     w = 0
@@ -52,7 +52,7 @@ def _widest(HW):
     return w
 
 
-@njit(cache=True)
+@inner
 def _less(a, la, b, lb):
     """a < b for non-negative normalized limb vectors with la, lb limbs in use."""
     if la != lb:
@@ -63,7 +63,7 @@ def _less(a, la, b, lb):
     return False
 
 
-@njit(cache=True)
+@inner
 def _cmp(x, lx, R, u, lr):
     """Sign of x − R[u] for non-negative normalized limb vectors (lx, lr limbs in use). Indexes
     R in place: a row view per call costs reference counting in the hot loop."""
@@ -75,7 +75,7 @@ def _cmp(x, lx, R, u, lr):
     return 0
 
 
-@njit(cache=True)
+@inner
 def _put(R, u, x, lx, lr):
     for i in range(lx):
         R[u, i] = x[i]
@@ -83,7 +83,7 @@ def _put(R, u, x, lx, lr):
         R[u, i] = 0
 
 
-@njit(cache=True)
+@inner
 def _may_record(u, lx, top, positive, lo_abs, hi_abs, lo_pos, lens, flags):
     """False when a value of lx limbs with top limb ``top`` can change none of unit u's
     extremes: decided by lengths and top limbs alone, before any limb-by-limb comparison."""
@@ -107,7 +107,7 @@ def _may_record(u, lx, top, positive, lo_abs, hi_abs, lo_pos, lens, flags):
     return False
 
 
-@njit(cache=True)
+@inner
 def _cmp_h(HB, HO, HW, s, c, lx, R, u, lr):
     """Sign of H[s, c] − R[u] (non-negative normalized, lx and lr limbs in use)."""
     if lx != lr:
@@ -119,7 +119,7 @@ def _cmp_h(HB, HO, HW, s, c, lx, R, u, lr):
     return 0
 
 
-@njit(cache=True)
+@inner
 def _put_h(R, u, HB, HO, HW, s, c, lx, lr):
     b = _hi(HO, HW, s, c)
     for i in range(lx):
@@ -128,7 +128,7 @@ def _put_h(R, u, HB, HO, HW, s, c, lx, lr):
         R[u, i] = 0
 
 
-@njit(cache=True)
+@inner
 def _record_h(u, HB, HO, HW, s, c, lx, lo_abs, hi_abs, lo_pos, lens, flags):
     """:func:`_record` for a positive value held in H[s, c]."""
     if not (flags[u] & 1) or _cmp_h(HB, HO, HW, s, c, lx, lo_abs, u, lens[u, 0]) < 0:
@@ -144,7 +144,7 @@ def _record_h(u, HB, HO, HW, s, c, lx, lo_abs, hi_abs, lo_pos, lens, flags):
     flags[u] |= 1
 
 
-@njit(cache=True)
+@inner
 def _record(u, x, lx, positive, lo_abs, hi_abs, lo_pos, lens, flags):
     """Fold a non-zero magnitude x (lx limbs) into unit u's least/greatest |z| and least z > 0
     (their limbs in use in lens[u, 0..2])."""
@@ -161,7 +161,7 @@ def _record(u, x, lx, positive, lo_abs, hi_abs, lo_pos, lens, flags):
     flags[u] |= 1
 
 
-@njit(cache=True)
+@inner
 def _extend(acc, lw, hw, a, b):
     """Grow the live region [lw, hw) of acc to cover [a, b), zeroing what it gains."""
     if hw <= lw:
@@ -179,7 +179,7 @@ def _extend(acc, lw, hw, a, b):
     return lw, hw
 
 
-@njit(cache=True)
+@inner
 def _normalize_from(acc, lo, top):
     """:func:`_normalize` over limbs lo..top−1 only (below lo nothing is live)."""
     for i in range(lo, top):
@@ -188,7 +188,7 @@ def _normalize_from(acc, lo, top):
         acc[i + 1] += c
 
 
-@njit(cache=True)
+@inner
 def _settle(acc, a, b, top):
     """Carry acc[a..] upward, stopping past limb b − 1 once no carry is left: limbs below
     ``top`` end in [0, 2^30) (if they were outside a..b − 1 already), acc[top] keeps the rest."""
@@ -202,7 +202,7 @@ def _settle(acc, a, b, top):
         i += 1
 
 
-@njit(cache=True)
+@inner
 def _grow(acc, hw, new):
     """Zero limbs hw..new − 1 and settle the old top limb (now below the top)."""
     for i in range(hw, new):
@@ -211,7 +211,7 @@ def _grow(acc, hw, new):
     return new
 
 
-@njit(cache=True)
+@inner
 def _view_value(HB, HO, HW, CL, B, c, voff, vval, d0, d1, out):
     """out[:n] = H[B, c] + Σ digits (a view, positive by construction); returns n, the exact
     number of limbs in use."""
@@ -230,7 +230,7 @@ def _view_value(HB, HO, HW, CL, B, c, voff, vval, d0, d1, out):
     return _length(out, hw)
 
 
-@njit(cache=True)
+@inner
 def _view_signed(HB, HO, HW, CL, B, c, mode, src, src_hw, doff, dval, d0, d1, out, width):
     """out = z + Σ digits in the signed normalized form (returns hw: out[:hw − 1] in
     [0, 2^30), out[hw − 1] signed), z = H[B, c] (mode 1), 0 (mode 0) or src[:src_hw] (mode −1,
@@ -262,7 +262,7 @@ def _view_signed(HB, HO, HW, CL, B, c, mode, src, src_hw, doff, dval, d0, d1, ou
     return hw
 
 
-@njit(cache=True)
+@inner
 def _pair_diff(HB, HO, HW, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb):
     """|H[s] − H[s2]| at class c into diff (views built in xa, xb first), normalized: returns
     (limbs in use, sign). The paths that read the pair without a difference tag — rare, so a
@@ -297,7 +297,7 @@ def _pair_diff(HB, HO, HW, CL, V, VB, vptr, voff, vval, s, s2, c, diff, xa, xb):
     return _length(diff, nx + 1), sg
 
 
-@njit(cache=True)
+@inner
 def _zlimb(HB, HO, HW, B, c, nb, pidx, pval, n, i):
     """Limb i of a patched value: the patched limb if any, else H's own (view creation in
     :func:`_shared_classes`)."""
@@ -309,7 +309,7 @@ def _zlimb(HB, HO, HW, B, c, nb, pidx, pval, n, i):
     return 0
 
 
-@njit(cache=True)
+@inner
 def _zcmp(HB, HO, HW, B, c, nb, pidx, pval, n, lz, i0, R, u, lr):
     """Sign of |z| − R[u] for a patched z of lz limbs (lengths first, then limbs from the top,
     each read as it is needed). i0 < 0: z > 0; else z < 0 and |z| = 2^(30e) − (z's limbs),
@@ -330,7 +330,7 @@ def _zcmp(HB, HO, HW, B, c, nb, pidx, pval, n, lz, i0, R, u, lr):
     return 0
 
 
-@njit(cache=True)
+@inner
 def _z_may_record(
     HB, HO, HW, B, c, nb, pidx, pval, n, lz, i0, u, lo_abs, hi_abs, lo_pos, lens, flags
 ):
@@ -350,7 +350,7 @@ def _z_may_record(
     return False
 
 
-@njit(cache=True)
+@inner
 def _add_in_place(HB, HO, HW, CL, bs, c, acc, lw, hw, tmp):
     """H[bs, c] (non-negative, CL[bs, c] limbs) + acc[lw:hw] (normalized, top limb signed),
     touching only the limbs the sum changes: carries stop where they die. Returns the new

@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from exactmem.evaluate.fast.fold_kernel import _fold_block
-from exactmem.jit import njit, prange
+from exactmem.jit import inner, njit, prange
 
 BIG = np.int64(2**62)
 
 BLOCK = 1024  # rows per block: a unit's partial sums stay in L1 while its terms are added
 
 
-@njit(cache=True)
+@inner
 def _terms_block(R, cls, table, ptr, src, kind, coef, u, start, b0, m, buf):
     """buf[:m] = start + Σ coef·input over rows b0..b0+m−1 (one term at a time, so the inner
     loops are straight-line and vectorize)."""
@@ -181,14 +181,14 @@ def relu_units(
             stats[u, 4] = max(stats[u, 4], part[q, u, 4])
 
 
-@njit(cache=True)
+@inner
 def _linear_span(R, cls, table, ptr, src, kind, coef, out, r0, r1):
     buf = np.empty(BLOCK, np.int64)
     for k in range(out.shape[0]):
         dest = out[k]
         for b0 in range(r0, r1, BLOCK):
             m = min(BLOCK, r1 - b0)
-            _terms_block(R, cls, table, ptr, src, kind, coef, k, 0, b0, m, buf)
+            _terms_block(R, cls, table, ptr, src, kind, coef, k, np.int64(0), b0, m, buf)
             for i in range(m):
                 dest[b0 + i] = buf[i]
 
@@ -210,7 +210,7 @@ def linear_rows_parallel(R, cls, table, ptr, src, kind, coef, out):
         )
 
 
-@njit(cache=True)
+@inner
 def _same(sigs, r, table, i):
     for j in range(sigs.shape[0]):
         if sigs[j, r] != table[i, j]:
@@ -300,9 +300,15 @@ def refine(cls, sigs, nclass):
         new[r] = nclass + made
         moved[made] = 1
         made += 1
+    # element by element: a slice assignment compiles numba's shape-mismatch message (≈ 3 s of
+    # the first run's compiling), and these shapes match by construction
     every = np.zeros((nclass + made, k), np.int64)
-    every[:nclass] = rep
-    every[nclass:] = child_sig[:made]
+    for c in range(nclass):
+        for j in range(k):
+            every[c, j] = rep[c, j]
+    for i in range(made):
+        for j in range(k):
+            every[nclass + i, j] = child_sig[i, j]
     return parent[:made].copy(), every, moved[:made].copy()
 
 

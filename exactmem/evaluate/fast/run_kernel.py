@@ -15,7 +15,7 @@ import numpy as np
 
 from exactmem.evaluate.fast.limb_kernel import _hi, _settle, _view_value
 from exactmem.evaluate.fast.limits import _chunks
-from exactmem.jit import njit, prange
+from exactmem.jit import inner, njit, prange
 
 __all__ = ["shared_run", "warm"]
 
@@ -23,7 +23,7 @@ LIMB = 30
 MASK = (1 << LIMB) - 1
 
 
-@njit(cache=True)
+@inner
 def _carry(a, lo, hi):
     """Limbs lo..hi−2 into [0, 2^30); limb hi − 1 takes the carries and keeps the sign."""
     for i in range(lo, hi - 1):
@@ -32,7 +32,7 @@ def _carry(a, lo, hi):
         a[i + 1] += c
 
 
-@njit(cache=True)
+@inner
 def _beats(best, bn, u, x, n, smaller):
     """Whether x (n ≥ 1 limbs in use, non-negative) is smaller (or larger) than unit u's kept
     extreme best[u] (bn[u] limbs; −1: none kept yet)."""
@@ -47,14 +47,14 @@ def _beats(best, bn, u, x, n, smaller):
     return False
 
 
-@njit(cache=True)
+@inner
 def _keep(best, bn, u, x, n):
     for i in range(n):
         best[u, i] = x[i]
     bn[u] = n
 
 
-@njit(cache=True)
+@inner
 def _difference(X, W, r, nr, r2, nr2, out):
     """|X[r] − X[r2]| into out; returns (limbs in use, sign) — the sign −1 when X[r2] is larger."""
     sg = 1
@@ -86,7 +86,7 @@ def _difference(X, W, r, nr, r2, nr2, out):
     return n, sg
 
 
-@njit(cache=True)
+@inner
 def _tap(HB, HO, HW, CL, s, c, X, base, n):
     """Store a value (n limbs at X[base:]) as class c's in slot s; False if it does not fit."""
     if n > HW[s]:
@@ -157,6 +157,8 @@ def _run_classes(
     in use (−1: none). Returns False when a value outgrows W limbs."""
     X = np.zeros(nreg * W, np.int64)  # register r's limbs at r·W (flat: no views per term)
     XL = np.zeros(nreg, np.int64)
+    yes = np.bool_(True)  # a value, not a literal: _beats compiles once (layer_kernel)
+    no = np.bool_(False)
     lin = np.zeros(A, np.int64)
     acc = np.zeros(A, np.int64)
     d = np.zeros(A, np.int64)
@@ -248,7 +250,7 @@ def _run_classes(
                 while n > 0 and acc[n - 1] == 0:
                     n -= 1
                 zneg[u] += k
-                if _beats(lo, lo_n, u, acc, n, True):
+                if _beats(lo, lo_n, u, acc, n, yes):
                     _keep(lo, lo_n, u, acc, n)
                 XL[o] = 0
                 posv[u] = False
@@ -264,11 +266,11 @@ def _run_classes(
             if n == 0:
                 zpre[u] += k
             else:
-                if _beats(lo, lo_n, u, acc, n, True):
+                if _beats(lo, lo_n, u, acc, n, yes):
                     _keep(lo, lo_n, u, acc, n)
-                if _beats(pos, pos_n, u, acc, n, True):
+                if _beats(pos, pos_n, u, acc, n, yes):
                     _keep(pos, pos_n, u, acc, n)
-                if _beats(hi, hi_n, u, acc, n, False):
+                if _beats(hi, hi_n, u, acc, n, no):
                     _keep(hi, hi_n, u, acc, n)
             base = o * W
             for i in range(n):
@@ -349,6 +351,8 @@ def shared_run(
     chn = np.full((chunks, K), -1, np.int64)
     ok = np.ones(chunks, np.bool_)
     step = (nclass + chunks - 1) // chunks
+    yes = np.bool_(True)
+    no = np.bool_(False)
     for q in prange(chunks):
         a = q * step
         b = min(nclass, a + step)
@@ -404,11 +408,11 @@ def shared_run(
         for u in range(K):
             zpre[u] += cz[q, u]
             zneg[u] += cn[q, u]
-            if cln[q, u] >= 0 and _beats(lo, lo_n, u, clo[q, u], cln[q, u], True):
+            if cln[q, u] >= 0 and _beats(lo, lo_n, u, clo[q, u], cln[q, u], yes):
                 _keep(lo, lo_n, u, clo[q, u], cln[q, u])
-            if cpn[q, u] >= 0 and _beats(pos, pos_n, u, cpos[q, u], cpn[q, u], True):
+            if cpn[q, u] >= 0 and _beats(pos, pos_n, u, cpos[q, u], cpn[q, u], yes):
                 _keep(pos, pos_n, u, cpos[q, u], cpn[q, u])
-            if chn[q, u] >= 0 and _beats(hi, hi_n, u, chi[q, u], chn[q, u], False):
+            if chn[q, u] >= 0 and _beats(hi, hi_n, u, chi[q, u], chn[q, u], no):
                 _keep(hi, hi_n, u, chi[q, u], chn[q, u])
     return True
 

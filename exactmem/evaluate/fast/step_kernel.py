@@ -16,21 +16,50 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactmem.evaluate.fast.limb_kernel import _add_in_place, _hi, _less
-from exactmem.jit import njit
+from exactmem.evaluate.fast.limb_kernel import _add_in_place, _hi, _less, _widest
+from exactmem.jit import inner, njit
 
 __all__ = ["step_run", "warm"]
 
 
-@njit(cache=True)
+@inner
+def _first_at_least(xs, v):
+    """First index i with xs[i] ≥ v in the sorted keys (``np.searchsorted(xs, v)``, written out:
+    numba's compiles a comparator family for every dtype, a part of the first run's compiling)."""
+    lo = 0
+    hi = xs.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if xs[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@inner
+def _first_above(xs, v):
+    """First index i with xs[i] > v in the sorted keys (``np.searchsorted(xs, v, "right")``)."""
+    lo = 0
+    hi = xs.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if xs[mid] <= v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@inner
 def _unit_stats(xs, w, b, out):
     """:func:`~exactmem.evaluate.fast.sorted_steps.unit_stats` in int64: out = (zeros, negatives,
     least non-zero |z|, least positive z, greatest |z|), −1 for "none"."""
     n = xs.shape[0]
-    neg = np.searchsorted(xs, -(b // w))
+    neg = _first_at_least(xs, -(b // w))
     zeros = 0
     if b % w == 0:
-        zeros = np.searchsorted(xs, -b // w, side="right") - neg
+        zeros = _first_above(xs, -b // w) - neg
     first = neg + zeros
     min_pos = w * xs[first] + b if first < n else -1
     least = min_pos
@@ -48,7 +77,7 @@ def _unit_stats(xs, w, b, out):
     out[4] = top
 
 
-@njit(cache=True)
+@inner
 def _boundary(xs, w, b, coef, u0, u1, starts, cuts):
     """:func:`~exactmem.evaluate.fast.sorted_steps.step_boundary` of units u0..u1−1 in int64: p, or
     −1 when the sum is not a step along the keys."""
@@ -59,13 +88,21 @@ def _boundary(xs, w, b, coef, u0, u1, starts, cuts):
     cuts[k] = n
     k += 1
     for u in range(u0, u1):
-        at = np.searchsorted(xs, -(b[u] // w[u]))
+        at = _first_at_least(xs, -(b[u] // w[u]))
         if b[u] % w[u] == 0:
-            at = np.searchsorted(xs, -b[u] // w[u], side="right")
+            at = _first_above(xs, -b[u] // w[u])
         starts[u - u0] = at
         cuts[k] = at
         k += 1
-    cs = np.sort(cuts[:k])
+    # the k ≤ units + 2 cuts sorted in place (insertion sort: np.sort compiles a quicksort)
+    for i in range(1, k):
+        x = cuts[i]
+        j = i - 1
+        while j >= 0 and cuts[j] > x:
+            cuts[j + 1] = cuts[j]
+            j -= 1
+        cuts[j + 1] = x
+    cs = cuts
     p = -1
     for i in range(k - 1):
         s = cs[i]
@@ -91,7 +128,7 @@ def _boundary(xs, w, b, coef, u0, u1, starts, cuts):
     return n if p < 0 else p
 
 
-@njit(cache=True)
+@inner
 def _compare(HB, HO, HW, CL, s, c, d):
     """Sign of H[s, c] − H[s, d] (non-negative values, exact lengths)."""
     a = CL[s, c]
@@ -108,7 +145,7 @@ def _compare(HB, HO, HW, CL, s, c, d):
     return 0
 
 
-@njit(cache=True)
+@inner
 def _magnitude_left(HB, HO, HW, CL, s, c, mag, n_mag, out):
     """out = mag − H[s, c] (mag > H[s, c] ≥ 0, n_mag limbs); returns its limbs in use."""
     n = CL[s, c]
@@ -129,7 +166,7 @@ def _magnitude_left(HB, HO, HW, CL, s, c, mag, n_mag, out):
     return k
 
 
-@njit(cache=True)
+@inner
 def _copy_out(HB, HO, HW, CL, s, c, out):
     n = CL[s, c]
     b = _hi(HO, HW, s, c)
@@ -184,7 +221,8 @@ def step_run(
         umax = max(umax, uptr[l_ + 1] - uptr[l_])
     starts = np.zeros(umax + 1, np.int64)
     cuts = np.zeros(umax + 3, np.int64)
-    tmp = np.zeros(max(HW.max(), limbs.shape[0]) + 2, np.int64)
+    # _widest, not HW.max(): numba's generic reduction is a part of the first run's compiling
+    tmp = np.zeros(max(_widest(HW), limbs.shape[0]) + 2, np.int64)
     # Classes are runs of the sorted keys. Active: reaching above the previous boundary (after
     # the split, wholly above it: every step of the layer is 1 on them); frozen: below it —
     # the boundaries only rise, so a frozen class is never updated again in the run, and each
