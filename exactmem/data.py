@@ -9,7 +9,6 @@ index or field.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import math
 import numbers
@@ -433,13 +432,17 @@ def save_dataset(
     _write_json(dataset_to_json(ds), Path(path), progress)
 
 
-def dataset_hash(ds: Dataset) -> str:
-    """SHA-256 of the canonical JSON (sorted keys, no whitespace), without ``meta``."""
+def dataset_hash(ds: Dataset, *, tokens: np.ndarray | None = None) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, no whitespace), without ``meta``; its token
+    rows are written from an integer array (:mod:`exactmem.canonical`), the same bytes.
+    ``tokens``: ``ds.sequences`` as an (N, n) array of vocabulary indices, if the caller holds
+    one (the sequence view's, when no two vocabulary vectors are equal)."""
+    from exactmem.canonical import canonical_sha256
+
     with paused_gc():  # the canonical object's lists hold no cycles
         obj = dataset_to_json(ds)
         obj.pop("meta", None)
-        text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return canonical_sha256(obj, tokens=tokens)
 
 
 # --------------------------------------------------------------------------- generators
@@ -500,26 +503,44 @@ SEPARATION_LIMIT = 20_000
 def squared_separation(vectors: Sequence[Vector]) -> mpq | None:
     """δ² = min ‖x − x'‖² over pairs of distinct vectors (exact); ``None`` if all are equal.
 
-    Exact but quadratic: vectorised in int64 when the scaled coordinates provably fit,
-    otherwise Python integers. Callers skip it above :data:`SEPARATION_LIMIT` vectors.
-    """
+    Exact but quadratic: on whole blocks of pairs in int32 or int64 when the scaled
+    coordinates provably fit, otherwise Python integers. Callers skip it above
+    :data:`SEPARATION_LIMIT` vectors."""
     distinct = list(dict.fromkeys(tuple(v) for v in vectors))
     if len(distinct) < 2:
         return None
     scale = math.lcm(*[int(x.denominator) for v in distinct for x in v])
-    ints = [[int(x * scale) for x in v] for v in distinct]
+    if scale == 1:
+        ints = [[int(x) for x in v] for v in distinct]
+    else:
+        ints = [[int(x * scale) for x in v] for v in distinct]
     d = len(ints[0])
     top = max(abs(x) for v in ints for x in v)
-    best: int | None = None
     if d * (2 * top) ** 2 < 2**62:
-        X = np.array(ints, dtype=np.int64)
-        for i in range(len(X) - 1):
-            diff = X[i + 1 :] - X[i]
-            m = int(np.einsum("ij,ij->i", diff, diff).min())
+        dtype = np.int32 if d * (2 * top) ** 2 < 2**31 else np.int64
+        return mpq(_least_square_distance(np.array(ints, dtype=dtype)), scale * scale)
+    best: int | None = None
+    for i in range(len(ints)):
+        for j in range(i + 1, len(ints)):
+            m = sum((a - b) ** 2 for a, b in zip(ints[i], ints[j], strict=True))
             best = m if best is None else min(best, m)
-    else:
-        for i in range(len(ints)):
-            for j in range(i + 1, len(ints)):
-                m = sum((a - b) ** 2 for a, b in zip(ints[i], ints[j], strict=True))
-                best = m if best is None else min(best, m)
     return mpq(best, scale * scale)
+
+
+def _least_square_distance(X: np.ndarray, block: int = 64) -> int:
+    """min over i < j of ‖X[i] − X[j]‖², for rows whose every such sum fits X's dtype: a
+    block of rows against all the rows after its first, one coordinate at a time."""
+    M = len(X)
+    columns = [np.ascontiguousarray(X[:, k]) for k in range(X.shape[1])]
+    ceiling = np.iinfo(X.dtype).max
+    best = ceiling
+    for i0 in range(0, M - 1, block):
+        i1 = min(M, i0 + block)
+        d2 = np.zeros((i1 - i0, M - i0 - 1), X.dtype)
+        for c in columns:
+            diff = c[i0:i1, None] - c[None, i0 + 1 :]
+            d2 += diff * diff
+        # row i0 + a against column i0 + 1 + b: a pair i < j when b ≥ a
+        d2[np.arange(M - i0 - 1)[None, :] < np.arange(i1 - i0)[:, None]] = ceiling
+        best = min(best, int(d2.min()))
+    return best

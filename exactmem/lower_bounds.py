@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from exactmem.exact_arrays import first_occurrences
 from exactmem.model import (
     MLP,
     Affine,
@@ -385,7 +386,7 @@ def _entry_columns(model: Transformer, trace, sv, tokens) -> list | None:
     index = stream.index.reshape(-1)
     if index.shape != flat.shape:
         return None
-    values, at = np.unique(flat, return_index=True)
+    values, at = first_occurrences(flat)
     where = dict(zip(values.tolist(), at.tolist(), strict=True))
     rows = stream.rows
     return [rows[int(index[where[t]])] for t in tokens]

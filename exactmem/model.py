@@ -15,10 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 
 from gmpy2 import mpq
 
-from exactmem.exact import parameter_bits
+from exactmem.exact import bitlen, parameter_bits
 
 __all__ = [
     "MLP",
@@ -407,13 +409,17 @@ def resources(model: Transformer) -> Resources:
                     total_bits += parameter_bits(v)
                     max_bits = max(max_bits, parameter_bits(v))
     bit_cache: dict[tuple[int, int], int] = {}
+    integral: list[int] = []  # the weights of the maps with denominator 1, bits counted at once
     for affine, with_bias in model.affines():
         dense += affine.dense_count(with_bias=with_bias)
         den = affine.denominator
-        values = [c for row in affine.rows for _, c in row]
+        values = list(map(itemgetter(1), chain.from_iterable(affine.rows)))
         if with_bias:
             values += [b for b in affine.bias if b]
         nonzero += len(values)
+        if den == 1:
+            integral += values
+            continue
         for v in values:
             key = (v, den)
             bits = bit_cache.get(key)
@@ -423,6 +429,13 @@ def resources(model: Transformer) -> Resources:
                     bit_cache[key] = bits
             total_bits += bits
             max_bits = max(max_bits, bits)
+    if integral:  # p/1 in lowest terms: bitlen(|p|) + 0 + 1 bits (parameter_bits)
+        if set(map(type, integral)) <= {int}:
+            lengths = list(map(int.bit_length, map(abs, integral)))
+        else:  # integers of another type (numpy's, gmpy2's)
+            lengths = [bitlen(v) for v in integral]
+        total_bits += sum(lengths) + len(lengths)
+        max_bits = max(max_bits, max(lengths) + 1)
     return Resources(
         width=max(_widths(model)),
         depth=depth,

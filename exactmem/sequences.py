@@ -24,7 +24,7 @@ from gmpy2 import mpq
 
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.exact_arrays import exact, first_seen_ids, index_type
+from exactmem.exact_arrays import first_seen_ids, index_type, int_array
 from exactmem.progress import counter, ignore
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "canonical_tokens",
     "multiset_of",
     "sequence_tokens",
+    "token_separation",
     "random_sequences",
     "token_array",
     "view",
@@ -94,6 +95,19 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     last = canon[:, -1].astype(np.int64) if canon.shape[1] else np.zeros(len(canon), np.int64)
     used = np.flatnonzero(np.bincount(canon.reshape(-1), minlength=1)).tolist()
     return SequenceView(canonical, tuple(used), ordered, last, ids, firsts, canon)
+
+
+def token_separation(ds: Dataset, sv: SequenceView) -> mpq | None:
+    """δ² of the distinct tokens the sequences use (:func:`exactmem.data.squared_separation`
+    of ``ds.vocab`` at ``sv.tokens``), measured once per view: the certificate's geometry and
+    Lemma C.2's range both read it. Callers check :data:`exactmem.data.SEPARATION_LIMIT`."""
+    from exactmem.data import squared_separation
+
+    known = sv.__dict__.get("_separation")  # the frozen view's cache, as cached_property's
+    if known is None or known[0] is not ds.vocab:
+        known = (ds.vocab, squared_separation([ds.vocab[t] for t in sv.tokens]))
+        sv.__dict__["_separation"] = known
+    return known[1]
 
 
 def sequence_tokens(ds: Dataset, sv: SequenceView) -> np.ndarray:
@@ -173,7 +187,7 @@ def check_consistency(
             return f"sequences[{m // width}][{m % width}]"
         return f"sequences[{m}]"
 
-    labels = exact(np.array(ds.labels, dtype=object)).reshape(-1)
+    labels = int_array(ds.labels).reshape(-1)
     ids, firsts = first_seen_ids(keys)
     owner = firsts[ids]
     clash = np.nonzero(labels != labels[owner])[0]

@@ -17,9 +17,21 @@ from gmpy2 import mpq
 from exactmem.data import SEPARATION_LIMIT, Dataset, squared_radius, squared_separation
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
-from exactmem.exact_arrays import exact, first_seen_ids, ratio_equal, rational_table
+from exactmem.exact_arrays import (
+    exact,
+    first_occurrences,
+    first_seen_ids,
+    int_array,
+    ratio_equal,
+    rational_table,
+)
 from exactmem.model import MLP
-from exactmem.sequences import SequenceView, describe_multiset, sequence_tokens
+from exactmem.sequences import (
+    SequenceView,
+    describe_multiset,
+    sequence_tokens,
+    token_separation,
+)
 from exactmem.verify import (
     MAX_EXAMPLES,
     Check,
@@ -88,7 +100,7 @@ def check_ks25(
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
 
     canon = sequence_tokens(ds, sv)  # (N, n) canonical tokens (narrow ints)
-    tokens, at_first = np.unique(canon.reshape(-1), return_index=True)
+    tokens, at_first = first_occurrences(canon)
     token_rows = first.index.reshape(-1)[at_first]
     row_of = dict(zip(tokens.tolist(), token_rows.tolist(), strict=True))
     phi_rows, tid_rows = first.lane("phi"), first.lane("tid")
@@ -117,13 +129,14 @@ def check_ks25(
     if variant == "ks25-token-ids":
         checks.append(_embedding_ids(tid, len(ds.vocab)))
     else:
-        checks.append(_token_id_range(tid, [ds.vocab[t] for t in tokens.tolist()]))
+        vectors = [ds.vocab[t] for t in tokens.tolist()]  # the view's tokens: δ measured there
+        checks.append(_token_id_range(tid, vectors, lambda: token_separation(ds, sv)))
 
     if isinstance(phi_mlp, MLP) and A:  # φ̃ ≠ 0 somewhere: F1 must hold Lemma B.3's memorizer
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
         checks += check_any_memorizer(trace, phi_mlp, expected, lambda r: f"token row {r}")
-    labels = exact(np.array(ds.labels, dtype=object)).reshape(ds.size, -1)
-    rows, where = np.unique(mixed.index.reshape(-1), return_index=True)
+    labels = int_array(ds.labels).reshape(ds.size, -1)
+    rows, where = first_occurrences(mixed.index)
     expected2 = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
     checks += check_any_memorizer(trace, f2_mlp, expected2, lambda r: f"context id row {r}")
     return checks
@@ -268,9 +281,7 @@ def _context_ids(mixed: Stream, key: np.ndarray, positions, n, token_gap) -> Che
     different tokens are at least the token-id gap apart. ``key``: one id per (token,
     multiset) at each judged (sequence, position)."""
     P = key.shape[1]
-    rows, first, inverse = np.unique(
-        mixed.index.reshape(-1), return_index=True, return_inverse=True
-    )
+    rows, first, inverse = first_occurrences(mixed.index, inverse=True)
     flat = key.reshape(-1)
     clash = np.nonzero(flat != flat[first][inverse.reshape(-1)])[0]
     bad = []
@@ -402,10 +413,11 @@ def _phi_range(phi: dict, sums: np.ndarray, den: int, distinct: int, M: int) -> 
     )
 
 
-def _token_id_range(tid: dict, vectors: list) -> Check:
+def _token_id_range(tid: dict, vectors: list, separation=None) -> Check:
     """Lemma C.2's range on the evaluated token ids of the M distinct tokens:
     0 ≤ F(x) ≤ 10·r·M²·δ⁻¹·√(πd), r the largest norm, δ the least distance (exact), taken as
-    Theorem B.1 takes them: r ≥ 1 and δ ≤ 1 (tokens further apart are also 1-separated)."""
+    Theorem B.1 takes them: r ≥ 1 and δ ≤ 1 (tokens further apart are also 1-separated).
+    ``separation``: returns δ² of ``vectors`` (default: measured here)."""
     M, d = len(vectors), len(vectors[0]) if vectors else 0
     low, high = min(tid.values(), default=mpq(0)), max(tid.values(), default=mpq(0))
     bad = [f"a token id is {format_rational(low)} < 0"] if low < 0 else []
@@ -416,7 +428,8 @@ def _token_id_range(tid: dict, vectors: list) -> Check:
             "tokens is not measured)"
         )
         return Check("ks25.token_id_range", not bad, "; ".join(bad) or detail, figures)
-    r2, delta2 = max(squared_radius(vectors), mpq(1)), squared_separation(vectors)
+    r2 = max(squared_radius(vectors), mpq(1))
+    delta2 = separation() if separation else squared_separation(vectors)
     if delta2 is not None and high > 0:
         delta2 = min(delta2, mpq(1))
         # F ≤ 10rM²√(πd)/δ ⇔ F²δ²/(100 r² M⁴ d) < π
