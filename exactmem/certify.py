@@ -19,8 +19,8 @@ from exactmem.data import (
     SEPARATION_LIMIT,
     Dataset,
     dataset_hash,
+    radius_and_separation,
     squared_radius,
-    squared_separation,
 )
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.reference import run as reference_run
@@ -30,7 +30,7 @@ from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
 from exactmem.model import MLP, PositionalEncoding, Transformer, has_gelu, resources
 from exactmem.progress import tell
-from exactmem.sequences import check_consistency, token_separation, view, with_positions
+from exactmem.sequences import check_consistency, token_geometry, view, with_positions
 from exactmem.verify import (
     MAX_EXAMPLES,
     Certificate,
@@ -96,11 +96,15 @@ def point_conflicts(dataset: Dataset) -> None:
             )
 
 
-def _geometry(vectors, what: str, separation=squared_separation) -> dict:
-    """The count, r² and δ² of ``vectors`` (``separation(vectors)`` measures δ²)."""
-    figures = {what: len(vectors), "r2": format_rational(squared_radius(vectors))}
+def _geometry(vectors, what: str, geometry=None) -> dict:
+    """The count, r² and δ² of ``vectors``; ``geometry()`` gives (r², δ²) if the caller has
+    them (measured once)."""
+    if len(vectors) > SEPARATION_LIMIT:
+        r2, delta2 = squared_radius(vectors), None
+    else:
+        r2, delta2 = geometry() if geometry else radius_and_separation(vectors)
+    figures = {what: len(vectors), "r2": format_rational(r2)}
     if len(vectors) <= SEPARATION_LIMIT:
-        delta2 = separation(vectors)
         figures["delta2"] = None if delta2 is None else format_rational(delta2)
     else:
         figures["delta2"] = f"not measured (more than {SEPARATION_LIMIT} vectors)"
@@ -562,7 +566,7 @@ def _sequences(
         "n": len(dataset.sequences[0]),
         "d": dataset.dim,
         "C": dataset.num_classes,
-        **_geometry(tokens, "tokens", lambda _: token_separation(dataset, sv)),
+        **_geometry(tokens, "tokens", lambda: token_geometry(dataset, sv)),
         "distinct_multisets": len(sv.first_of_multiset),
         "position_aware": feed == "vectors with positions",
         "vocabulary": len(dataset.vocab),

@@ -38,6 +38,7 @@ __all__ = [
     "random_points",
     "read_json_file",
     "save_dataset",
+    "radius_and_separation",
     "squared_radius",
     "squared_separation",
 ]
@@ -506,25 +507,38 @@ def squared_separation(vectors: Sequence[Vector]) -> mpq | None:
     Exact but quadratic: on whole blocks of pairs in int32 or int64 when the scaled
     coordinates provably fit, otherwise Python integers. Callers skip it above
     :data:`SEPARATION_LIMIT` vectors."""
+    return radius_and_separation(vectors)[1]
+
+
+def radius_and_separation(vectors: Sequence[Vector]) -> tuple[mpq, mpq | None]:
+    """(r², δ²) of a non-empty list of vectors (:func:`squared_radius`,
+    :func:`squared_separation`), both from one conversion to integers over a common
+    denominator."""
     distinct = list(dict.fromkeys(tuple(v) for v in vectors))
-    if len(distinct) < 2:
-        return None
     scale = math.lcm(*[int(x.denominator) for v in distinct for x in v])
     if scale == 1:
         ints = [[int(x) for x in v] for v in distinct]
     else:
         ints = [[int(x * scale) for x in v] for v in distinct]
     d = len(ints[0])
-    top = max(abs(x) for v in ints for x in v)
+    top = max((abs(x) for v in ints for x in v), default=0)
+    square = scale * scale
     if d * (2 * top) ** 2 < 2**62:
-        dtype = np.int32 if d * (2 * top) ** 2 < 2**31 else np.int64
-        return mpq(_least_square_distance(np.array(ints, dtype=dtype)), scale * scale)
+        X = np.array(ints, dtype=np.int32 if d * (2 * top) ** 2 < 2**31 else np.int64)
+        X = X.reshape(len(ints), d)
+        r2 = int(np.einsum("ij,ij->i", X.astype(np.int64), X.astype(np.int64)).max())
+        if len(distinct) < 2:
+            return mpq(r2, square), None
+        return mpq(r2, square), mpq(_least_square_distance(X), square)
+    r2 = max(sum(x * x for x in v) for v in ints)
+    if len(distinct) < 2:
+        return mpq(r2, square), None
     best: int | None = None
     for i in range(len(ints)):
         for j in range(i + 1, len(ints)):
             m = sum((a - b) ** 2 for a, b in zip(ints[i], ints[j], strict=True))
             best = m if best is None else min(best, m)
-    return mpq(best, scale * scale)
+    return mpq(r2, square), mpq(best, square)
 
 
 def _least_square_distance(X: np.ndarray, block: int = 64) -> int:

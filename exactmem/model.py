@@ -408,18 +408,24 @@ def resources(model: Transformer) -> Resources:
                 if v:
                     total_bits += parameter_bits(v)
                     max_bits = max(max_bits, parameter_bits(v))
+    maps = list(model.affines())
+    dense += sum(a.in_dim * len(a.rows) + (len(a.rows) if b else 0) for a, b in maps)
+    # the maps over denominator 1 (all of a ks25 model): their weights counted in one pass
+    whole = [(a, b) for a, b in maps if a.denominator == 1]
+    integral = list(
+        map(itemgetter(1), chain.from_iterable(chain.from_iterable(a.rows for a, _ in whole)))
+    )
+    integral += filter(None, chain.from_iterable(a.bias for a, b in whole if b))
+    nonzero += len(integral)
     bit_cache: dict[tuple[int, int], int] = {}
-    integral: list[int] = []  # the weights of the maps with denominator 1, bits counted at once
-    for affine, with_bias in model.affines():
-        dense += affine.dense_count(with_bias=with_bias)
+    for affine, with_bias in maps:
         den = affine.denominator
+        if den == 1:
+            continue
         values = list(map(itemgetter(1), chain.from_iterable(affine.rows)))
         if with_bias:
             values += [b for b in affine.bias if b]
         nonzero += len(values)
-        if den == 1:
-            integral += values
-            continue
         for v in values:
             key = (v, den)
             bits = bit_cache.get(key)

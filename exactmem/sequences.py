@@ -34,7 +34,7 @@ __all__ = [
     "canonical_tokens",
     "multiset_of",
     "sequence_tokens",
-    "token_separation",
+    "token_geometry",
     "random_sequences",
     "token_array",
     "view",
@@ -97,16 +97,17 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     return SequenceView(canonical, tuple(used), ordered, last, ids, firsts, canon)
 
 
-def token_separation(ds: Dataset, sv: SequenceView) -> mpq | None:
-    """δ² of the distinct tokens the sequences use (:func:`exactmem.data.squared_separation`
-    of ``ds.vocab`` at ``sv.tokens``), measured once per view: the certificate's geometry and
-    Lemma C.2's range both read it. Callers check :data:`exactmem.data.SEPARATION_LIMIT`."""
-    from exactmem.data import squared_separation
+def token_geometry(ds: Dataset, sv: SequenceView) -> tuple[mpq, mpq | None]:
+    """(r², δ²) of the distinct tokens the sequences use
+    (:func:`exactmem.data.radius_and_separation` of ``ds.vocab`` at ``sv.tokens``), measured
+    once per view: the certificate's geometry and Lemma C.2's range both read them. Callers
+    check :data:`exactmem.data.SEPARATION_LIMIT` first."""
+    from exactmem.data import radius_and_separation
 
-    known = sv.__dict__.get("_separation")  # the frozen view's cache, as cached_property's
+    known = sv.__dict__.get("_geometry")  # the frozen view's cache, as cached_property's
     if known is None or known[0] is not ds.vocab:
-        known = (ds.vocab, squared_separation([ds.vocab[t] for t in sv.tokens]))
-        sv.__dict__["_separation"] = known
+        known = (ds.vocab, radius_and_separation([ds.vocab[t] for t in sv.tokens]))
+        sv.__dict__["_geometry"] = known
     return known[1]
 
 

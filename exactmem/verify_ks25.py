@@ -10,11 +10,12 @@ the sequence id and the context id from the stream after it.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.data import SEPARATION_LIMIT, Dataset, squared_radius, squared_separation
+from exactmem.data import SEPARATION_LIMIT, Dataset, radius_and_separation
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import (
@@ -30,7 +31,7 @@ from exactmem.sequences import (
     SequenceView,
     describe_multiset,
     sequence_tokens,
-    token_separation,
+    token_geometry,
 )
 from exactmem.verify import (
     MAX_EXAMPLES,
@@ -94,7 +95,7 @@ def check_ks25(
         )
     n = len(ds.sequences[0])
     first = trace.streams[at - 1] if at else trace.embedded
-    mixed = trace.streams[at]
+    mixed = _exact_lanes(trace.streams[at], ("phi", "tid", "seq"))
     if first is None:
         raise ChecklistStructureError("the evaluation kept no stream before the attention layer")
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
@@ -130,7 +131,7 @@ def check_ks25(
         checks.append(_embedding_ids(tid, len(ds.vocab)))
     else:
         vectors = [ds.vocab[t] for t in tokens.tolist()]  # the view's tokens: δ measured there
-        checks.append(_token_id_range(tid, vectors, lambda: token_separation(ds, sv)))
+        checks.append(_token_id_range(tid, vectors, lambda: token_geometry(ds, sv)))
 
     if isinstance(phi_mlp, MLP) and A:  # φ̃ ≠ 0 somewhere: F1 must hold Lemma B.3's memorizer
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
@@ -140,6 +141,18 @@ def check_ks25(
     expected2 = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
     checks += check_any_memorizer(trace, f2_mlp, expected2, lambda r: f"context id row {r}")
     return checks
+
+
+def _exact_lanes(stream: Stream, names) -> Stream:
+    """``stream`` with the lanes ``names`` (those it has) already :func:`exact`: the checks
+    below read each of them more than once."""
+    if len(stream.names) != len(stream.columns):
+        return stream
+    columns = [
+        exact(col) if name in names else col
+        for name, col in zip(stream.names, stream.columns, strict=True)
+    ]
+    return replace(stream, columns=columns)
 
 
 def _sums(canon: np.ndarray, phi: dict[int, mpq]) -> tuple[np.ndarray, int]:
@@ -191,8 +204,7 @@ def _witness_set(distinct: np.ndarray, A: set, ms_first: np.ndarray) -> Check:
     ``distinct``: one sequence per distinct multiset (canonical tokens), in first-seen order."""
     in_A = np.zeros(int(distinct.max(initial=0)) + 1, bool)
     in_A[list(A)] = True
-    restricted = np.sort(np.where(in_A[distinct], distinct, -1), axis=1)
-    ids, owners = first_seen_ids(restricted)
+    ids, owners = _restricted_ids(distinct, in_A)
     clash = np.nonzero(owners[ids] != np.arange(len(ids)))[0]
     bad = [
         f"sequences[{ms_first[owners[ids[k]]]}] and sequences[{ms_first[k]}]: restrictions "
@@ -204,6 +216,33 @@ def _witness_set(distinct: np.ndarray, A: set, ms_first: np.ndarray) -> Check:
         not bad,
         _examples(bad, len(clash)) if bad else "restricted multisets pairwise distinct",
     )
+
+
+def _token_words(size: int) -> np.ndarray:
+    """A random 64-bit word per token (fixed seed): the order-free hash of a multiset."""
+    return np.random.default_rng(0).integers(0, 2**64, size, np.uint64, endpoint=False)
+
+
+def _restricted_ids(distinct: np.ndarray, in_A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`first_seen_ids` of the rows of ``distinct`` as multisets restricted to A.
+
+    Grouped first by an order-free hash (the wrapping sum of a random word per token of A),
+    then every row grouped with an earlier one is compared with it as a sorted restricted row;
+    if any such pair differs (a collision), the restricted rows are sorted and grouped
+    exactly."""
+    words = _token_words(len(in_A))
+    words[~in_A] = 0
+    ids, owners = first_seen_ids(words[distinct].sum(axis=1, dtype=np.uint64))
+    later = np.flatnonzero(owners[ids] != np.arange(len(ids)))
+
+    def restricted(rows: np.ndarray) -> np.ndarray:
+        return np.sort(np.where(in_A[rows], rows, -1), axis=1)
+
+    if later.size and not np.array_equal(
+        restricted(distinct[later]), restricted(distinct[owners[ids[later]]])
+    ):
+        return first_seen_ids(restricted(distinct))
+    return ids, owners
 
 
 def _sequence_sums(sums: np.ndarray, den: int, ms_first: np.ndarray, sv) -> Check:
@@ -413,11 +452,11 @@ def _phi_range(phi: dict, sums: np.ndarray, den: int, distinct: int, M: int) -> 
     )
 
 
-def _token_id_range(tid: dict, vectors: list, separation=None) -> Check:
+def _token_id_range(tid: dict, vectors: list, geometry=None) -> Check:
     """Lemma C.2's range on the evaluated token ids of the M distinct tokens:
     0 ≤ F(x) ≤ 10·r·M²·δ⁻¹·√(πd), r the largest norm, δ the least distance (exact), taken as
     Theorem B.1 takes them: r ≥ 1 and δ ≤ 1 (tokens further apart are also 1-separated).
-    ``separation``: returns δ² of ``vectors`` (default: measured here)."""
+    ``geometry``: returns (r², δ²) of ``vectors`` (default: measured here)."""
     M, d = len(vectors), len(vectors[0]) if vectors else 0
     low, high = min(tid.values(), default=mpq(0)), max(tid.values(), default=mpq(0))
     bad = [f"a token id is {format_rational(low)} < 0"] if low < 0 else []
@@ -428,8 +467,8 @@ def _token_id_range(tid: dict, vectors: list, separation=None) -> Check:
             "tokens is not measured)"
         )
         return Check("ks25.token_id_range", not bad, "; ".join(bad) or detail, figures)
-    r2 = max(squared_radius(vectors), mpq(1))
-    delta2 = separation() if separation else squared_separation(vectors)
+    r2, delta2 = geometry() if geometry else radius_and_separation(vectors)
+    r2 = max(r2, mpq(1))
     if delta2 is not None and high > 0:
         delta2 = min(delta2, mpq(1))
         # F ≤ 10rM²√(πd)/δ ⇔ F²δ²/(100 r² M⁴ d) < π
