@@ -578,7 +578,7 @@ def read_dataset(path: str | os.PathLike):
             sequences = tuple(map(tuple, np.array(shared, dtype=object)[seqs].tolist()))
             size = len(sequences)
         labels = _labels(c, task, labels_raw, size, sequences, C)
-        return Dataset(
+        ds = Dataset(
             task=task,
             labels=labels,
             num_classes=C,
@@ -587,6 +587,12 @@ def read_dataset(path: str | os.PathLike):
             sequences=sequences,
             meta=meta,
         )
+        if tokens:  # the checks read the token array again: keep it, narrow (not the map's)
+            from exactmem.exact_arrays import index_type
+            from exactmem.sequences import remember_token_array
+
+            remember_token_array(ds, seqs.astype(index_type(len(vectors))))
+        return ds
     finally:
         c.close()
 

@@ -13,6 +13,7 @@ import contextlib
 import io
 import random
 import re
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -36,6 +37,7 @@ __all__ = [
     "sequence_tokens",
     "token_geometry",
     "random_sequences",
+    "remember_token_array",
     "token_array",
     "view",
     "with_positions",
@@ -89,7 +91,10 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     else:
         canonical = tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
     # narrow ints from here on: a quarter of int64's memory, and radix sorts
-    canon = canonical_tokens(ds, canonical).astype(index_type(len(canonical)))
+    if canonical == tuple(range(len(canonical))):  # no two tokens equal: the indices themselves
+        canon = token_array(ds).astype(index_type(len(canonical)), copy=False)
+    else:
+        canon = canonical_tokens(ds, canonical).astype(index_type(len(canonical)))
     ordered = np.sort(canon, axis=1)
     ids, firsts = first_seen_ids(ordered)
     last = canon[:, -1].astype(np.int64) if canon.shape[1] else np.zeros(len(canon), np.int64)
@@ -124,10 +129,36 @@ def canonical_tokens(ds: Dataset, canonical: tuple[int, ...]) -> np.ndarray:
 
 
 def token_array(ds: Dataset) -> np.ndarray:
-    """The sequences as an (N, n) int64 array of vocabulary indices."""
+    """The sequences as an (N, n) integer array of vocabulary indices (int64, or the
+    read-only array a container file held, :func:`remember_token_array`)."""
+    known = _TOKEN_ARRAYS.get(id(ds))
+    if known is not None and known[0]() is ds:
+        return known[1]
     n = len(ds.sequences[0]) if ds.sequences else 0
     flat = np.fromiter(chain.from_iterable(ds.sequences), np.int64, ds.size * n)
     return flat.reshape(ds.size, n)
+
+
+# id(dataset) → (weak reference to it, its token array as read): token_array's memory
+_TOKEN_ARRAYS: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def remember_token_array(ds: Dataset, tokens: np.ndarray) -> None:
+    """Keep ``tokens`` — ``ds.sequences`` as the (N, n) array a container file stored, which
+    its reader turned into the tuples — for :func:`token_array`, as long as ``ds`` lives:
+    the sequence view then needs no second pass over a million tuples. Read-only; a dataset
+    is immutable (a frozen dataclass of tuples)."""
+    tokens = np.asarray(tokens)
+    if tokens.shape != (ds.size, len(ds.sequences[0]) if ds.sequences else 0):
+        raise ValueError(f"token array of shape {tokens.shape} for {ds.size} sequences")
+    tokens.flags.writeable = False
+    key = id(ds)
+
+    def forget(ref: weakref.ref) -> None:
+        if _TOKEN_ARRAYS.get(key, (None,))[0] is ref:
+            del _TOKEN_ARRAYS[key]
+
+    _TOKEN_ARRAYS[key] = (weakref.ref(ds, forget), tokens)
 
 
 def restrict(ms: Multiset, A: set[int]) -> Multiset:
