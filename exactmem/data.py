@@ -26,6 +26,7 @@ from gmpy2 import mpq
 
 from exactmem.errors import InputError
 from exactmem.exact import parse_rational
+from exactmem.exact_arrays import first_seen_ids
 from exactmem.gcpause import paused_gc
 from exactmem.json_input import parse_json, read_json_file
 
@@ -514,29 +515,32 @@ def squared_separation(vectors: Sequence[Vector]) -> mpq | None:
 def radius_and_separation(vectors: Sequence[Vector]) -> tuple[mpq, mpq | None]:
     """(r², δ²) of a non-empty list of vectors (:func:`squared_radius`,
     :func:`squared_separation`), both from one conversion to integers over a common
-    denominator."""
-    distinct = list(dict.fromkeys(map(tuple, vectors)))
-    flat = list(chain.from_iterable(distinct))  # C-speed passes: a thousand tokens cost ~1 ms
+    denominator; equal vectors are found on those integers (hashing a fresh rational costs
+    more than the rest)."""
+    vectors = list(vectors)
+    d = len(vectors[0])
+    flat = list(chain.from_iterable(vectors))  # C-speed passes: a thousand tokens cost ~1 ms
     scale = math.lcm(*map(int, set(map(attrgetter("denominator"), flat))))
     flat = list(map(int, flat)) if scale == 1 else [int(x * scale) for x in flat]
-    d = len(distinct[0])
     top = max(map(abs, flat), default=0)
     square = scale * scale
     if d * (2 * top) ** 2 < 2**62:
         X = np.array(flat, dtype=np.int32 if d * (2 * top) ** 2 < 2**31 else np.int64)
-        X = X.reshape(len(distinct), d)
+        X = X.reshape(len(vectors), d)
         r2 = int(np.einsum("ij,ij->i", X.astype(np.int64), X.astype(np.int64)).max())
-        if len(distinct) < 2:
+        X = X[first_seen_ids(X)[1]] if d else X[:1]  # the distinct vectors
+        if len(X) < 2:
             return mpq(r2, square), None
         return mpq(r2, square), mpq(_least_square_distance(X), square)
-    ints = [flat[i : i + d] for i in range(0, len(flat), d)] if d else [[] for _ in distinct]
+    ints = [tuple(flat[i : i + d]) for i in range(0, len(flat), d)] if d else [()]
     r2 = max(sum(x * x for x in v) for v in ints)
+    distinct = list(dict.fromkeys(ints))
     if len(distinct) < 2:
         return mpq(r2, square), None
     best: int | None = None
-    for i in range(len(ints)):
-        for j in range(i + 1, len(ints)):
-            m = sum((a - b) ** 2 for a, b in zip(ints[i], ints[j], strict=True))
+    for i in range(len(distinct)):
+        for j in range(i + 1, len(distinct)):
+            m = sum((a - b) ** 2 for a, b in zip(distinct[i], distinct[j], strict=True))
             best = m if best is None else min(best, m)
     return mpq(r2, square), mpq(best, square)
 

@@ -89,8 +89,12 @@ def top(a: np.ndarray) -> int:
 def exact(a: np.ndarray) -> np.ndarray:
     """``a`` as int64 when every value fits, else as an object array of Python ints."""
     a = np.asarray(a)
-    if a.dtype == object:
-        return a.astype(np.int64) if top(a) < LIMIT else a
+    if a.dtype == object:  # converted first, then bounded: quicker than comparing objects
+        try:
+            fixed = a.astype(np.int64)
+        except OverflowError:
+            return a
+        return fixed if top(fixed) < LIMIT else a
     return a.astype(np.int64, copy=False)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, groupby
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -85,11 +86,7 @@ def multiset_of(row: list[int]) -> Multiset:
 def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     """Canonical tokens and multisets. ``by_index``: tokens are vocabulary indices (token-id
     inputs, Theorem E.1), so equal vectors at different indices stay different tokens."""
-    first: dict[tuple, int] = {}
-    if by_index:
-        canonical = tuple(range(len(ds.vocab)))
-    else:
-        canonical = tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
+    canonical = tuple(range(len(ds.vocab))) if by_index else _canonical(ds.vocab)
     # narrow ints from here on: a quarter of int64's memory, and radix sorts
     if canonical == tuple(range(len(canonical))):  # no two tokens equal: the indices themselves
         canon = token_array(ds).astype(index_type(len(canonical)), copy=False)
@@ -100,6 +97,25 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     last = canon[:, -1].astype(np.int64) if canon.shape[1] else np.zeros(len(canon), np.int64)
     used = np.flatnonzero(np.bincount(canon.reshape(-1), minlength=1)).tolist()
     return SequenceView(canonical, tuple(used), ordered, last, ids, firsts, canon)
+
+
+def _canonical(vocab) -> tuple[int, ...]:
+    """Per vocabulary index, the least index of an equal vector: on the numerators and
+    denominators as integer rows (rationals are kept in lowest terms, so equal vectors have
+    equal rows; hashing a thousand fresh rationals costs more than the whole view), or on the
+    vectors themselves when a part does not fit int64."""
+    d = len(vocab[0]) if vocab else 0
+    flat = list(chain.from_iterable(vocab))
+    try:
+        if d == 0 or len(flat) != d * len(vocab):
+            raise ValueError
+        num = np.array(list(map(int, map(attrgetter("numerator"), flat))), np.int64)
+        den = np.array(list(map(int, map(attrgetter("denominator"), flat))), np.int64)
+    except (AttributeError, OverflowError, TypeError, ValueError):
+        first: dict[tuple, int] = {}
+        return tuple(first.setdefault(tuple(v), i) for i, v in enumerate(vocab))
+    ids, firsts = first_seen_ids(np.concatenate([num.reshape(-1, d), den.reshape(-1, d)], 1))
+    return tuple(firsts[ids].tolist())
 
 
 def token_geometry(ds: Dataset, sv: SequenceView) -> tuple[mpq, mpq | None]:

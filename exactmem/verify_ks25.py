@@ -111,10 +111,13 @@ def check_ks25(
 
     checks = [_phi_values(phi, len(ms_first))]
     A = {t for t, v in phi.items() if v != 0}
-    token_gap = _min_gap(tid.values())
+    # the ids' distinct values and least gap, on their numerators over the stream's denominator
+    ids = np.unique(exact(first.numerators("tid"))[token_rows])
+    token_gap = _ratio((ids[1:] - ids[:-1]).min(), first.den) if len(ids) > 1 else None
     # Lemma C.2 separates token ids by 2; Theorem E.1's embedding table by 1 (its ids are the
     # vocabulary indices themselves)
-    checks.append(_token_ids(tid, token_gap, 1 if variant == "ks25-token-ids" else 2))
+    required = 1 if variant == "ks25-token-ids" else 2
+    checks.append(_token_ids(tid, token_gap, required, distinct=len(ids)))
     checks.append(_witness_set(canon[ms_first], A, ms_first))
     sums, sden = _sums(canon, phi)
     checks.append(_sequence_sums(sums[ms_first], sden, ms_first, sv))
@@ -180,12 +183,13 @@ def _phi_values(phi: dict, distinct: int) -> Check:
     return Check("ks25.phi_values", not bad, _examples(bad) if bad else detail, figures)
 
 
-def _token_ids(tid: dict, gap, required: int) -> Check:
-    """Lemma C.2: distinct tokens get integer ids at least ``required`` apart."""
+def _token_ids(tid: dict, gap, required: int, distinct: int | None = None) -> Check:
+    """Lemma C.2: distinct tokens get integer ids at least ``required`` apart. ``distinct``:
+    how many different ids there are, if the caller counted them."""
     bad = [
         f"vocab[{t}]: token id {format_rational(v)}" for t, v in tid.items() if v.denominator != 1
     ]
-    if len(set(tid.values())) != len(tid):
+    if (len(set(tid.values())) if distinct is None else distinct) != len(tid):
         bad.append("two distinct tokens share a token id")
     if gap is not None and gap < required:
         bad.append(f"token ids only {format_rational(gap)} apart")
