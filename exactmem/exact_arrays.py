@@ -23,6 +23,7 @@ __all__ = [
     "index_type",
     "int_array",
     "plus",
+    "multiset_ids",
     "ratio_equal",
     "rational_table",
     "times",
@@ -183,6 +184,42 @@ def first_occurrences(values: np.ndarray, *, inverse: bool = False):
         return distinct, first[distinct]
     place = np.cumsum(present) - 1
     return distinct, first[distinct], place[flat]
+
+
+def multiset_ids(
+    rows: np.ndarray, *, keep: np.ndarray | None = None, sorted_rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`first_seen_ids` of the rows of a non-negative integer matrix read as multisets
+    (of their entries v with ``keep[v]``, if given); ``sorted_rows``: the rows sorted, if the
+    caller has them.
+
+    Grouped first by an order-free hash — the wrapping sum of a random word per value — with
+    no sort of the rows; every row grouped with an earlier one is then compared with it as a
+    sorted row, and if any such pair differs (a collision) the sorted rows are grouped
+    exactly."""
+
+    def canonical(at: np.ndarray) -> np.ndarray:
+        if keep is None:
+            return sorted_rows[at] if sorted_rows is not None else np.sort(rows[at], axis=1)
+        r = rows[at]
+        return np.sort(np.where(keep[r], r, -1), axis=1)
+
+    everything = np.arange(len(rows))
+    if rows.ndim != 2 or not len(rows) or rows.dtype.kind not in "iu" or rows.min() < 0:
+        return first_seen_ids(canonical(everything)) if len(rows) else first_seen_ids(rows)
+    words = value_words(int(rows.max(initial=0)) + 1)
+    if keep is not None:
+        words[~keep[: len(words)]] = 0
+    ids, firsts = first_seen_ids(words[rows].sum(axis=1, dtype=np.uint64))
+    later = np.flatnonzero(firsts[ids] != everything)
+    if later.size and not np.array_equal(canonical(later), canonical(firsts[ids[later]])):
+        return first_seen_ids(canonical(everything))
+    return ids, firsts
+
+
+def value_words(size: int) -> np.ndarray:
+    """A random 64-bit word per value below ``size`` (fixed seed): :func:`multiset_ids`' hash."""
+    return np.random.default_rng(0).integers(0, 2**64, size, np.uint64, endpoint=False)
 
 
 def _packed_rows(M: np.ndarray) -> np.ndarray | None:

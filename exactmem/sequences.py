@@ -26,7 +26,7 @@ from gmpy2 import mpq
 
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.exact_arrays import first_seen_ids, index_type, int_array
+from exactmem.exact_arrays import first_seen_ids, index_type, int_array, multiset_ids
 from exactmem.progress import counter, ignore
 
 __all__ = [
@@ -93,7 +93,7 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     else:
         canon = canonical_tokens(ds, canonical).astype(index_type(len(canonical)))
     ordered = np.sort(canon, axis=1)
-    ids, firsts = first_seen_ids(ordered)
+    ids, firsts = multiset_ids(canon, sorted_rows=ordered)
     last = canon[:, -1].astype(np.int64) if canon.shape[1] else np.zeros(len(canon), np.int64)
     used = np.flatnonzero(np.bincount(canon.reshape(-1), minlength=1)).tolist()
     return SequenceView(canonical, tuple(used), ordered, last, ids, firsts, canon)

@@ -21,8 +21,8 @@ from exactmem.exact import format_rational
 from exactmem.exact_arrays import (
     exact,
     first_occurrences,
-    first_seen_ids,
     int_array,
+    multiset_ids,
     ratio_equal,
     rational_table,
 )
@@ -208,7 +208,7 @@ def _witness_set(distinct: np.ndarray, A: set, ms_first: np.ndarray) -> Check:
     ``distinct``: one sequence per distinct multiset (canonical tokens), in first-seen order."""
     in_A = np.zeros(int(distinct.max(initial=0)) + 1, bool)
     in_A[list(A)] = True
-    ids, owners = _restricted_ids(distinct, in_A)
+    ids, owners = multiset_ids(distinct, keep=in_A)
     clash = np.nonzero(owners[ids] != np.arange(len(ids)))[0]
     bad = [
         f"sequences[{ms_first[owners[ids[k]]]}] and sequences[{ms_first[k]}]: restrictions "
@@ -220,33 +220,6 @@ def _witness_set(distinct: np.ndarray, A: set, ms_first: np.ndarray) -> Check:
         not bad,
         _examples(bad, len(clash)) if bad else "restricted multisets pairwise distinct",
     )
-
-
-def _token_words(size: int) -> np.ndarray:
-    """A random 64-bit word per token (fixed seed): the order-free hash of a multiset."""
-    return np.random.default_rng(0).integers(0, 2**64, size, np.uint64, endpoint=False)
-
-
-def _restricted_ids(distinct: np.ndarray, in_A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`first_seen_ids` of the rows of ``distinct`` as multisets restricted to A.
-
-    Grouped first by an order-free hash (the wrapping sum of a random word per token of A),
-    then every row grouped with an earlier one is compared with it as a sorted restricted row;
-    if any such pair differs (a collision), the restricted rows are sorted and grouped
-    exactly."""
-    words = _token_words(len(in_A))
-    words[~in_A] = 0
-    ids, owners = first_seen_ids(words[distinct].sum(axis=1, dtype=np.uint64))
-    later = np.flatnonzero(owners[ids] != np.arange(len(ids)))
-
-    def restricted(rows: np.ndarray) -> np.ndarray:
-        return np.sort(np.where(in_A[rows], rows, -1), axis=1)
-
-    if later.size and not np.array_equal(
-        restricted(distinct[later]), restricted(distinct[owners[ids[later]]])
-    ):
-        return first_seen_ids(restricted(distinct))
-    return ids, owners
 
 
 def _sequence_sums(sums: np.ndarray, den: int, ms_first: np.ndarray, sv) -> Check:

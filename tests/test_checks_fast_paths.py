@@ -17,8 +17,8 @@ from gmpy2 import mpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exactmem import exact_arrays, verify_ks25
 from exactmem import io as model_io
-from exactmem import verify_ks25
 from exactmem.canonical import TABLE_LIMIT, int_rows_json
 from exactmem.certify import certify
 from exactmem.constructions import ks25
@@ -32,6 +32,7 @@ from exactmem.data import (
 )
 from exactmem.evaluate.reference import run as reference_run
 from exactmem.exact import parameter_bits
+from exactmem.exact_arrays import first_seen_ids, multiset_ids
 from exactmem.io import load_model, model_hash, model_to_json, save_model
 from exactmem.lower_bounds import _differing, _mixing_prefix, constant_sequence_check
 from exactmem.model import MLP, Affine, PositionalEncoding, Transformer, resources
@@ -210,14 +211,31 @@ def test_resources_count_every_weight_as_the_plain_definition(built):
 
 def test_witness_set_survives_an_order_free_hash_collision(monkeypatch):
     """Every multiset hashed alike: grouping then compares the rows themselves."""
-    monkeypatch.setattr(verify_ks25, "_token_words", lambda size: np.zeros(size, np.uint64))
+    monkeypatch.setattr(exact_arrays, "value_words", lambda size: np.zeros(size, np.uint64))
     distinct = np.array([[0, 1, 2], [2, 1, 0], [3, 1, 1], [1, 3, 4]], np.int16)
     in_A = np.array([False, True, True, True, False])
-    ids, owners = verify_ks25._restricted_ids(distinct, in_A)
+    ids, owners = multiset_ids(distinct, keep=in_A)
     # restricted to A = {1, 2, 3}: {1,2}, {1,2}, {1,1,3}, {1,3}
     assert ids.tolist() == [0, 0, 1, 2] and owners.tolist() == [0, 2, 3]
     check = verify_ks25._witness_set(distinct, {1, 2, 3}, np.arange(4))
     assert not check.passed and "sequences[0] and sequences[1]" in check.detail
+    ids, owners = multiset_ids(distinct)  # whole rows: {0,1,2} twice, then two others
+    assert ids.tolist() == [0, 0, 1, 2] and owners.tolist() == [0, 2, 3]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), min_size=3, max_size=3), min_size=1, max_size=30))
+def test_multiset_ids_are_first_seen_ids_of_sorted_rows(rows):
+    M = np.array(rows, np.int16)
+    keep = np.array([True, False, True, True, False, True, True])
+    want = first_seen_ids(np.sort(M, axis=1))
+    got = multiset_ids(M)
+    assert [x.tolist() for x in got] == [x.tolist() for x in want]
+    got = multiset_ids(M, sorted_rows=np.sort(M, axis=1))
+    assert [x.tolist() for x in got] == [x.tolist() for x in want]
+    want = first_seen_ids(np.sort(np.where(keep[M], M, -1), axis=1))
+    got = multiset_ids(M, keep=keep)
+    assert [x.tolist() for x in got] == [x.tolist() for x in want]
 
 
 def test_witness_set_names_equal_restrictions():
