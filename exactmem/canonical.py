@@ -17,7 +17,7 @@ from itertools import chain
 
 import numpy as np
 
-__all__ = ["canonical_sha256", "int_rows_json"]
+__all__ = ["canonical_sha256", "int_rows_json", "int_strings_json"]
 
 ROWS_PER_CHUNK = 1 << 15  # rows written at a time: a few MB of text in between
 TABLE_LIMIT = 1 << 22  # largest index written through the digit table (above: json.dumps)
@@ -93,16 +93,23 @@ def _token_rows(sequences) -> np.ndarray | None:
     return rows
 
 
-def canonical_sha256(obj: dict, *, tokens: np.ndarray | None = None) -> str:
+def canonical_sha256(
+    obj: dict, *, tokens: np.ndarray | None = None, texts: dict[str, bytes] | None = None
+) -> str:
     """SHA-256 of ``obj``'s canonical JSON (sorted keys, no whitespace), ``obj["sequences"]``
-    written from ``tokens`` (the same indices as an (N, n) array) or from the rows it holds.
+    written from ``tokens`` (the same indices as an (N, n) array) or from the rows it holds;
+    ``texts``: fields given as their canonical JSON already (:func:`int_strings_json`).
 
     The token rows of a dataset are vocabulary indices, validated as ints when the dataset was
     made; a row of another shape or type (a bool, a list) goes through ``json.dumps``."""
+    texts = texts or {}
     digest = hashlib.sha256()
     digest.update(b"{")
-    for i, key in enumerate(sorted(obj)):
+    for i, key in enumerate(sorted(set(obj) | set(texts))):
         digest.update((b"," if i else b"") + _dumps(key) + b":")
+        if key in texts:
+            digest.update(texts[key])
+            continue
         rows = None
         if key == "sequences":
             rows = _token_rows(obj[key] if tokens is None else tokens)
@@ -113,3 +120,45 @@ def canonical_sha256(obj: dict, *, tokens: np.ndarray | None = None) -> str:
             digest.update(chunk)
     digest.update(b"}")
     return digest.hexdigest()
+
+
+def int_strings_json(values: np.ndarray) -> bytes | None:
+    """The compact JSON of a non-empty 2-D int64 array as lists of decimal strings
+    (``[["3","-12"],["0","7"]]``, how a dataset file writes integer coordinates), or None when
+    its range is too wide for a table of texts."""
+    rows, d = values.shape
+    low, high = int(values.min()), int(values.max())
+    if rows == 0 or d == 0 or high - low >= TABLE_LIMIT:
+        return None
+    v = np.arange(low, high + 1, dtype=np.int64)
+    digits = len(str(max(abs(low), abs(high))))
+    magnitude = np.abs(v)
+    length = np.ones(len(v), np.int64)
+    for p in range(1, digits):
+        length += magnitude >= 10**p
+    sign = (v < 0).astype(np.int64)
+    # byte j of a text: '"', then '-' if negative, the digits, '"'
+    width = digits + 3
+    text = np.zeros((len(v), width), np.uint8)
+    text[:, 0] = ord('"')
+    text[sign == 1, 1] = ord("-")
+    place = (length + sign)[:, None] - np.arange(width)[None, :]  # power of ten at byte j
+    at_digit = (np.arange(width)[None, :] >= 1 + sign[:, None]) & (place >= 0)
+    digit = (magnitude[:, None] // 10 ** np.maximum(place, 0)) % 10 + ord("0")
+    text[at_digit] = digit[at_digit]
+    text[np.arange(len(v)), 1 + sign + length] = ord('"')
+    first = np.zeros((len(v), width + 1), np.uint8)
+    first[:, 0] = ord("[")
+    first[:, 1:] = text
+    after = np.zeros((len(v), width + 1), np.uint8)
+    after[:, 0] = ord(",")
+    after[:, 1:] = text
+    at = values - low
+    out = np.empty((rows, d * (width + 1) + 2), np.uint8)
+    out[:, : width + 1] = first[at[:, 0]]
+    out[:, width + 1 : -2] = after[at[:, 1:]].reshape(rows, -1)
+    out[:, -2] = ord("]")
+    out[:, -1] = ord(",")
+    flat = out.reshape(-1)
+    flat = flat[flat != 0]
+    return b"[" + flat[:-1].tobytes() + b"]"

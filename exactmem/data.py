@@ -27,6 +27,7 @@ from gmpy2 import mpq
 from exactmem.errors import InputError
 from exactmem.exact import parse_rational
 from exactmem.exact_arrays import first_seen_ids
+from exactmem.exact_arrays import top as array_top
 from exactmem.gcpause import paused_gc
 from exactmem.json_input import parse_json, read_json_file
 
@@ -406,11 +407,18 @@ def _built(obj: dict, num_classes: int | None, allow_floats: bool, source: str) 
 
 def dataset_to_json(ds: Dataset) -> dict:
     """The canonical JSON object of a dataset (exact rationals as strings)."""
-    obj: dict = {"format": FORMAT, "task": ds.task, "C": ds.num_classes}
+    obj = _json_without_vectors(ds)
     if ds.task == "points":
         obj["points"] = [[str(x) for x in p] for p in ds.points]
     else:
         obj["vocab"] = [[str(x) for x in v] for v in ds.vocab]
+    return obj
+
+
+def _json_without_vectors(ds: Dataset) -> dict:
+    """:func:`dataset_to_json` but for the points or vocabulary."""
+    obj: dict = {"format": FORMAT, "task": ds.task, "C": ds.num_classes}
+    if ds.task != "points":
         obj["sequences"] = list(ds.sequences)  # tuples are written as JSON arrays
     obj["labels"] = [list(y) for y in ds.labels] if ds.task == "seq2seq" else list(ds.labels)
     if ds.targets:  # absent when there are none: such files and their hashes are unchanged
@@ -440,12 +448,22 @@ def dataset_hash(ds: Dataset, *, tokens: np.ndarray | None = None) -> str:
     rows are written from an integer array (:mod:`exactmem.canonical`), the same bytes.
     ``tokens``: ``ds.sequences`` as an (N, n) array of vocabulary indices, if the caller holds
     one (the sequence view's, when no two vocabulary vectors are equal)."""
-    from exactmem.canonical import canonical_sha256
+    from exactmem.canonical import canonical_sha256, int_strings_json
+    from exactmem.dataset_arrays import vocab_arrays
 
     with paused_gc():  # the canonical object's lists hold no cycles
-        obj = dataset_to_json(ds)
+        obj = _json_without_vectors(ds)
         obj.pop("meta", None)
-        return canonical_sha256(obj, tokens=tokens)
+        texts = {}
+        arrays = vocab_arrays(ds) if ds.task != "points" else None
+        if arrays is not None and (arrays[1] == 1).all():  # integers: their decimal strings
+            text = int_strings_json(arrays[0])
+            if text is not None:
+                texts["vocab"] = text
+        if not texts:
+            obj = dataset_to_json(ds)
+            obj.pop("meta", None)
+        return canonical_sha256(obj, tokens=tokens, texts=texts)
 
 
 # --------------------------------------------------------------------------- generators
@@ -522,27 +540,32 @@ def radius_and_separation(vectors: Sequence[Vector]) -> tuple[mpq, mpq | None]:
     flat = list(chain.from_iterable(vectors))  # C-speed passes: a thousand tokens cost ~1 ms
     scale = math.lcm(*map(int, set(map(attrgetter("denominator"), flat))))
     flat = list(map(int, flat)) if scale == 1 else [int(x * scale) for x in flat]
-    top = max(map(abs, flat), default=0)
+    r2, delta2 = integer_geometry(flat, len(vectors), d)
     square = scale * scale
+    return mpq(r2, square), None if delta2 is None else mpq(delta2, square)
+
+
+def integer_geometry(flat, rows: int, d: int) -> tuple[int, int | None]:
+    """(max ‖x‖², min ‖x − x'‖² over distinct x, x') of ``rows`` integer vectors of dimension
+    ``d`` given row after row in ``flat`` (a list of ints or an int64 array); None for δ² when
+    all are equal. On NumPy blocks when every square sum provably fits, else Python ints."""
+    top = array_top(flat) if isinstance(flat, np.ndarray) else max(map(abs, flat), default=0)
     if d * (2 * top) ** 2 < 2**62:
-        X = np.array(flat, dtype=np.int32 if d * (2 * top) ** 2 < 2**31 else np.int64)
-        X = X.reshape(len(vectors), d)
+        X = np.asarray(flat, dtype=np.int32 if d * (2 * top) ** 2 < 2**31 else np.int64)
+        X = X.reshape(rows, d)
         r2 = int(np.einsum("ij,ij->i", X.astype(np.int64), X.astype(np.int64)).max())
         X = X[first_seen_ids(X)[1]] if d else X[:1]  # the distinct vectors
-        if len(X) < 2:
-            return mpq(r2, square), None
-        return mpq(r2, square), mpq(_least_square_distance(X), square)
+        return r2, (_least_square_distance(X) if len(X) > 1 else None)
+    flat = flat.tolist() if isinstance(flat, np.ndarray) else flat
     ints = [tuple(flat[i : i + d]) for i in range(0, len(flat), d)] if d else [()]
     r2 = max(sum(x * x for x in v) for v in ints)
     distinct = list(dict.fromkeys(ints))
-    if len(distinct) < 2:
-        return mpq(r2, square), None
     best: int | None = None
     for i in range(len(distinct)):
         for j in range(i + 1, len(distinct)):
             m = sum((a - b) ** 2 for a, b in zip(distinct[i], distinct[j], strict=True))
             best = m if best is None else min(best, m)
-    return mpq(r2, square), mpq(best, square)
+    return r2, best
 
 
 def _least_square_distance(X: np.ndarray, block: int = 64) -> int:

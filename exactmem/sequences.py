@@ -13,17 +13,16 @@ import contextlib
 import io
 import random
 import re
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, groupby
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 from gmpy2 import mpq
 
+from exactmem import dataset_arrays
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.exact_arrays import first_seen_ids, index_type, int_array, multiset_ids
@@ -38,7 +37,6 @@ __all__ = [
     "sequence_tokens",
     "token_geometry",
     "random_sequences",
-    "remember_token_array",
     "token_array",
     "view",
     "with_positions",
@@ -86,7 +84,7 @@ def multiset_of(row: list[int]) -> Multiset:
 def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     """Canonical tokens and multisets. ``by_index``: tokens are vocabulary indices (token-id
     inputs, Theorem E.1), so equal vectors at different indices stay different tokens."""
-    canonical = tuple(range(len(ds.vocab))) if by_index else _canonical(ds.vocab)
+    canonical = tuple(range(len(ds.vocab))) if by_index else _canonical(ds)
     # narrow ints from here on: a quarter of int64's memory, and radix sorts
     if canonical == tuple(range(len(canonical))):  # no two tokens equal: the indices themselves
         canon = token_array(ds).astype(index_type(len(canonical)), copy=False)
@@ -99,22 +97,16 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     return SequenceView(canonical, tuple(used), ordered, last, ids, firsts, canon)
 
 
-def _canonical(vocab) -> tuple[int, ...]:
+def _canonical(ds: Dataset) -> tuple[int, ...]:
     """Per vocabulary index, the least index of an equal vector: on the numerators and
     denominators as integer rows (rationals are kept in lowest terms, so equal vectors have
     equal rows; hashing a thousand fresh rationals costs more than the whole view), or on the
     vectors themselves when a part does not fit int64."""
-    d = len(vocab[0]) if vocab else 0
-    flat = list(chain.from_iterable(vocab))
-    try:
-        if d == 0 or len(flat) != d * len(vocab):
-            raise ValueError
-        num = np.array(list(map(int, map(attrgetter("numerator"), flat))), np.int64)
-        den = np.array(list(map(int, map(attrgetter("denominator"), flat))), np.int64)
-    except (AttributeError, OverflowError, TypeError, ValueError):
+    arrays = dataset_arrays.vocab_arrays(ds)
+    if arrays is None:
         first: dict[tuple, int] = {}
-        return tuple(first.setdefault(tuple(v), i) for i, v in enumerate(vocab))
-    ids, firsts = first_seen_ids(np.concatenate([num.reshape(-1, d), den.reshape(-1, d)], 1))
+        return tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
+    ids, firsts = first_seen_ids(np.concatenate(arrays, axis=1))
     return tuple(firsts[ids].tolist())
 
 
@@ -123,13 +115,22 @@ def token_geometry(ds: Dataset, sv: SequenceView) -> tuple[mpq, mpq | None]:
     (:func:`exactmem.data.radius_and_separation` of ``ds.vocab`` at ``sv.tokens``), measured
     once per view: the certificate's geometry and Lemma C.2's range both read them. Callers
     check :data:`exactmem.data.SEPARATION_LIMIT` first."""
-    from exactmem.data import radius_and_separation
-
     known = sv.__dict__.get("_geometry")  # the frozen view's cache, as cached_property's
     if known is None or known[0] is not ds.vocab:
-        known = (ds.vocab, radius_and_separation([ds.vocab[t] for t in sv.tokens]))
+        known = (ds.vocab, _token_geometry(ds, sv.tokens))
         sv.__dict__["_geometry"] = known
     return known[1]
+
+
+def _token_geometry(ds: Dataset, tokens: tuple[int, ...]) -> tuple[mpq, mpq | None]:
+    from exactmem.data import integer_geometry, radius_and_separation
+
+    arrays = dataset_arrays.vocab_arrays(ds)
+    if arrays is not None and (arrays[1][list(tokens)] == 1).all():  # integer tokens
+        X = arrays[0][list(tokens)]
+        r2, delta2 = integer_geometry(X.reshape(-1), len(X), X.shape[1])
+        return mpq(r2), None if delta2 is None else mpq(delta2)
+    return radius_and_separation([ds.vocab[t] for t in tokens])
 
 
 def sequence_tokens(ds: Dataset, sv: SequenceView) -> np.ndarray:
@@ -145,36 +146,9 @@ def canonical_tokens(ds: Dataset, canonical: tuple[int, ...]) -> np.ndarray:
 
 
 def token_array(ds: Dataset) -> np.ndarray:
-    """The sequences as an (N, n) integer array of vocabulary indices (int64, or the
-    read-only array a container file held, :func:`remember_token_array`)."""
-    known = _TOKEN_ARRAYS.get(id(ds))
-    if known is not None and known[0]() is ds:
-        return known[1]
-    n = len(ds.sequences[0]) if ds.sequences else 0
-    flat = np.fromiter(chain.from_iterable(ds.sequences), np.int64, ds.size * n)
-    return flat.reshape(ds.size, n)
-
-
-# id(dataset) → (weak reference to it, its token array as read): token_array's memory
-_TOKEN_ARRAYS: dict[int, tuple[weakref.ref, np.ndarray]] = {}
-
-
-def remember_token_array(ds: Dataset, tokens: np.ndarray) -> None:
-    """Keep ``tokens`` — ``ds.sequences`` as the (N, n) array a container file stored, which
-    its reader turned into the tuples — for :func:`token_array`, as long as ``ds`` lives:
-    the sequence view then needs no second pass over a million tuples. Read-only; a dataset
-    is immutable (a frozen dataclass of tuples)."""
-    tokens = np.asarray(tokens)
-    if tokens.shape != (ds.size, len(ds.sequences[0]) if ds.sequences else 0):
-        raise ValueError(f"token array of shape {tokens.shape} for {ds.size} sequences")
-    tokens.flags.writeable = False
-    key = id(ds)
-
-    def forget(ref: weakref.ref) -> None:
-        if _TOKEN_ARRAYS.get(key, (None,))[0] is ref:
-            del _TOKEN_ARRAYS[key]
-
-    _TOKEN_ARRAYS[key] = (weakref.ref(ds, forget), tokens)
+    """The sequences as an (N, n) integer array of vocabulary indices
+    (:func:`exactmem.dataset_arrays.token_array`)."""
+    return dataset_arrays.token_array(ds)
 
 
 def restrict(ms: Multiset, A: set[int]) -> Multiset:

@@ -17,16 +17,18 @@ from gmpy2 import mpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem import exact_arrays, verify_ks25
+from exactmem import container, dataset_arrays, exact_arrays, verify_ks25
 from exactmem import io as model_io
-from exactmem.canonical import TABLE_LIMIT, int_rows_json
+from exactmem.canonical import TABLE_LIMIT, int_rows_json, int_strings_json
 from exactmem.certify import certify
 from exactmem.constructions import ks25
 from exactmem.data import (
     Dataset,
     dataset_hash,
     dataset_to_json,
+    load_dataset,
     radius_and_separation,
+    save_dataset,
     squared_radius,
     squared_separation,
 )
@@ -281,3 +283,52 @@ def test_theorem_4_2_fails_when_the_equivalent_mlp_differs(built, monkeypatch):
     sv = view(ds)
     check = constant_sequence_check(model, ds.vocab, list(sv.tokens)[:5], 4)
     assert not check.passed and "output differs from the equivalent MLP" in check.detail
+
+
+# --------------------------------------------------------------------------- kept arrays
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(-(10**7), 10**7), min_size=2, max_size=2), min_size=1),
+    st.booleans(),
+)
+def test_int_strings_json_is_json_dumps(rows, small):
+    values = np.array(rows, np.int64) // (10**5 if small else 1)
+    want = json.dumps([[str(x) for x in r] for r in values.tolist()], separators=(",", ":"))
+    text = int_strings_json(values)
+    assert text is None or text == want.encode()
+    assert text is not None or int(values.max()) - int(values.min()) >= TABLE_LIMIT
+
+
+def test_a_container_dataset_keeps_its_arrays_read_only(tmp_path):
+    ds = random_sequences(60, 4, 3, 12, 3, seed=9)
+    save_dataset(ds, tmp_path / "d.exm")
+    loaded = load_dataset(tmp_path / "d.exm")
+    tokens, (num, den) = dataset_arrays.token_array(loaded), dataset_arrays.vocab_arrays(loaded)
+    assert not tokens.flags.writeable and not num.flags.writeable
+    assert tokens.tolist() == [list(s) for s in ds.sequences]
+    rationals = [
+        [mpq(int(p), int(q)) for p, q in zip(ps, qs, strict=True)]
+        for ps, qs in zip(num, den, strict=True)
+    ]
+    assert rationals == [list(v) for v in ds.vocab]
+    assert dataset_hash(loaded) == plain_dataset_hash(ds)
+    sv = view(loaded)
+    assert token_geometry(loaded, sv) == brute_geometry([ds.vocab[t] for t in sv.tokens])
+
+
+def test_parts_not_in_lowest_terms_are_not_kept():
+    """A file may state 2/4: the rationals are reduced, the raw parts would not match them."""
+    vocab = [(mpq(1, 2), mpq(3)), (mpq(1, 2), mpq(3)), (mpq(-5, 3), mpq(0))]
+    ds = Dataset.from_tokens([[0, 1], [2, 2]], [1, 2], vocab=vocab)
+    raw_num = np.array([[2, 3], [1, 3], [-5, 0]])
+    raw_den = np.array([[4, 1], [2, 1], [3, 1]])
+    container._remember_arrays(ds, np.array([[0, 1], [2, 2]]), raw_num, raw_den)
+    assert dataset_arrays._kept(ds, "vocab") is None
+    num, den = dataset_arrays.vocab_arrays(ds)  # from the rationals themselves
+    assert num.tolist() == [[1, 3], [1, 3], [-5, 0]] and den.tolist() == [[2, 1], [2, 1], [3, 1]]
+    sv = view(ds)
+    assert sv.canonical == (0, 0, 2)
+    assert dataset_hash(ds) == plain_dataset_hash(ds)
+    assert token_geometry(ds, sv) == brute_geometry([ds.vocab[t] for t in sv.tokens])
