@@ -19,18 +19,18 @@ from exactmem.data import (
     SEPARATION_LIMIT,
     Dataset,
     dataset_hash,
+    radius_and_separation,
     squared_radius,
-    squared_separation,
 )
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.reference import run as reference_run
 from exactmem.exact import format_rational
-from exactmem.exact_arrays import exact, ratio_equal
+from exactmem.exact_arrays import exact, int_array, ratio_equal
 from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
 from exactmem.model import MLP, PositionalEncoding, Transformer, has_gelu, resources
 from exactmem.progress import tell
-from exactmem.sequences import check_consistency, view, with_positions
+from exactmem.sequences import check_consistency, token_geometry, view, with_positions
 from exactmem.verify import (
     MAX_EXAMPLES,
     Certificate,
@@ -96,10 +96,15 @@ def point_conflicts(dataset: Dataset) -> None:
             )
 
 
-def _geometry(vectors, what: str) -> dict:
-    figures = {what: len(vectors), "r2": format_rational(squared_radius(vectors))}
+def _geometry(vectors, what: str, geometry=None) -> dict:
+    """The count, r² and δ² of ``vectors``; ``geometry()`` gives (r², δ²) if the caller has
+    them (measured once)."""
+    if len(vectors) > SEPARATION_LIMIT:
+        r2, delta2 = squared_radius(vectors), None
+    else:
+        r2, delta2 = geometry() if geometry else radius_and_separation(vectors)
+    figures = {what: len(vectors), "r2": format_rational(r2)}
     if len(vectors) <= SEPARATION_LIMIT:
-        delta2 = squared_separation(vectors)
         figures["delta2"] = None if delta2 is None else format_rational(delta2)
     else:
         figures["delta2"] = f"not measured (more than {SEPARATION_LIMIT} vectors)"
@@ -212,6 +217,7 @@ def certify(
     readout = _readout(model, dataset)
     res = resources(model)  # one pass over every weight, for the certificate and the bounds
     feed = "vectors"
+    tokens = None  # the dataset's token rows as an array, if the checks made one
     if dataset.task == "points":
         _require_task(criteria, dataset)
         checks, trace, data = _points(
@@ -223,14 +229,14 @@ def certify(
         feed = _feed(model, dataset)
         if feed == "vectors with positions":
             dataset = with_positions(dataset)
-        checks, stats, data = _sequences(
+        checks, stats, data, tokens = _sequences(
             model, dataset, progress, jobs, run, criteria, readout, feed, res=res
         )
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
     subject = {
         "task": dataset.task,
-        "dataset_sha256": dataset_hash(dataset),
+        "dataset_sha256": dataset_hash(dataset, tokens=tokens),
         "model_sha256": model_hash(model),
         "construction": criteria.construction,
         "criteria": {
@@ -560,13 +566,15 @@ def _sequences(
         "n": len(dataset.sequences[0]),
         "d": dataset.dim,
         "C": dataset.num_classes,
-        **_geometry(tokens, "tokens"),
+        **_geometry(tokens, "tokens", lambda: token_geometry(dataset, sv)),
         "distinct_multisets": len(sv.first_of_multiset),
         "position_aware": feed == "vectors with positions",
         "vocabulary": len(dataset.vocab),
     }
     stats = trace.stats if trace is not None else []
-    return checks, stats, data
+    # the canonical tokens are the vocabulary indices themselves when no two tokens are equal
+    identity = sv.canonical == tuple(range(len(dataset.vocab)))
+    return checks, stats, data, sv.canonical_sequences if identity else None
 
 
 def _label_check(got: np.ndarray, den: int, labels, tolerance: mpq | None, where: str) -> Check:
@@ -574,7 +582,7 @@ def _label_check(got: np.ndarray, den: int, labels, tolerance: mpq | None, where
     within it — compared on the numerator arrays (|p/den − y| ≤ a/b ⇔ b·|p − y·den| ≤ a·den);
     rationals are built only for the outputs reported wrong. Labels are exact integers of any
     size."""
-    want = exact(np.array(labels, dtype=object)).reshape(len(labels), -1)
+    want = int_array(labels).reshape(len(labels), -1)
     got = got.reshape(want.shape)
     if tolerance is None or tolerance == 0:
         wrong = np.argwhere(~ratio_equal(exact(got), den, want, 1))

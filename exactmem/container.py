@@ -553,7 +553,8 @@ def read_dataset(path: str | os.PathLike):
             c.fail(
                 "header.arrays: numerator and denominator must share a non-empty shape (rows, d)"
             )
-        num, den = _ints_list(c.ints("numerator")), _ints_list(c.ints("denominator"))
+        num_read, den_read = c.ints("numerator"), c.ints("denominator")
+        num, den = _ints_list(num_read), _ints_list(den_read)
         if min(den) < 1:
             i = next(i for i, q in enumerate(den) if q < 1)
             c.fail(f"{rows}[{i // shape[1]}][{i % shape[1]}]: denominator {den[i]} must be ≥ 1")
@@ -578,7 +579,7 @@ def read_dataset(path: str | os.PathLike):
             sequences = tuple(map(tuple, np.array(shared, dtype=object)[seqs].tolist()))
             size = len(sequences)
         labels = _labels(c, task, labels_raw, size, sequences, C)
-        return Dataset(
+        ds = Dataset(
             task=task,
             labels=labels,
             num_classes=C,
@@ -587,8 +588,25 @@ def read_dataset(path: str | os.PathLike):
             sequences=sequences,
             meta=meta,
         )
+        if tokens:  # the checks read these arrays again: keep copies (not the map's)
+            _remember_arrays(ds, seqs, num_read, den_read)
+        return ds
     finally:
         c.close()
+
+
+def _remember_arrays(ds, seqs: np.ndarray, num, den) -> None:
+    """Keep the token rows (narrow) and, when fixed-width and in lowest terms, the vocabulary's
+    parts beside ``ds`` (:mod:`exactmem.dataset_arrays`)."""
+    from exactmem import dataset_arrays
+    from exactmem.exact_arrays import index_type
+
+    vocab = None
+    if isinstance(num, np.ndarray) and isinstance(den, np.ndarray):
+        num, den = num.astype(np.int64), den.astype(np.int64)
+        if (np.gcd(num, den) == 1).all():  # as the rationals are kept
+            vocab = (num, den)
+    dataset_arrays.remember(ds, tokens=seqs.astype(index_type(len(ds.vocab))), vocab=vocab)
 
 
 def _labels(c: _Container, task: str, raw, size: int, sequences: tuple, C: int) -> tuple:

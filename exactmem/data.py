@@ -9,7 +9,6 @@ index or field.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import math
 import numbers
@@ -18,6 +17,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from gmpy2 import mpq
 
 from exactmem.errors import InputError
 from exactmem.exact import parse_rational
+from exactmem.exact_arrays import first_seen_ids
+from exactmem.exact_arrays import top as array_top
 from exactmem.gcpause import paused_gc
 from exactmem.json_input import parse_json, read_json_file
 
@@ -39,6 +41,7 @@ __all__ = [
     "random_points",
     "read_json_file",
     "save_dataset",
+    "radius_and_separation",
     "squared_radius",
     "squared_separation",
 ]
@@ -404,11 +407,18 @@ def _built(obj: dict, num_classes: int | None, allow_floats: bool, source: str) 
 
 def dataset_to_json(ds: Dataset) -> dict:
     """The canonical JSON object of a dataset (exact rationals as strings)."""
-    obj: dict = {"format": FORMAT, "task": ds.task, "C": ds.num_classes}
+    obj = _json_without_vectors(ds)
     if ds.task == "points":
         obj["points"] = [[str(x) for x in p] for p in ds.points]
     else:
         obj["vocab"] = [[str(x) for x in v] for v in ds.vocab]
+    return obj
+
+
+def _json_without_vectors(ds: Dataset) -> dict:
+    """:func:`dataset_to_json` but for the points or vocabulary."""
+    obj: dict = {"format": FORMAT, "task": ds.task, "C": ds.num_classes}
+    if ds.task != "points":
         obj["sequences"] = list(ds.sequences)  # tuples are written as JSON arrays
     obj["labels"] = [list(y) for y in ds.labels] if ds.task == "seq2seq" else list(ds.labels)
     if ds.targets:  # absent when there are none: such files and their hashes are unchanged
@@ -433,13 +443,27 @@ def save_dataset(
     _write_json(dataset_to_json(ds), Path(path), progress)
 
 
-def dataset_hash(ds: Dataset) -> str:
-    """SHA-256 of the canonical JSON (sorted keys, no whitespace), without ``meta``."""
+def dataset_hash(ds: Dataset, *, tokens: np.ndarray | None = None) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, no whitespace), without ``meta``; its token
+    rows are written from an integer array (:mod:`exactmem.canonical`), the same bytes.
+    ``tokens``: ``ds.sequences`` as an (N, n) array of vocabulary indices, if the caller holds
+    one (the sequence view's, when no two vocabulary vectors are equal)."""
+    from exactmem.canonical import canonical_sha256, int_strings_json
+    from exactmem.dataset_arrays import vocab_arrays
+
     with paused_gc():  # the canonical object's lists hold no cycles
-        obj = dataset_to_json(ds)
+        obj = _json_without_vectors(ds)
         obj.pop("meta", None)
-        text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        texts = {}
+        arrays = vocab_arrays(ds) if ds.task != "points" else None
+        if arrays is not None and (arrays[1] == 1).all():  # integers: their decimal strings
+            text = int_strings_json(arrays[0])
+            if text is not None:
+                texts["vocab"] = text
+        if not texts:
+            obj = dataset_to_json(ds)
+            obj.pop("meta", None)
+        return canonical_sha256(obj, tokens=tokens, texts=texts)
 
 
 # --------------------------------------------------------------------------- generators
@@ -500,26 +524,64 @@ SEPARATION_LIMIT = 20_000
 def squared_separation(vectors: Sequence[Vector]) -> mpq | None:
     """δ² = min ‖x − x'‖² over pairs of distinct vectors (exact); ``None`` if all are equal.
 
-    Exact but quadratic: vectorised in int64 when the scaled coordinates provably fit,
-    otherwise Python integers. Callers skip it above :data:`SEPARATION_LIMIT` vectors.
-    """
-    distinct = list(dict.fromkeys(tuple(v) for v in vectors))
-    if len(distinct) < 2:
-        return None
-    scale = math.lcm(*[int(x.denominator) for v in distinct for x in v])
-    ints = [[int(x * scale) for x in v] for v in distinct]
-    d = len(ints[0])
-    top = max(abs(x) for v in ints for x in v)
-    best: int | None = None
+    Exact but quadratic: on whole blocks of pairs in int32 or int64 when the scaled
+    coordinates provably fit, otherwise Python integers. Callers skip it above
+    :data:`SEPARATION_LIMIT` vectors."""
+    return radius_and_separation(vectors)[1]
+
+
+def radius_and_separation(vectors: Sequence[Vector]) -> tuple[mpq, mpq | None]:
+    """(r², δ²) of a non-empty list of vectors (:func:`squared_radius`,
+    :func:`squared_separation`), both from one conversion to integers over a common
+    denominator; equal vectors are found on those integers (hashing a fresh rational costs
+    more than the rest)."""
+    vectors = list(vectors)
+    d = len(vectors[0])
+    flat = list(chain.from_iterable(vectors))  # C-speed passes: a thousand tokens cost ~1 ms
+    scale = math.lcm(*map(int, set(map(attrgetter("denominator"), flat))))
+    flat = list(map(int, flat)) if scale == 1 else [int(x * scale) for x in flat]
+    r2, delta2 = integer_geometry(flat, len(vectors), d)
+    square = scale * scale
+    return mpq(r2, square), None if delta2 is None else mpq(delta2, square)
+
+
+def integer_geometry(flat, rows: int, d: int) -> tuple[int, int | None]:
+    """(max ‖x‖², min ‖x − x'‖² over distinct x, x') of ``rows`` integer vectors of dimension
+    ``d`` given row after row in ``flat`` (a list of ints or an int64 array); None for δ² when
+    all are equal. On NumPy blocks when every square sum provably fits, else Python ints."""
+    top = array_top(flat) if isinstance(flat, np.ndarray) else max(map(abs, flat), default=0)
     if d * (2 * top) ** 2 < 2**62:
-        X = np.array(ints, dtype=np.int64)
-        for i in range(len(X) - 1):
-            diff = X[i + 1 :] - X[i]
-            m = int(np.einsum("ij,ij->i", diff, diff).min())
+        X = np.asarray(flat, dtype=np.int32 if d * (2 * top) ** 2 < 2**31 else np.int64)
+        X = X.reshape(rows, d)
+        r2 = int(np.einsum("ij,ij->i", X.astype(np.int64), X.astype(np.int64)).max())
+        X = X[first_seen_ids(X)[1]] if d else X[:1]  # the distinct vectors
+        return r2, (_least_square_distance(X) if len(X) > 1 else None)
+    flat = flat.tolist() if isinstance(flat, np.ndarray) else flat
+    ints = [tuple(flat[i : i + d]) for i in range(0, len(flat), d)] if d else [()]
+    r2 = max(sum(x * x for x in v) for v in ints)
+    distinct = list(dict.fromkeys(ints))
+    best: int | None = None
+    for i in range(len(distinct)):
+        for j in range(i + 1, len(distinct)):
+            m = sum((a - b) ** 2 for a, b in zip(distinct[i], distinct[j], strict=True))
             best = m if best is None else min(best, m)
-    else:
-        for i in range(len(ints)):
-            for j in range(i + 1, len(ints)):
-                m = sum((a - b) ** 2 for a, b in zip(ints[i], ints[j], strict=True))
-                best = m if best is None else min(best, m)
-    return mpq(best, scale * scale)
+    return r2, best
+
+
+def _least_square_distance(X: np.ndarray, block: int = 64) -> int:
+    """min over i < j of ‖X[i] − X[j]‖², for rows whose every such sum fits X's dtype: a
+    block of rows against all the rows after its first, one coordinate at a time."""
+    M = len(X)
+    columns = [np.ascontiguousarray(X[:, k]) for k in range(X.shape[1])]
+    ceiling = np.iinfo(X.dtype).max
+    best = ceiling
+    for i0 in range(0, M - 1, block):
+        i1 = min(M, i0 + block)
+        d2 = np.zeros((i1 - i0, M - i0 - 1), X.dtype)
+        for c in columns:
+            diff = c[i0:i1, None] - c[None, i0 + 1 :]
+            d2 += diff * diff
+        # row i0 + a against column i0 + 1 + b: a pair i < j when b ≥ a
+        d2[np.arange(M - i0 - 1)[None, :] < np.arange(i1 - i0)[:, None]] = ceiling
+        best = min(best, int(d2.min()))
+    return best

@@ -18,9 +18,12 @@ __all__ = [
     "LIMIT",
     "Gathered",
     "exact",
+    "first_occurrences",
     "first_seen_ids",
     "index_type",
+    "int_array",
     "plus",
+    "multiset_ids",
     "ratio_equal",
     "rational_table",
     "times",
@@ -87,9 +90,23 @@ def top(a: np.ndarray) -> int:
 def exact(a: np.ndarray) -> np.ndarray:
     """``a`` as int64 when every value fits, else as an object array of Python ints."""
     a = np.asarray(a)
-    if a.dtype == object:
-        return a.astype(np.int64) if top(a) < LIMIT else a
+    if a.dtype == object:  # converted first, then bounded: quicker than comparing objects
+        try:
+            fixed = a.astype(np.int64)
+        except OverflowError:
+            return a
+        return fixed if top(fixed) < LIMIT else a
     return a.astype(np.int64, copy=False)
+
+
+def int_array(values) -> np.ndarray:
+    """``exact(np.array(values, dtype=object))`` of a (nested) sequence of Python ints (labels):
+    read straight into int64 when they fit, without an object per value first."""
+    try:
+        a = np.array(values, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return exact(np.array(values, dtype=object))
+    return a if top(a) < LIMIT else exact(np.array(values, dtype=object))
 
 
 def times(a: np.ndarray, k: int) -> np.ndarray:
@@ -123,35 +140,41 @@ def _odd_weights(count: int) -> np.ndarray:
     """``count`` fixed odd 64-bit multipliers, splitmix64 of 1, 2, …: well mixed like random
     ones, without importing numpy.random (≈ 20 ms of a verification's start-up). Any odd
     weights give the same ids: they only spread the rows over hash groups."""
+    return _splitmix(count) | np.uint64(1)
+
+
+def _splitmix(count: int) -> np.ndarray:
+    """splitmix64 of 1, 2, …, ``count``."""
     with np.errstate(over="ignore"):
         z = np.arange(1, count + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z ^= z >> np.uint64(31)
-    return z | np.uint64(1)
+    return z
 
 
 def first_seen_ids(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ids of the rows of M (or of its entries, for a 1-D array) numbered in order of first
     appearance, and the index of each id's first row: equal rows ↔ equal ids.
 
-    Rows of an int64 matrix are grouped by a 64-bit hash (wrapping on purpose) and every row is
-    then compared with its group's first row; a collision falls back to sorting the rows."""
+    Rows of an integer matrix become one int64 key each: exactly (mixed radix) when the
+    columns' ranges multiply below 2⁶³, else by a 64-bit hash (wrapping on purpose), every row
+    then compared with its group's first row and a collision falling back to sorting the rows.
+    Keys are grouped by one sort (:func:`_first_seen`)."""
     if M.ndim == 2 and M.dtype != object and len(M):
-        weights = _odd_weights(M.shape[1])
-        with np.errstate(over="ignore"):
-            z = M.astype(np.uint64) * weights  # per column, then mixed (xor-shift-multiply)
-            z ^= z >> np.uint64(29)
-            z *= np.uint64(0xBF58476D1CE4E5B9)
-            z ^= z >> np.uint64(32)
-            h = z.sum(axis=1)
-        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-        if not np.array_equal(M, M[first[inverse]]):
-            _, first, inverse = np.unique(M, axis=0, return_index=True, return_inverse=True)
+        packed = _packed_rows(M)
+        if packed is not None:
+            return _first_seen(packed)
+        ids, firsts = _first_seen(_row_hash(M))
+        if np.array_equal(M, M[firsts[ids]]):
+            return ids, firsts
+        _, first, inverse = np.unique(M, axis=0, return_index=True, return_inverse=True)
     elif M.ndim == 2:
         where: dict[tuple, int] = {}
         inverse = np.array([where.setdefault(tuple(r), len(where)) for r in M], np.int64)
         first = np.unique(inverse, return_index=True)[1]
+    elif M.dtype != object:
+        return _first_seen(M)
     else:
         _, first, inverse = np.unique(M, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -159,6 +182,117 @@ def first_seen_ids(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     return rank[inverse], first[order]
+
+
+def first_occurrences(values: np.ndarray, *, inverse: bool = False):
+    """``np.unique(values, return_index=True[, return_inverse=True])`` of an integer array: the
+    distinct values in increasing order, the flat index of each one's first occurrence (and
+    each entry's place among them). Small non-negative values (row or token indices) are
+    counted in a table as long as their range, without sorting."""
+    flat = np.asarray(values).reshape(-1)
+    size = flat.size
+    if size == 0 or flat.dtype.kind not in "iu" or flat.min() < 0 or flat.max() > 4 * size:
+        return np.unique(flat, return_index=True, return_inverse=inverse)
+    first = np.full(int(flat.max()) + 1, size, np.int64)
+    np.minimum.at(first, flat, np.arange(size))
+    present = first < size
+    distinct = np.flatnonzero(present).astype(flat.dtype)
+    if not inverse:
+        return distinct, first[distinct]
+    place = np.cumsum(present) - 1
+    return distinct, first[distinct], place[flat]
+
+
+def multiset_ids(
+    rows: np.ndarray, *, keep: np.ndarray | None = None, sorted_rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`first_seen_ids` of the rows of a non-negative integer matrix read as multisets
+    (of their entries v with ``keep[v]``, if given); ``sorted_rows``: the rows sorted, if the
+    caller has them.
+
+    Grouped first by an order-free hash — the wrapping sum of a random word per value — with
+    no sort of the rows; every row grouped with an earlier one is then compared with it as a
+    sorted row, and if any such pair differs (a collision) the sorted rows are grouped
+    exactly."""
+
+    def canonical(at: np.ndarray) -> np.ndarray:
+        if keep is None:
+            return sorted_rows[at] if sorted_rows is not None else np.sort(rows[at], axis=1)
+        r = rows[at]
+        return np.sort(np.where(keep[r], r, -1), axis=1)
+
+    everything = np.arange(len(rows))
+    if rows.ndim != 2 or not len(rows) or rows.dtype.kind not in "iu" or rows.min() < 0:
+        return first_seen_ids(canonical(everything)) if len(rows) else first_seen_ids(rows)
+    words = value_words(int(rows.max(initial=0)) + 1)
+    if keep is not None:
+        words[~keep[: len(words)]] = 0
+    ids, firsts = first_seen_ids(words[rows].sum(axis=1, dtype=np.uint64))
+    later = np.flatnonzero(firsts[ids] != everything)
+    if later.size and not np.array_equal(canonical(later), canonical(firsts[ids[later]])):
+        return first_seen_ids(canonical(everything))
+    return ids, firsts
+
+
+def value_words(size: int) -> np.ndarray:
+    """A well-mixed 64-bit word per value below ``size`` (splitmix64, as :func:`_odd_weights`,
+    without numpy.random's import): :func:`multiset_ids`' hash, whose groups are compared
+    exactly afterwards, so any words give the same ids."""
+    return _splitmix(size)
+
+
+def _packed_rows(M: np.ndarray) -> np.ndarray | None:
+    """Each row of the integer matrix M as one int64, Σ (M[:, k] − min_k)·stride_k, when the
+    product of the columns' ranges stays below 2⁶³ (then equal keys ↔ equal rows); else None."""
+    if M.dtype.kind not in "biu":
+        return None
+    lows, highs = M.min(axis=0).tolist(), M.max(axis=0).tolist()
+    if not highs:  # rows of no columns: all equal
+        return np.zeros(len(M), np.int64)
+    if max(highs) >= 2**63:  # uint64 beyond int64
+        return None
+    strides, span = [], 1
+    for lo, hi in zip(lows, highs, strict=True):
+        strides.append(span)
+        span *= hi - lo + 1
+        if span >= 2**63:
+            return None
+    shifted = M.astype(np.int64) - np.array(lows, np.int64)
+    return shifted @ np.array(strides, np.int64)
+
+
+def _row_hash(M: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row of the integer matrix M (equal rows, equal hashes)."""
+    weights = _odd_weights(M.shape[1])
+    with np.errstate(over="ignore"):
+        z = M.astype(np.uint64) * weights  # per column, then mixed (xor-shift-multiply)
+        z ^= z >> np.uint64(29)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(32)
+        return z.sum(axis=1)
+
+
+def _first_seen(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`first_seen_ids` of a 1-D array of numbers: one sort groups equal keys, a group's
+    first index is the least of its indices, and the groups are numbered in the order of those
+    first indices by marking them (no second sort)."""
+    size = len(keys)
+    if size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(keys)
+    ordered = keys[order]
+    new = np.empty(size, bool)
+    new[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    first = np.minimum.reduceat(order, np.flatnonzero(new))  # per group, in key order
+    group = np.empty(size, np.int64)
+    group[order] = np.cumsum(new) - 1
+    seen = np.zeros(size, bool)
+    seen[first] = True
+    rank = (np.cumsum(seen) - 1)[first]  # group → its place in order of first appearance
+    firsts = np.empty(len(first), np.int64)
+    firsts[rank] = first
+    return rank[group], firsts
 
 
 def rational_table(

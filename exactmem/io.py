@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import weakref
 from pathlib import Path
 
 from exactmem.data import read_json_file
@@ -138,9 +139,43 @@ def model_to_json(model: Transformer) -> dict:
 
 
 def model_hash(model: Transformer) -> str:
-    """SHA-256 of the model's canonical JSON, computed from its weights (never read from a file)."""
+    """SHA-256 of the model's canonical JSON, computed from its weights (never read from a file).
+
+    Computed once per model object: loading a container hashes the model it built, and the
+    certificate asks again. The answer is kept here, beside a weak reference to the model and
+    the text of its ``meta`` dicts — the only mutable parts of a model (the weights are frozen
+    dataclasses of tuples) — and given again only to the same, living object with the same
+    meta; nothing a caller passes in or a file says is taken for it."""
+    labels = _meta_text(model)
+    known = _HASHED.get(id(model))
+    if known is not None and known[0]() is model and known[2] == labels:
+        return known[1]
     with paused_gc():  # model_to_json makes a list per weight, none in a cycle
-        return canonical_hash(model_to_json(model))
+        digest = canonical_hash(model_to_json(model))
+    _remember(model, digest, labels)
+    return digest
+
+
+# id(model) → (weak reference to it, its SHA-256, its meta text then): model_hash's memory
+_HASHED: dict[int, tuple[weakref.ref, str, str]] = {}
+
+
+def _meta_text(model: Transformer) -> str:
+    metas = [model.meta, *(s.meta for s in model.sublayers if isinstance(s, MLP))]
+    return json.dumps(metas, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def _remember(model: Transformer, digest: str, labels: str) -> None:
+    key = id(model)
+
+    def forget(ref: weakref.ref) -> None:
+        if _HASHED.get(key, (None,))[0] is ref:
+            del _HASHED[key]
+
+    try:
+        _HASHED[key] = (weakref.ref(model, forget), digest, labels)
+    except TypeError:  # pragma: no cover - a model class without weak references
+        pass
 
 
 def _write(obj: dict, path: Path) -> None:

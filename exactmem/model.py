@@ -15,10 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 
 from gmpy2 import mpq
 
-from exactmem.exact import parameter_bits
+from exactmem.exact import bitlen, parameter_bits
 
 __all__ = [
     "MLP",
@@ -406,11 +408,21 @@ def resources(model: Transformer) -> Resources:
                 if v:
                     total_bits += parameter_bits(v)
                     max_bits = max(max_bits, parameter_bits(v))
+    maps = list(model.affines())
+    dense += sum(a.in_dim * len(a.rows) + (len(a.rows) if b else 0) for a, b in maps)
+    # the maps over denominator 1 (all of a ks25 model): their weights counted in one pass
+    whole = [(a, b) for a, b in maps if a.denominator == 1]
+    integral = list(
+        map(itemgetter(1), chain.from_iterable(chain.from_iterable(a.rows for a, _ in whole)))
+    )
+    integral += filter(None, chain.from_iterable(a.bias for a, b in whole if b))
+    nonzero += len(integral)
     bit_cache: dict[tuple[int, int], int] = {}
-    for affine, with_bias in model.affines():
-        dense += affine.dense_count(with_bias=with_bias)
+    for affine, with_bias in maps:
         den = affine.denominator
-        values = [c for row in affine.rows for _, c in row]
+        if den == 1:
+            continue
+        values = list(map(itemgetter(1), chain.from_iterable(affine.rows)))
         if with_bias:
             values += [b for b in affine.bias if b]
         nonzero += len(values)
@@ -423,6 +435,13 @@ def resources(model: Transformer) -> Resources:
                     bit_cache[key] = bits
             total_bits += bits
             max_bits = max(max_bits, bits)
+    if integral:  # p/1 in lowest terms: bitlen(|p|) + 0 + 1 bits (parameter_bits)
+        if set(map(type, integral)) <= {int}:
+            lengths = list(map(int.bit_length, map(abs, integral)))
+        else:  # integers of another type (numpy's, gmpy2's)
+            lengths = [bitlen(v) for v in integral]
+        total_bits += sum(lengths) + len(lengths)
+        max_bits = max(max_bits, max(lengths) + 1)
     return Resources(
         width=max(_widths(model)),
         depth=depth,

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 from gmpy2 import mpq
 
+from exactmem import dataset_arrays
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.exact_arrays import exact, first_seen_ids, index_type
+from exactmem.exact_arrays import first_seen_ids, index_type, int_array, multiset_ids
 from exactmem.progress import counter, ignore
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "canonical_tokens",
     "multiset_of",
     "sequence_tokens",
+    "token_geometry",
     "random_sequences",
     "token_array",
     "view",
@@ -82,18 +84,53 @@ def multiset_of(row: list[int]) -> Multiset:
 def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     """Canonical tokens and multisets. ``by_index``: tokens are vocabulary indices (token-id
     inputs, Theorem E.1), so equal vectors at different indices stay different tokens."""
-    first: dict[tuple, int] = {}
-    if by_index:
-        canonical = tuple(range(len(ds.vocab)))
-    else:
-        canonical = tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
+    canonical = tuple(range(len(ds.vocab))) if by_index else _canonical(ds)
     # narrow ints from here on: a quarter of int64's memory, and radix sorts
-    canon = canonical_tokens(ds, canonical).astype(index_type(len(canonical)))
+    if canonical == tuple(range(len(canonical))):  # no two tokens equal: the indices themselves
+        canon = token_array(ds).astype(index_type(len(canonical)), copy=False)
+    else:
+        canon = canonical_tokens(ds, canonical).astype(index_type(len(canonical)))
     ordered = np.sort(canon, axis=1)
-    ids, firsts = first_seen_ids(ordered)
+    ids, firsts = multiset_ids(canon, sorted_rows=ordered)
     last = canon[:, -1].astype(np.int64) if canon.shape[1] else np.zeros(len(canon), np.int64)
     used = np.flatnonzero(np.bincount(canon.reshape(-1), minlength=1)).tolist()
     return SequenceView(canonical, tuple(used), ordered, last, ids, firsts, canon)
+
+
+def _canonical(ds: Dataset) -> tuple[int, ...]:
+    """Per vocabulary index, the least index of an equal vector: on the numerators and
+    denominators as integer rows (rationals are kept in lowest terms, so equal vectors have
+    equal rows; hashing a thousand fresh rationals costs more than the whole view), or on the
+    vectors themselves when a part does not fit int64."""
+    arrays = dataset_arrays.vocab_arrays(ds)
+    if arrays is None:
+        first: dict[tuple, int] = {}
+        return tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
+    ids, firsts = first_seen_ids(np.concatenate(arrays, axis=1))
+    return tuple(firsts[ids].tolist())
+
+
+def token_geometry(ds: Dataset, sv: SequenceView) -> tuple[mpq, mpq | None]:
+    """(r², δ²) of the distinct tokens the sequences use
+    (:func:`exactmem.data.radius_and_separation` of ``ds.vocab`` at ``sv.tokens``), measured
+    once per view: the certificate's geometry and Lemma C.2's range both read them. Callers
+    check :data:`exactmem.data.SEPARATION_LIMIT` first."""
+    known = sv.__dict__.get("_geometry")  # the frozen view's cache, as cached_property's
+    if known is None or known[0] is not ds.vocab:
+        known = (ds.vocab, _token_geometry(ds, sv.tokens))
+        sv.__dict__["_geometry"] = known
+    return known[1]
+
+
+def _token_geometry(ds: Dataset, tokens: tuple[int, ...]) -> tuple[mpq, mpq | None]:
+    from exactmem.data import integer_geometry, radius_and_separation
+
+    arrays = dataset_arrays.vocab_arrays(ds)
+    if arrays is not None and (arrays[1][list(tokens)] == 1).all():  # integer tokens
+        X = arrays[0][list(tokens)]
+        r2, delta2 = integer_geometry(X.reshape(-1), len(X), X.shape[1])
+        return mpq(r2), None if delta2 is None else mpq(delta2)
+    return radius_and_separation([ds.vocab[t] for t in tokens])
 
 
 def sequence_tokens(ds: Dataset, sv: SequenceView) -> np.ndarray:
@@ -109,10 +146,9 @@ def canonical_tokens(ds: Dataset, canonical: tuple[int, ...]) -> np.ndarray:
 
 
 def token_array(ds: Dataset) -> np.ndarray:
-    """The sequences as an (N, n) int64 array of vocabulary indices."""
-    n = len(ds.sequences[0]) if ds.sequences else 0
-    flat = np.fromiter(chain.from_iterable(ds.sequences), np.int64, ds.size * n)
-    return flat.reshape(ds.size, n)
+    """The sequences as an (N, n) integer array of vocabulary indices
+    (:func:`exactmem.dataset_arrays.token_array`)."""
+    return dataset_arrays.token_array(ds)
 
 
 def restrict(ms: Multiset, A: set[int]) -> Multiset:
@@ -173,7 +209,7 @@ def check_consistency(
             return f"sequences[{m // width}][{m % width}]"
         return f"sequences[{m}]"
 
-    labels = exact(np.array(ds.labels, dtype=object)).reshape(-1)
+    labels = int_array(ds.labels).reshape(-1)
     ids, firsts = first_seen_ids(keys)
     owner = firsts[ids]
     clash = np.nonzero(labels != labels[owner])[0]

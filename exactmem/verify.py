@@ -607,6 +607,8 @@ def _object_order(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def activation_summary(stats: list[LayerStat], *, per_layer: bool = True) -> dict:
     """Sign margins of the ReLU layers: smallest non-zero |pre-activation| and exact zeros."""
     margins = [s.min_nonzero for s in stats if s.min_nonzero is not None]
+    text = {m: format_rational(m) for m in set(margins)}  # a few values over many layers
+    text[None] = None
     summary = {
         "relu_layers": len(stats),
         "min_nonzero_preactivation": format_rational(min(margins)) if margins else None,
@@ -621,7 +623,7 @@ def activation_summary(stats: list[LayerStat], *, per_layer: bool = True) -> dic
                 s.units,
                 s.inputs,
                 s.zeros,
-                None if s.min_nonzero is None else format_rational(s.min_nonzero),
+                text[s.min_nonzero],
             ]
             for s in stats
         ]

@@ -10,16 +10,29 @@ the sequence id and the context id from the stream after it.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.data import SEPARATION_LIMIT, Dataset, squared_radius, squared_separation
+from exactmem.data import SEPARATION_LIMIT, Dataset, radius_and_separation
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
-from exactmem.exact_arrays import exact, first_seen_ids, ratio_equal, rational_table
+from exactmem.exact_arrays import (
+    exact,
+    first_occurrences,
+    int_array,
+    multiset_ids,
+    ratio_equal,
+    rational_table,
+)
 from exactmem.model import MLP
-from exactmem.sequences import SequenceView, describe_multiset, sequence_tokens
+from exactmem.sequences import (
+    SequenceView,
+    describe_multiset,
+    sequence_tokens,
+    token_geometry,
+)
 from exactmem.verify import (
     MAX_EXAMPLES,
     Check,
@@ -82,13 +95,13 @@ def check_ks25(
         )
     n = len(ds.sequences[0])
     first = trace.streams[at - 1] if at else trace.embedded
-    mixed = trace.streams[at]
+    mixed = _exact_lanes(trace.streams[at], ("phi", "tid", "seq"))
     if first is None:
         raise ChecklistStructureError("the evaluation kept no stream before the attention layer")
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
 
     canon = sequence_tokens(ds, sv)  # (N, n) canonical tokens (narrow ints)
-    tokens, at_first = np.unique(canon.reshape(-1), return_index=True)
+    tokens, at_first = first_occurrences(canon)
     token_rows = first.index.reshape(-1)[at_first]
     row_of = dict(zip(tokens.tolist(), token_rows.tolist(), strict=True))
     phi_rows, tid_rows = first.lane("phi"), first.lane("tid")
@@ -98,10 +111,13 @@ def check_ks25(
 
     checks = [_phi_values(phi, len(ms_first))]
     A = {t for t, v in phi.items() if v != 0}
-    token_gap = _min_gap(tid.values())
+    # the ids' distinct values and least gap, on their numerators over the stream's denominator
+    ids = np.unique(exact(first.numerators("tid"))[token_rows])
+    token_gap = _ratio((ids[1:] - ids[:-1]).min(), first.den) if len(ids) > 1 else None
     # Lemma C.2 separates token ids by 2; Theorem E.1's embedding table by 1 (its ids are the
     # vocabulary indices themselves)
-    checks.append(_token_ids(tid, token_gap, 1 if variant == "ks25-token-ids" else 2))
+    required = 1 if variant == "ks25-token-ids" else 2
+    checks.append(_token_ids(tid, token_gap, required, distinct=len(ids)))
     checks.append(_witness_set(canon[ms_first], A, ms_first))
     sums, sden = _sums(canon, phi)
     checks.append(_sequence_sums(sums[ms_first], sden, ms_first, sv))
@@ -117,16 +133,29 @@ def check_ks25(
     if variant == "ks25-token-ids":
         checks.append(_embedding_ids(tid, len(ds.vocab)))
     else:
-        checks.append(_token_id_range(tid, [ds.vocab[t] for t in tokens.tolist()]))
+        vectors = [ds.vocab[t] for t in tokens.tolist()]  # the view's tokens: δ measured there
+        checks.append(_token_id_range(tid, vectors, lambda: token_geometry(ds, sv)))
 
     if isinstance(phi_mlp, MLP) and A:  # φ̃ ≠ 0 somewhere: F1 must hold Lemma B.3's memorizer
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
         checks += check_any_memorizer(trace, phi_mlp, expected, lambda r: f"token row {r}")
-    labels = exact(np.array(ds.labels, dtype=object)).reshape(ds.size, -1)
-    rows, where = np.unique(mixed.index.reshape(-1), return_index=True)
+    labels = int_array(ds.labels).reshape(ds.size, -1)
+    rows, where = first_occurrences(mixed.index)
     expected2 = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
     checks += check_any_memorizer(trace, f2_mlp, expected2, lambda r: f"context id row {r}")
     return checks
+
+
+def _exact_lanes(stream: Stream, names) -> Stream:
+    """``stream`` with the lanes ``names`` (those it has) already :func:`exact`: the checks
+    below read each of them more than once."""
+    if len(stream.names) != len(stream.columns):
+        return stream
+    columns = [
+        exact(col) if name in names else col
+        for name, col in zip(stream.names, stream.columns, strict=True)
+    ]
+    return replace(stream, columns=columns)
 
 
 def _sums(canon: np.ndarray, phi: dict[int, mpq]) -> tuple[np.ndarray, int]:
@@ -154,12 +183,13 @@ def _phi_values(phi: dict, distinct: int) -> Check:
     return Check("ks25.phi_values", not bad, _examples(bad) if bad else detail, figures)
 
 
-def _token_ids(tid: dict, gap, required: int) -> Check:
-    """Lemma C.2: distinct tokens get integer ids at least ``required`` apart."""
+def _token_ids(tid: dict, gap, required: int, distinct: int | None = None) -> Check:
+    """Lemma C.2: distinct tokens get integer ids at least ``required`` apart. ``distinct``:
+    how many different ids there are, if the caller counted them."""
     bad = [
         f"vocab[{t}]: token id {format_rational(v)}" for t, v in tid.items() if v.denominator != 1
     ]
-    if len(set(tid.values())) != len(tid):
+    if (len(set(tid.values())) if distinct is None else distinct) != len(tid):
         bad.append("two distinct tokens share a token id")
     if gap is not None and gap < required:
         bad.append(f"token ids only {format_rational(gap)} apart")
@@ -178,8 +208,7 @@ def _witness_set(distinct: np.ndarray, A: set, ms_first: np.ndarray) -> Check:
     ``distinct``: one sequence per distinct multiset (canonical tokens), in first-seen order."""
     in_A = np.zeros(int(distinct.max(initial=0)) + 1, bool)
     in_A[list(A)] = True
-    restricted = np.sort(np.where(in_A[distinct], distinct, -1), axis=1)
-    ids, owners = first_seen_ids(restricted)
+    ids, owners = multiset_ids(distinct, keep=in_A)
     clash = np.nonzero(owners[ids] != np.arange(len(ids)))[0]
     bad = [
         f"sequences[{ms_first[owners[ids[k]]]}] and sequences[{ms_first[k]}]: restrictions "
@@ -268,9 +297,7 @@ def _context_ids(mixed: Stream, key: np.ndarray, positions, n, token_gap) -> Che
     different tokens are at least the token-id gap apart. ``key``: one id per (token,
     multiset) at each judged (sequence, position)."""
     P = key.shape[1]
-    rows, first, inverse = np.unique(
-        mixed.index.reshape(-1), return_index=True, return_inverse=True
-    )
+    rows, first, inverse = first_occurrences(mixed.index, inverse=True)
     flat = key.reshape(-1)
     clash = np.nonzero(flat != flat[first][inverse.reshape(-1)])[0]
     bad = []
@@ -402,10 +429,11 @@ def _phi_range(phi: dict, sums: np.ndarray, den: int, distinct: int, M: int) -> 
     )
 
 
-def _token_id_range(tid: dict, vectors: list) -> Check:
+def _token_id_range(tid: dict, vectors: list, geometry=None) -> Check:
     """Lemma C.2's range on the evaluated token ids of the M distinct tokens:
     0 ≤ F(x) ≤ 10·r·M²·δ⁻¹·√(πd), r the largest norm, δ the least distance (exact), taken as
-    Theorem B.1 takes them: r ≥ 1 and δ ≤ 1 (tokens further apart are also 1-separated)."""
+    Theorem B.1 takes them: r ≥ 1 and δ ≤ 1 (tokens further apart are also 1-separated).
+    ``geometry``: returns (r², δ²) of ``vectors`` (default: measured here)."""
     M, d = len(vectors), len(vectors[0]) if vectors else 0
     low, high = min(tid.values(), default=mpq(0)), max(tid.values(), default=mpq(0))
     bad = [f"a token id is {format_rational(low)} < 0"] if low < 0 else []
@@ -416,7 +444,8 @@ def _token_id_range(tid: dict, vectors: list) -> Check:
             "tokens is not measured)"
         )
         return Check("ks25.token_id_range", not bad, "; ".join(bad) or detail, figures)
-    r2, delta2 = max(squared_radius(vectors), mpq(1)), squared_separation(vectors)
+    r2, delta2 = geometry() if geometry else radius_and_separation(vectors)
+    r2 = max(r2, mpq(1))
     if delta2 is not None and high > 0:
         delta2 = min(delta2, mpq(1))
         # F ≤ 10rM²√(πd)/δ ⇔ F²δ²/(100 r² M⁴ d) < π

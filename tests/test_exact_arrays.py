@@ -7,7 +7,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, plus, ratio_equal, times
+from exactmem import exact_arrays
+from exactmem.exact_arrays import (
+    LIMIT,
+    exact,
+    first_occurrences,
+    first_seen_ids,
+    int_array,
+    plus,
+    ratio_equal,
+    times,
+)
 from exactmem.verify_ks25 import _gap_within
 
 BIG = st.integers(-(2**70), 2**70)
@@ -39,18 +49,44 @@ def test_first_seen_ids_of_entries_and_object_rows(values):
 
 
 def test_first_seen_ids_survives_a_hash_collision(monkeypatch):
-    """Rows are grouped by a hash and then compared: force every hash equal."""
-    original = np.unique
-
-    def colliding(a, *args, **kw):
-        if a.dtype == np.uint64:
-            a = np.zeros_like(a)
-        return original(a, *args, **kw)
-
-    monkeypatch.setattr(np, "unique", colliding)
+    """Rows too wide to pack are grouped by a hash and then compared: force every hash equal."""
+    monkeypatch.setattr(exact_arrays, "_packed_rows", lambda M: None)
+    monkeypatch.setattr(exact_arrays, "_row_hash", lambda M: np.zeros(len(M), np.uint64))
     M = np.array([[1, 2], [3, 4], [1, 2], [5, 6], [3, 4]], np.int64)
     ids, first = first_seen_ids(M)
     assert ids.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
+
+
+WIDE = st.integers(-(2**62), 2**62)
+
+
+@given(st.lists(st.lists(st.one_of(WIDE, st.integers(-2, 2)), min_size=4, max_size=4), max_size=40))
+def test_first_seen_ids_of_rows_packed_or_hashed(rows):
+    """Rows whose column ranges multiply below 2⁶³ are packed into one key, others hashed."""
+    M = np.array(rows, np.int64).reshape(len(rows), 4)
+    ids, first = first_seen_ids(M)
+    assert (ids.tolist(), first.tolist()) == reference_ids([tuple(r) for r in rows])
+    for dtype in (np.int16, np.uint8):
+        narrow = (M % 200).astype(dtype)
+        ids, first = first_seen_ids(narrow)
+        assert (ids.tolist(), first.tolist()) == reference_ids(list(map(tuple, narrow.tolist())))
+
+
+@given(st.lists(st.integers(0, 60), max_size=50), st.booleans())
+def test_first_occurrences_is_numpy_unique(values, shift):
+    a = np.array(values, np.int64) - (5 if shift else 0)  # negative values: np.unique itself
+    for inverse in (False, True):
+        got = first_occurrences(a.reshape(-1, 1), inverse=inverse)
+        want = np.unique(a, return_index=True, return_inverse=inverse)
+        assert [x.tolist() for x in got] == [x.reshape(-1).tolist() for x in want]
+        assert got[0].dtype == want[0].dtype
+
+
+@given(st.lists(st.one_of(BIG, NEAR), max_size=30))
+def test_int_array_is_exact_of_an_object_array(values):
+    want = exact(np.array(values, object))
+    got = int_array(values)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
 
 
 @given(st.lists(st.one_of(BIG, NEAR), min_size=1, max_size=20), st.one_of(BIG, NEAR))
