@@ -128,8 +128,8 @@ def int_strings_json(values: np.ndarray) -> bytes | None:
     its range is too wide for a table of texts."""
     rows, d = values.shape
     low, high = int(values.min()), int(values.max())
-    if rows == 0 or d == 0 or high - low >= TABLE_LIMIT:
-        return None
+    if rows == 0 or d == 0 or high - low >= TABLE_LIMIT or low == -(2**63):
+        return None  # −2⁶³ has no int64 magnitude: json.dumps writes it
     v = np.arange(low, high + 1, dtype=np.int64)
     digits = len(str(max(abs(low), abs(high))))
     magnitude = np.abs(v)

@@ -222,7 +222,7 @@ def multiset_ids(
         return np.sort(np.where(keep[r], r, -1), axis=1)
 
     everything = np.arange(len(rows))
-    if rows.ndim != 2 or not len(rows) or rows.dtype.kind not in "iu" or rows.min() < 0:
+    if rows.ndim != 2 or not len(rows) or rows.dtype.kind not in "iu" or rows.min(initial=0) < 0:
         return first_seen_ids(canonical(everything)) if len(rows) else first_seen_ids(rows)
     words = value_words(int(rows.max(initial=0)) + 1)
     if keep is not None:

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import weakref
+from itertools import chain
 from pathlib import Path
 
 from exactmem.data import read_json_file
@@ -152,8 +153,73 @@ def model_hash(model: Transformer) -> str:
         return known[1]
     with paused_gc():  # model_to_json makes a list per weight, none in a cycle
         digest = canonical_hash(model_to_json(model))
-    _remember(model, digest, labels)
+    if _frozen_weights(model):  # a model built by hand may hold lists: hashed afresh each time
+        _remember(model, digest, labels)
     return digest
+
+
+def _frozen_weights(model: Transformer) -> bool:
+    """Whether every part ``model_to_json`` reads but the meta is a frozen IR object, a tuple or
+    an immutable scalar (the IR's own types; the public constructors accept lists, which could
+    change after the model was hashed)."""
+    from fractions import Fraction
+
+    from gmpy2 import mpq, mpz
+
+    scalars = {int, bool, str, type(None), type(mpz(0)), type(mpq(0)), Fraction}
+
+    def flat(values) -> bool:
+        return type(values) is tuple and set(map(type, values)) <= scalars
+
+    def rows(values) -> bool:  # tuples of (column, coefficient) pairs or of rationals
+        if type(values) is not tuple or not set(map(type, values)) <= {tuple}:
+            return False
+        pairs = list(chain.from_iterable(values))
+        if not set(map(type, pairs)) <= scalars | {tuple}:
+            return False
+        return set(map(type, chain.from_iterable(p for p in pairs if type(p) is tuple))) <= scalars
+
+    def affine(a) -> bool:
+        return (
+            type(a) is Affine
+            and flat((a.in_dim, a.denominator))
+            and flat(a.bias)
+            and (flat(a.names) and rows(a.rows))
+        )
+
+    if type(model) is not Transformer or not flat((model.input_dim, model.token_inputs)):
+        return False
+    if type(model.sublayers) is not tuple:
+        return False
+    maps = [m for m in (model.embed, model.unembed) if m is not None]
+    for s in model.sublayers:
+        kind = type(s)
+        if kind is MLP:
+            if type(s.layers) is not tuple or type(s.probes) is not tuple:
+                return False
+            if not flat((s.label, s.residual, s.activation)):
+                return False
+            if any(type(p) is not Probe or not flat((p.name, p.layer)) for p in s.probes):
+                return False
+            if not rows(tuple(p.terms for p in s.probes)):
+                return False
+            maps += s.layers
+        elif kind is Attention:
+            if type(s.heads) is not tuple or not flat((s.label, s.score, s.mask)):
+                return False
+            for h in s.heads:
+                if type(h) is not AttentionHead:
+                    return False
+                maps += [h.query, h.key, h.value, h.output]
+        elif kind is PositionalEncoding:
+            if not flat((s.label,)) or not rows(s.table):
+                return False
+        elif kind is LayerNorm:
+            if not (flat(s.gain) and flat(s.bias) and flat((s.eps, s.label, s.source, s.target))):
+                return False
+        else:
+            return False
+    return all(map(affine, maps))
 
 
 # id(model) → (weak reference to it, its SHA-256, its meta text then): model_hash's memory

@@ -1,0 +1,172 @@
+"""Soundness of the speed-ups to hashing and grouping: the streamed dataset hash is the plain
+``json.dumps`` definition on odd datasets (int64's extremes, negatives, rationals not in
+lowest terms as given, one token, large labels), from tuples and from a container's kept
+arrays; a model hashed once and then changed (a list given to the public constructors) is
+hashed afresh; the packed and hashed row grouping is exact at its edges."""
+
+import hashlib
+import json
+import random
+
+import numpy as np
+import pytest
+from gmpy2 import mpq
+
+from exactmem.data import Dataset, dataset_hash, dataset_to_json, load_dataset, save_dataset
+from exactmem.exact_arrays import first_occurrences, first_seen_ids, multiset_ids
+from exactmem.io import canonical_hash, model_hash, model_to_json
+from exactmem.model import MLP, Affine, Transformer
+
+
+def plain_dataset_hash(ds: Dataset) -> str:
+    obj = dataset_to_json(ds)
+    obj.pop("meta", None)
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+LOW, HIGH = -(2**63), 2**63 - 1
+
+VOCABS = {
+    "int64 min": [[LOW], [LOW + 1]],
+    "int64 min alone": [[LOW]],
+    "int64 max": [[HIGH, HIGH - 3], [HIGH - 1, HIGH]],
+    "both ends": [[LOW, HIGH], [0, -1]],
+    "past int64": [[2**64, -(2**70)], [1, 2]],
+    "negatives": [[-1, -10], [-100, -9]],
+    "digit edges": [[9, 10, 99], [100, -99, -100]],
+    "ten to the 18": [[10**18, -(10**18)], [10**18 + 1, 1]],
+    "rationals": [["2/4", "-6/9"], ["3", "0"]],
+    "one token": [[5, -5]],
+}
+
+
+def _dataset(vocab, rng: random.Random, *, task="next-token", labels_big=False) -> Dataset:
+    V, n, N = len(vocab), rng.randint(1, 4), rng.randint(1, 12)
+    sequences = [[rng.randrange(V) for _ in range(n)] for _ in range(N)]
+    top = 2**70 if labels_big else 3
+    if task == "seq2seq":
+        labels = [[rng.randint(1, top) for _ in range(n)] for _ in range(N)]
+    else:
+        labels = [rng.randint(1, top) for _ in range(N)]
+    return Dataset.from_tokens(sequences, labels, vocab=vocab, task=task)
+
+
+@pytest.mark.parametrize("name", VOCABS)
+@pytest.mark.parametrize("task", ["next-token", "seq2seq"])
+def test_streamed_dataset_hash_is_json_dumps(name, task, tmp_path):
+    rng = random.Random(name + task)
+    for k in range(3):
+        ds = _dataset(VOCABS[name], rng, task=task, labels_big=k == 1)
+        want = plain_dataset_hash(ds)
+        assert dataset_hash(ds) == want
+        save_dataset(ds, tmp_path / f"d{k}.exm")  # the reader keeps its arrays beside the dataset
+        loaded = load_dataset(tmp_path / f"d{k}.exm")
+        assert loaded == ds and dataset_hash(loaded) == want
+
+
+def test_streamed_dataset_hash_random_vocabularies(tmp_path):
+    rng = random.Random(7)
+    for k in range(40):
+        d, V = rng.randint(1, 3), rng.randint(1, 6)
+        base = rng.choice([0, 10**17, LOW + 5, HIGH - 10**6, -(10**9)])
+        vocab = [[base + rng.randint(-5, 5) if base else rng.randint(-12, 12) for _ in range(d)]]
+        vocab += [[rng.randint(-(10**6), 10**6) for _ in range(d)] for _ in range(V - 1)]
+        if k % 5 == 0:
+            vocab[-1][0] = f"{rng.randint(-9, 9)}/{rng.randint(1, 9)}"
+        vocab = [[min(max(x, LOW), HIGH) if isinstance(x, int) else x for x in v] for v in vocab]
+        ds = _dataset(vocab, rng)
+        want = plain_dataset_hash(ds)
+        assert dataset_hash(ds) == want, vocab
+        save_dataset(ds, tmp_path / "d.exm")
+        assert dataset_hash(load_dataset(tmp_path / "d.exm")) == want, vocab
+
+
+def _tiny_model(rows, bias=(0, 0)) -> Transformer:
+    first = Affine(2, rows, bias)  # lists, if a caller passes them
+    return Transformer(2, (MLP((first, Affine(2, (((0, 1),), ((1, 1),)), (0, 0)))),))
+
+
+def test_a_model_changed_after_hashing_is_hashed_afresh():
+    rows = [[(0, 1)], [(1, 1)]]
+    model = _tiny_model(rows, [0, 0])
+    before = model_hash(model)
+    rows[0][0] = (0, 5)  # the model's weights change under it
+    assert model_hash(model) == canonical_hash(model_to_json(model)) != before
+
+
+def test_a_frozen_model_keeps_its_hash_and_a_replaced_one_gets_its_own():
+    from dataclasses import replace
+
+    from exactmem.io import _HASHED
+
+    model = _tiny_model((((0, 1),), ((1, 1),)))  # tuples throughout
+    first = model_hash(model)
+    assert _HASHED[id(model)][0]() is model  # kept
+    assert model_hash(model) == first == canonical_hash(model_to_json(model))
+    model.meta["construction"] = "x"  # the meta is mutable and part of the hash
+    assert model_hash(model) == canonical_hash(model_to_json(model)) != first
+    other = replace(model, input_dim=2, embed=Affine(2, (((0, 2),), ((1, 1),)), (0, 0)))
+    assert model_hash(other) == canonical_hash(model_to_json(other)) != model_hash(model)
+
+
+def _plain_ids(M: np.ndarray) -> list[int]:
+    seen: dict = {}
+    return [seen.setdefault(tuple(np.atleast_1d(r).tolist()), len(seen)) for r in M]
+
+
+@pytest.mark.parametrize(
+    "M",
+    [
+        np.array([[LOW, HIGH], [HIGH, LOW], [LOW, HIGH], [0, 0]], np.int64),
+        np.array([[2**64 - 1, 0], [2**63, 0], [2**64 - 1, 0]], np.uint64),
+        np.array([[-1, 2**62], [-(2**62), 1], [-1, 2**62]], np.int64),
+        np.zeros((3, 0), np.int64),
+        np.array([[True, False], [True, False], [False, False]]),
+        np.array([[7]], np.int8),
+        np.array([5, -5, 5, LOW, LOW], np.int64),
+    ],
+)
+def test_first_seen_ids_at_the_edges(M):
+    ids, firsts = first_seen_ids(M)
+    assert ids.tolist() == _plain_ids(M)
+    assert (ids[firsts] == np.arange(len(firsts))).all()
+
+
+def test_grouping_empty_inputs():
+    assert first_seen_ids(np.zeros((0, 3), np.int64))[0].size == 0
+    assert first_seen_ids(np.zeros(0, np.int64))[0].size == 0
+    assert multiset_ids(np.zeros((0, 3), np.int64))[0].size == 0
+    distinct, first = first_occurrences(np.zeros(0, np.int64))
+    assert distinct.size == first.size == 0
+
+
+def test_multiset_ids_of_rows_without_entries():
+    ids, _ = multiset_ids(np.zeros((3, 0), np.int64))
+    assert ids.tolist() == [0, 0, 0]
+
+
+def test_multiset_ids_with_forced_collisions(monkeypatch):
+    from exactmem import exact_arrays
+
+    monkeypatch.setattr(exact_arrays, "value_words", lambda size: np.ones(size, np.uint64))
+    rows = np.array([[0, 1], [1, 0], [2, 2], [0, 3], [3, 0]])
+    ids, firsts = multiset_ids(rows)  # every row of two entries hashes alike
+    assert ids.tolist() == [0, 0, 1, 2, 2] and firsts.tolist() == [0, 2, 3]
+    keep = np.array([True, True, False, True])
+    ids, _ = multiset_ids(rows, keep=keep)
+    assert ids.tolist() == _plain_ids(np.sort(np.where(keep[rows], rows, -1), axis=1))
+
+
+def test_first_occurrences_matches_unique():
+    rng = np.random.default_rng(0)
+    for values in (rng.integers(0, 5, 30), rng.integers(-3, 3, 10), np.array([0]), np.array([9])):
+        want = np.unique(values, return_index=True, return_inverse=True)
+        got = first_occurrences(values, inverse=True)
+        for a, b in zip(got, want, strict=True):
+            assert a.tolist() == b.reshape(-1).tolist()
+
+
+def test_rationals_in_the_vocabulary_hash_as_written():
+    ds = Dataset.from_tokens([[0, 1]], [1], vocab=[[mpq(2, 4)], [mpq(-3, 1)]])
+    assert dataset_hash(ds) == plain_dataset_hash(ds)
