@@ -208,8 +208,63 @@ def _light_cache() -> type:
                 with self._guard_against_spurious_io_errors():
                     return self._load_overload(sig, target_context)
 
+            def _index_key(self, sig: Any, codegen: Any) -> Any:
+                # numba keys a cache entry on the kernel's own bytecode and its file's time
+                # stamp only, yet the entry holds the code of every kernel it calls: an edited
+                # helper in another file would leave the old code running
+                return (*super()._index_key(sig, codegen), callee_digest(self._py_func))
+
         _LightCache = LightCache
     return _LightCache
+
+
+def callee_digest(py_func: Any) -> str:
+    """SHA-256 of the code of every compiled kernel ``py_func`` calls, directly or not (names
+    it reads from its module, or attributes of a module it reads): part of its cache key."""
+    import hashlib
+    import types
+
+    digest = hashlib.sha256()
+    seen: set[int] = set()
+    todo = [py_func]
+    while todo:
+        func = todo.pop()
+        code = func.__code__
+        names = set(code.co_names)
+        for const in code.co_consts:  # nested functions' names
+            if isinstance(const, types.CodeType):
+                names.update(const.co_names)
+        for name in sorted(names):
+            value = func.__globals__.get(name)
+            found = [value]
+            if isinstance(value, types.ModuleType):
+                found = [getattr(value, attr, None) for attr in sorted(names)]
+            for callee in found:
+                target = getattr(callee, "py_func", None)
+                if isinstance(target, types.FunctionType) and id(target) not in seen:
+                    seen.add(id(target))
+                    if target is not py_func:
+                        digest.update(_code_text(target.__code__))
+                    todo.append(target)
+    return digest.hexdigest()
+
+
+def _code_text(code: Any) -> bytes:
+    """A code object's instructions, names and constants as bytes, the same in every process
+    (marshal's bytes depend on reference counts; a frozenset's order on the hash seed)."""
+    import types
+
+    def const(c: Any) -> bytes:
+        if isinstance(c, types.CodeType):
+            return b"<" + _code_text(c) + b">"
+        if isinstance(c, tuple):
+            return b"(" + b",".join(map(const, c)) + b")"
+        if isinstance(c, frozenset):
+            return b"{" + b",".join(sorted(map(const, c))) + b"}"
+        return repr(c).encode()
+
+    names = repr((code.co_names, code.co_varnames, code.co_freevars)).encode()
+    return code.co_code + b"|" + names + b"|" + const(code.co_consts)
 
 
 def inner(func: Any) -> Any:

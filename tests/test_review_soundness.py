@@ -170,3 +170,64 @@ def test_first_occurrences_matches_unique():
 def test_rationals_in_the_vocabulary_hash_as_written():
     ds = Dataset.from_tokens([[0, 1]], [1], vocab=[[mpq(2, 4)], [mpq(-3, 1)]])
     assert dataset_hash(ds) == plain_dataset_hash(ds)
+
+
+HELPER = """from exactmem.jit import inner
+
+@inner
+def helper(x):
+    return x + {step}
+"""
+
+CALLER = """from exactmem.jit import njit
+from pkg.helper import helper
+
+@njit
+def caller(x):
+    return helper(x) * 10
+"""
+
+
+def test_an_edited_helper_in_another_file_invalidates_its_callers_cache(tmp_path):
+    """numba keys a cached kernel on its own bytecode and file stamp; the helpers compiled
+    into it (jit.inner, in another file) must count too, or an upgrade runs the old code."""
+    import os
+    import subprocess
+    import sys
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "caller.py").write_text(CALLER)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    script = "from pkg.caller import caller; print(caller(1))"
+
+    def run(step: int) -> str:
+        (package / "helper.py").write_text(HELPER.format(step=step))
+        out = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
+
+    assert run(1) == "20"
+    assert run(1) == "20"  # from the cache
+    assert run(2) == "30"  # the helper changed: compiled again, not the cached 20
+
+
+def test_callee_digest_follows_helpers_and_modules():
+    import types
+
+    from exactmem import jit
+
+    numba_helper = jit.inner(lambda x: x + 1)
+    other = jit.inner(lambda x: x + 2)
+    module = types.ModuleType("m")
+    module.helper = numba_helper
+    scope = {"helper": numba_helper, "m": module}
+    exec(compile("def f(x):\n return helper(x)", "f", "exec"), scope)
+    exec(compile("def g(x):\n return m.helper(x)", "g", "exec"), scope)
+    first = jit.callee_digest(scope["f"])
+    assert jit.callee_digest(scope["g"]) == first != jit.callee_digest(lambda x: x)
+    scope["helper"] = module.helper = other
+    assert jit.callee_digest(scope["f"]) == jit.callee_digest(scope["g"]) != first
