@@ -220,7 +220,8 @@ def _light_cache() -> type:
 
 def callee_digest(py_func: Any) -> str:
     """SHA-256 of the code of every compiled kernel ``py_func`` calls, directly or not (names
-    it reads from its module, or attributes of a module it reads): part of its cache key."""
+    it reads from its module, attributes of a module it reads, its closure's cells): part of
+    its cache key."""
     import hashlib
     import types
 
@@ -234,18 +235,25 @@ def callee_digest(py_func: Any) -> str:
         for const in code.co_consts:  # nested functions' names
             if isinstance(const, types.CodeType):
                 names.update(const.co_names)
+        found = []
+        for cell in func.__closure__ or ():
+            try:
+                found.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
         for name in sorted(names):
             value = func.__globals__.get(name)
-            found = [value]
-            if isinstance(value, types.ModuleType):
-                found = [getattr(value, attr, None) for attr in sorted(names)]
-            for callee in found:
-                target = getattr(callee, "py_func", None)
-                if isinstance(target, types.FunctionType) and id(target) not in seen:
-                    seen.add(id(target))
-                    if target is not py_func:
-                        digest.update(_code_text(target.__code__))
-                    todo.append(target)
+            if isinstance(value, types.ModuleType):  # its namespace: no module __getattr__ runs
+                found += [vars(value).get(attr) for attr in sorted(names)]
+            else:
+                found.append(value)
+        for callee in found:
+            target = getattr(callee, "py_func", None)
+            if isinstance(target, types.FunctionType) and id(target) not in seen:
+                seen.add(id(target))
+                if target is not py_func:
+                    digest.update(_code_text(target.__code__))
+                todo.append(target)
     return digest.hexdigest()
 
 

@@ -301,3 +301,17 @@ def test_a_hand_built_dataset_with_a_bool_token_hashes_as_json_dumps():
         sequences=((0, 1), (1, True)),
     )
     assert dataset_hash(ds) == plain_dataset_hash(ds)
+
+
+def test_callee_digest_follows_closure_cells():
+    from exactmem import jit
+
+    def make(helper):
+        def f(x):
+            return helper(x)
+
+        return f
+
+    one, two = jit.inner(lambda x: x + 1), jit.inner(lambda x: x + 2)
+    assert jit.callee_digest(make(one)) != jit.callee_digest(make(two))
+    assert jit.callee_digest(make(one)) == jit.callee_digest(make(one))
