@@ -315,3 +315,28 @@ def test_callee_digest_follows_closure_cells():
     one, two = jit.inner(lambda x: x + 1), jit.inner(lambda x: x + 2)
     assert jit.callee_digest(make(one)) != jit.callee_digest(make(two))
     assert jit.callee_digest(make(one)) == jit.callee_digest(make(one))
+
+
+def test_a_dataset_rebuilt_from_a_loaded_one_uses_its_own_tuples(tmp_path):
+    """The arrays a container held belong to the dataset object read, not to one made from it
+    (dataclasses.replace with other sequences or labels, a subset)."""
+    from dataclasses import replace
+
+    from exactmem import dataset_arrays
+    from exactmem.sequences import view
+
+    rng = random.Random(11)
+    save_dataset(_dataset([[1, 0], [2, 0], [1, 0], [-3, 5]], rng), tmp_path / "d.exm")
+    loaded = load_dataset(tmp_path / "d.exm")
+    rows = [tuple(reversed(s)) for s in loaded.sequences]
+    for other in (
+        replace(loaded, sequences=tuple(rows)),
+        replace(loaded, labels=tuple(2 for _ in loaded.labels)),
+        replace(loaded, vocab=tuple(reversed(loaded.vocab))),
+        replace(loaded, sequences=loaded.sequences[:1], labels=loaded.labels[:1]),
+    ):
+        assert dataset_arrays.token_array(other).tolist() == [list(s) for s in other.sequences]
+        assert dataset_hash(other) == plain_dataset_hash(other)
+        sv = view(other)
+        want = [min(i for i, w in enumerate(other.vocab) if w == v) for v in other.vocab]
+        assert list(sv.canonical) == want
