@@ -125,11 +125,14 @@ def canonical_sha256(
 def int_strings_json(values: np.ndarray) -> bytes | None:
     """The compact JSON of a non-empty 2-D int64 array as lists of decimal strings
     (``[["3","-12"],["0","7"]]``, how a dataset file writes integer coordinates), or None when
-    its range is too wide for a table of texts."""
+    its range is too wide for a table of texts (wider than 2¹⁶ and than four per value)."""
     rows, d = values.shape
     low, high = int(values.min()), int(values.max())
-    if rows == 0 or d == 0 or high - low >= TABLE_LIMIT or low == -(2**63):
-        return None  # −2⁶³ has no int64 magnitude: json.dumps writes it
+    # the table has a text per value of the range: bounded by the values' count too, or two
+    # coordinates far apart would build one of millions (−2⁶³: no int64 magnitude)
+    span = min(TABLE_LIMIT, max(4 * values.size, 1 << 16))
+    if rows == 0 or d == 0 or high - low >= span or low == -(2**63):
+        return None
     v = np.arange(low, high + 1, dtype=np.int64)
     digits = len(str(max(abs(low), abs(high))))
     magnitude = np.abs(v)

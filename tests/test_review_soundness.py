@@ -340,3 +340,19 @@ def test_a_dataset_rebuilt_from_a_loaded_one_uses_its_own_tuples(tmp_path):
         sv = view(other)
         want = [min(i for i, w in enumerate(other.vocab) if w == v) for v in other.vocab]
         assert list(sv.canonical) == want
+
+
+def test_two_far_apart_coordinates_build_no_table_of_their_range():
+    """The vocabulary's digit table spans its value range: two coordinates 4·10⁶ apart once
+    built a text for every value between (gigabytes for a two-token dataset)."""
+    import tracemalloc
+
+    ds = Dataset.from_tokens([[0, 1]], [1], vocab=[[-(10**18)], [-(10**18) + 4_000_000]])
+    tracemalloc.start()
+    try:
+        digest = dataset_hash(ds)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert digest == plain_dataset_hash(ds)
+    assert peak < 20 * 2**20
