@@ -356,3 +356,20 @@ def test_two_far_apart_coordinates_build_no_table_of_their_range():
         tracemalloc.stop()
     assert digest == plain_dataset_hash(ds)
     assert peak < 20 * 2**20
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+def test_first_seen_ids_when_every_row_hash_collides(monkeypatch, dtype):
+    """Rows too wide to pack exactly are grouped by a hash; when it collides (forced here)
+    the exact fallback must number them."""
+    from exactmem import exact_arrays
+
+    monkeypatch.setattr(exact_arrays, "_row_hash", lambda M: np.zeros(len(M), np.uint64))
+    info = np.iinfo(dtype)
+    values = np.array([info.min, info.max, 0, 1, info.max - 1], dtype)
+    rng = np.random.default_rng(2)
+    for _ in range(50):
+        M = values[rng.integers(0, len(values), (int(rng.integers(1, 9)), 3))]
+        ids, firsts = first_seen_ids(M)
+        assert ids.tolist() == _plain_ids(M)
+        assert firsts.tolist() == [ids.tolist().index(i) for i in range(len(firsts))]
