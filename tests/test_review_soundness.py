@@ -373,3 +373,28 @@ def test_first_seen_ids_when_every_row_hash_collides(monkeypatch, dtype):
         ids, firsts = first_seen_ids(M)
         assert ids.tolist() == _plain_ids(M)
         assert firsts.tolist() == [ids.tolist().index(i) for i in range(len(firsts))]
+
+
+def test_a_container_with_fractions_not_in_lowest_terms(tmp_path):
+    """A container may hold 2/4 beside 1/2: the dataset reads both as 1/2, so its kept arrays
+    (the file's parts) must not be what the view and the hash read."""
+    from types import SimpleNamespace
+
+    from exactmem.container import write_dataset
+    from exactmem.sequences import view
+
+    def q(p, d):
+        return SimpleNamespace(numerator=p, denominator=d)
+
+    raw = Dataset(
+        task="next-token",
+        labels=(1, 1, 1),
+        num_classes=1,
+        vocab=((q(2, 4), q(3, 1)), (q(1, 2), q(6, 2)), (q(-4, 6), q(0, 5))),
+        sequences=((0, 2), (1, 2), (2, 2)),
+    )
+    write_dataset(raw, tmp_path / "d.exm")
+    loaded = load_dataset(tmp_path / "d.exm")
+    assert loaded.vocab == ((mpq(1, 2), mpq(3)), (mpq(1, 2), mpq(3)), (mpq(-2, 3), mpq(0)))
+    assert view(loaded).canonical == (0, 0, 2)
+    assert dataset_hash(loaded) == plain_dataset_hash(loaded)
