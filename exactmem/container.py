@@ -154,22 +154,27 @@ def _write(writer: _Writer, header: dict, path: str | os.PathLike) -> None:
 
 
 def write_dataset(ds, path: str | os.PathLike) -> None:
-    """Write the dataset ``ds`` as a container (the content of ``dataset_to_json``)."""
+    """Write the dataset ``ds`` as a container (the content of ``dataset_to_json``); ``ds`` is
+    a :class:`~exactmem.data.Dataset` or the arrays of one
+    (:class:`~exactmem.sequences.TokenArrays`, written without a tuple per sequence)."""
     from exactmem.data import FORMAT
     from exactmem.sequences import token_array
 
     w = _Writer()
+    arrays = isinstance(ds.labels, np.ndarray)
     if ds.task == "points":
         rows = ds.points
     else:
         rows = ds.vocab
-        tokens = token_array(ds)
+        tokens = ds.tokens if arrays else token_array(ds)
         w.add("sequences", tokens, tokens.shape)
     d = len(rows[0])
     flat = [x for r in rows for x in r]
     w.add("numerator", (x.numerator for x in flat), (len(rows), d))
     w.add("denominator", (x.denominator for x in flat), (len(rows), d))
-    if ds.task == "seq2seq":
+    if arrays:
+        w.add("labels", ds.labels, ds.labels.shape)
+    elif ds.task == "seq2seq":
         n = len(ds.labels[0])
         w.add("labels", (y for ys in ds.labels for y in ys), (ds.size, n))
     else:
