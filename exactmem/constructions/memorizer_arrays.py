@@ -41,7 +41,7 @@ from exactmem.progress import Steps
 
 __all__ = ["IntegerPoints", "build_memorizer_on_rows", "pack_rows", "projection_of_rows"]
 
-PACK_CHUNK = 1 << 25  # bits expanded at a time while packing (a byte each)
+PACK_CHUNK = 1 << 20  # values expanded at a time while packing (64 bytes each)
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,16 +120,16 @@ def _pack_groups(values: np.ndarray, K: int, bits: int, m: int) -> list[int]:
     padded[: len(values)] = values
     if values.dtype == object or bits > 62 or top(values) >= 1 << bits or values.min(initial=0) < 0:
         return [_pack(padded[j * K : (j + 1) * K].tolist(), bits) for j in range(m)]
-    shifts = np.arange(bits - 1, -1, -1, dtype=np.uint64)
     lead = -(K * bits) % 8  # zero bits in front, to whole bytes
     out: list[int] = []
-    per = max(1, PACK_CHUNK // max(K * bits, 1))
+    per = max(1, PACK_CHUNK // K)
     for g in range(0, m, per):
-        chunk = padded[g * K : min(m, g + per) * K].astype(np.uint64).reshape(-1, K)
-        expanded = ((chunk[:, :, None] >> shifts) & np.uint64(1)).astype(np.uint8)
-        expanded = expanded.reshape(len(chunk), K * bits)
+        chunk = padded[g * K : min(m, g + per) * K].astype(">u8")
+        # each value's 64 bits, most significant first; its low ``bits`` of them, per group
+        expanded = np.unpackbits(chunk.view(np.uint8).reshape(-1, 8), axis=1)[:, 64 - bits :]
+        expanded = expanded.reshape(-1, K * bits)
         if lead:
-            expanded = np.concatenate([np.zeros((len(chunk), lead), np.uint8), expanded], axis=1)
+            expanded = np.concatenate([np.zeros((len(expanded), lead), np.uint8), expanded], 1)
         packed = np.packbits(expanded, axis=1)
         out.extend(int.from_bytes(row, "big") for row in map(bytes, packed))
     return out
@@ -156,7 +156,7 @@ def pack_rows(
     K = group_size if group_size is not None else choose_group_size(N, gadget, rho, c)
     if K < 1:
         raise InputError(f"group_size must be ≥ 1, got {K}")
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)  # the keys are distinct: one order
     m = math.ceil(N / K)
     rank = np.arange(N)
     group_of = np.empty(N, np.int64)
@@ -179,6 +179,21 @@ def pack_rows(
     )
 
 
+def _distinct_rows(rows: np.ndarray) -> bool:
+    """True when the rows are proved pairwise distinct by distinct 64-bit hashes (a sort);
+    False says only that two hashes met (:func:`first_seen_ids` then decides)."""
+    weights = np.random.default_rng(0).integers(1, 2**63, rows.shape[1], np.uint64) * 2 + 1
+    h = np.zeros(len(rows), np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(rows.shape[1]):
+            z = rows[:, j].astype(np.uint64) * weights[j]
+            z ^= z >> np.uint64(29)
+            z *= np.uint64(0xBF58476D1CE4E5B9)
+            z ^= z >> np.uint64(32)
+            h += z
+    return all_distinct(h)
+
+
 def _check_points(points: IntegerPoints, labels: np.ndarray, num_classes: int, gadget: str):
     """The checks of :func:`vys._validated_points`, on arrays, with the same messages."""
     if gadget not in GADGETS:
@@ -191,6 +206,8 @@ def _check_points(points: IntegerPoints, labels: np.ndarray, num_classes: int, g
     if bad.size:
         i = int(bad[0])
         raise InputError(f"labels[{i}]: {labels[i]} is outside 1..C with C = {num_classes}")
+    if _distinct_rows(points.rows):
+        return
     ids, firsts = first_seen_ids(points.rows)
     if len(firsts) != len(points):
         i = int(np.flatnonzero(firsts[ids] != np.arange(len(ids)))[0])
