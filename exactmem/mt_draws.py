@@ -1,4 +1,4 @@
-"""The draws of :class:`random.Random` as NumPy arrays: the same numbers, a hundred times faster.
+"""The draws of :class:`random.Random` as NumPy arrays: the same numbers, about ten times faster.
 
 CPython's ``Random`` is the Mersenne Twister MT19937, as is NumPy's ``MT19937`` bit generator;
 both take the same 624-word state. ``Random.randrange(n)`` for n < 2³² takes one 32-bit word,

@@ -116,7 +116,7 @@ def _integral(points: Sequence[Vector]) -> tuple[int, list[list[int]]]:
 
 
 def all_distinct(values: np.ndarray) -> bool:
-    """Whether the entries of a 1-D array are pairwise distinct (by sorting: NumPy 2.3's
+    """Whether the entries of a 1-D array are pairwise distinct (by sorting: from NumPy 2.3
     ``np.unique`` hashes, 100× slower on a million distinct int64)."""
     if values.dtype == object:
         return len(set(values.tolist())) == len(values)
