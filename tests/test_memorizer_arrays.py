@@ -127,3 +127,29 @@ def test_bad_input_is_named_as_build_memorizer_names_it():
         build_memorizer_on_rows(pts, labels, num_classes=2, gadget="nope")
     with pytest.raises(InputError, match="at least one labelled point"):
         build_memorizer_on_rows(IntegerPoints(1, rows[:0]), labels[:0], num_classes=2)
+
+
+@pytest.mark.parametrize("variant", ["ks25-next-token", "ks25-seq2seq", "ks25-deep-sets"])
+def test_ks25_builds_the_same_model_from_arrays_and_from_tuples(variant, monkeypatch):
+    from exactmem.constructions import ks25
+    from exactmem.sequences import random_sequences
+
+    task = "seq2seq" if variant == "ks25-seq2seq" else "next-token"
+    by = "multiset" if variant == "ks25-deep-sets" else "key"
+    ds = random_sequences(300, 4, 2, 12, 3, 2, task=task, labels_by=by)
+    arrays, _ = ks25.build(ds, {}, variant)
+    monkeypatch.setattr(ks25, "LIMIT", 0)  # no numerator "fits": the tuples of rationals
+    tuples, _ = ks25.build(ds, {}, variant)
+    assert model_to_json(arrays) == model_to_json(tuples)
+
+
+def test_ks25_labels_beyond_int64_take_the_tuples():
+    from exactmem.constructions import ks25
+    from exactmem.data import Dataset
+
+    C = 2**70
+    ds = Dataset.from_tokens(
+        [[0, 1], [1, 1], [1, 0]], [C, 5, 2**65], vocab=[[1, 2], [3, -1]], num_classes=C
+    )
+    model, witness = ks25.build(ds, {})
+    assert list(witness.f2.labels) == [C, 5, 2**65]

@@ -421,7 +421,8 @@ def _context_ids(dataset: Dataset, sv, variant: str, f: dict[int, int], key_of: 
     owner = firsts[ids]
     clash = np.nonzero(labels != labels[owner])[0]
     collisions = [(int(owner[m]) // P, int(m) // P) for m in clash]
-    if dtype is not object and all(top(p) * n < LIMIT for p in parts):
+    small = dtype is not object and labels.dtype != object
+    if small and all(top(p) * n < LIMIT for p in parts):
         first_tok = tok.reshape(-1)[firsts]
         sums_at = sums[firsts // P]
         if variant == "ks25-deep-sets":
