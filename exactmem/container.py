@@ -55,6 +55,7 @@ __all__ = [
     "read_model",
     "write_dataset",
     "write_model",
+    "write_model_of",
 ]
 
 SUFFIX = ".exm"
@@ -154,22 +155,27 @@ def _write(writer: _Writer, header: dict, path: str | os.PathLike) -> None:
 
 
 def write_dataset(ds, path: str | os.PathLike) -> None:
-    """Write the dataset ``ds`` as a container (the content of ``dataset_to_json``)."""
+    """Write the dataset ``ds`` as a container (the content of ``dataset_to_json``); ``ds`` is
+    a :class:`~exactmem.data.Dataset` or the arrays of one
+    (:class:`~exactmem.sequences.TokenArrays`, written without a tuple per sequence)."""
     from exactmem.data import FORMAT
     from exactmem.sequences import token_array
 
     w = _Writer()
+    arrays = isinstance(ds.labels, np.ndarray)
     if ds.task == "points":
         rows = ds.points
     else:
         rows = ds.vocab
-        tokens = token_array(ds)
+        tokens = ds.tokens if arrays else token_array(ds)
         w.add("sequences", tokens, tokens.shape)
     d = len(rows[0])
     flat = [x for r in rows for x in r]
     w.add("numerator", (x.numerator for x in flat), (len(rows), d))
     w.add("denominator", (x.denominator for x in flat), (len(rows), d))
-    if ds.task == "seq2seq":
+    if arrays:
+        w.add("labels", ds.labels, ds.labels.shape)
+    elif ds.task == "seq2seq":
         n = len(ds.labels[0])
         w.add("labels", (y for ys in ds.labels for y in ys), (ds.size, n))
     else:
@@ -206,6 +212,35 @@ def write_model(content: dict, digest: str, path: str | os.PathLike) -> None:
         return {k: (v if k == "meta" else pack(v)) for k, v in obj.items()}
 
     skeleton = pack(content)
+    w = _Writer()
+    w.add("row_start", np.array(row_start, np.int64), (len(row_start),))
+    w.add("entry_start", np.array(entry_start, np.int64), (len(entry_start),))
+    w.add("col", np.array(cols, np.int64), (len(cols),))
+    w.add("value", values, (len(values),))
+    w.add("bias", bias, (len(bias),))
+    _write(w, {"format": MODEL_FORMAT, "sha256": digest, "model": skeleton}, path)
+
+
+def write_model_of(model, digest: str, path: str | os.PathLike) -> None:
+    """Write ``model`` (with its SHA-256 ``digest``) as a container: the file
+    :func:`write_model` writes from its JSON content, built from the weights themselves —
+    no hex text of the values on the way."""
+    from exactmem.exact import to_hex
+    from exactmem.io import MODEL_FORMAT, model_to_json
+
+    row_start, entry_start, cols, values, bias = [0], [0], [], [], []
+
+    def packed(a) -> dict:
+        for row in a.rows:
+            cols.extend(c for c, _ in row)
+            values.extend(v for _, v in row)
+            entry_start.append(len(cols))
+        bias.extend(a.bias)
+        row_start.append(len(bias))
+        k = len(row_start) - 2
+        return {"in": a.in_dim, "den": to_hex(a.denominator), "names": list(a.names), "packed": k}
+
+    skeleton = model_to_json(model, packed)
     w = _Writer()
     w.add("row_start", np.array(row_start, np.int64), (len(row_start),))
     w.add("entry_start", np.array(entry_start, np.int64), (len(entry_start),))

@@ -88,7 +88,9 @@ def _rational_from(obj: object, where: str):
     return mpq(p, q)
 
 
-def _sublayer_json(s: MLP | Attention | PositionalEncoding | LayerNorm) -> dict:
+def _sublayer_json(
+    s: MLP | Attention | PositionalEncoding | LayerNorm, _affine_json=_affine_json
+) -> dict:
     if isinstance(s, LayerNorm):
         return {
             "kind": "layernorm",
@@ -128,12 +130,14 @@ def _sublayer_json(s: MLP | Attention | PositionalEncoding | LayerNorm) -> dict:
     }
 
 
-def model_to_json(model: Transformer) -> dict:
+def model_to_json(model: Transformer, _affine_json=_affine_json) -> dict:
+    """The model's JSON content; ``_affine_json`` encodes each affine map (the container
+    writer packs them into arrays instead, in the same order)."""
     return {
         "input_dim": model.input_dim,
         "embed": _affine_json(model.embed) if model.embed else None,
         "unembed": _affine_json(model.unembed) if model.unembed else None,
-        "sublayers": [_sublayer_json(s) for s in model.sublayers],
+        "sublayers": [_sublayer_json(s, _affine_json) for s in model.sublayers],
         "meta": model.meta,
         "token_inputs": model.token_inputs,
     }
@@ -255,13 +259,14 @@ def _write(obj: dict, path: Path) -> None:
 
 def save_model(model: Transformer, path: str | Path) -> str:
     """Write the model file; returns its SHA-256."""
+    if os.fspath(path).endswith(".exm"):  # the binary container (exactmem.container)
+        from exactmem.container import write_model_of
+
+        digest = model_hash(model)  # its text is gone before the arrays are laid out
+        write_model_of(model, digest, path)
+        return digest
     content = model_to_json(model)
     digest = canonical_hash(content)
-    if os.fspath(path).endswith(".exm"):  # the binary container (exactmem.container)
-        from exactmem.container import write_model
-
-        write_model(content, digest, path)
-        return digest
     _write({"format": MODEL_FORMAT, "sha256": digest, "model": content}, Path(path))
     return digest
 

@@ -37,6 +37,8 @@ __all__ = [
     "sequence_tokens",
     "token_geometry",
     "random_sequences",
+    "random_token_arrays",
+    "TokenArrays",
     "token_array",
     "view",
     "with_positions",
@@ -341,6 +343,19 @@ def random_sequences(
     multiset). ``progress`` hears the tokens, sequences and labels drawn
     (:func:`exactmem.progress.counter`).
     """
+    if family == "random":  # drawn as arrays (the same numbers), then tuples
+        return random_token_arrays(
+            N,
+            n,
+            d,
+            vocab_size,
+            C,
+            seed,
+            coord_bound=coord_bound,
+            task=task,
+            labels_by=labels_by,
+            progress=progress,
+        ).dataset()
     if min(N, n, d, vocab_size, C) < 1:
         raise InputError("random_sequences needs N, n, d, vocab_size, C ≥ 1")
     rng = random.Random(seed)
@@ -379,13 +394,96 @@ def random_sequences(
         num_classes=C,
         vocab=tuple(vocab),
         sequences=tuple(seqs),
-        meta={
-            "generator": "random_sequences",
-            "family": family,
-            "seed": seed,
-            "labels_by": labels_by,
-        },
+        meta=_generator_meta(family, seed, labels_by),
     )
+
+
+def _generator_meta(family: str, seed: int, labels_by: str) -> dict:
+    return {"generator": "random_sequences", "family": family, "seed": seed, "labels_by": labels_by}
+
+
+TUPLE_CHUNK = 1 << 18  # sequences turned into tuples at a time (bounds the lists in between)
+
+
+@dataclass(frozen=True, eq=False)
+class TokenArrays:
+    """A generated sequence dataset as arrays — what a container file stores — without the
+    tuple per sequence a :class:`~exactmem.data.Dataset` holds (10⁷ of them cost gigabytes)."""
+
+    task: str
+    num_classes: int
+    vocab: tuple  # of exact vectors
+    tokens: np.ndarray  # (N, n) vocabulary indices
+    labels: np.ndarray  # (N,), or (N, n) for seq2seq
+    meta: dict
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def dim(self) -> int:
+        return len(self.vocab[0]) if self.vocab else 0
+
+    def dataset(self) -> Dataset:
+        """The same data as a :class:`~exactmem.data.Dataset` (one int object per token,
+        shared by all sequences)."""
+        shared = np.array(range(len(self.vocab)), dtype=object)
+        seqs: list[tuple[int, ...]] = []
+        for start in range(0, self.size, TUPLE_CHUNK):
+            seqs.extend(map(tuple, shared[self.tokens[start : start + TUPLE_CHUNK]].tolist()))
+        labels = self.labels.tolist()
+        return Dataset(
+            task=self.task,
+            labels=tuple(map(tuple, labels) if self.task == "seq2seq" else labels),
+            num_classes=self.num_classes,
+            vocab=self.vocab,
+            sequences=tuple(seqs),
+            meta=self.meta,
+        )
+
+
+def random_token_arrays(
+    N: int,
+    n: int,
+    d: int,
+    vocab_size: int,
+    C: int,
+    seed: int = 0,
+    *,
+    coord_bound: int = 1000,
+    task: str = "next-token",
+    labels_by: str = "key",
+    progress: Callable[..., Any] | None = None,
+) -> TokenArrays:
+    """:func:`random_sequences` of the ``random`` family as arrays: the same draws
+    (:mod:`exactmem.mt_draws` replays ``random.Random``), the same dataset."""
+    if min(N, n, d, vocab_size, C) < 1:
+        raise InputError("random_sequences needs N, n, d, vocab_size, C ≥ 1")
+    rng = random.Random(seed)
+    draws = N * n if task == "seq2seq" else N
+    drawn = counter(progress, "generating sequences", vocab_size + N + draws)
+    vocab = _vocab(rng, vocab_size, d, coord_bound, drawn=drawn)
+    tokens = _random_tokens(rng, N, n, vocab_size, lambda k: drawn(vocab_size + k))
+    labels = _label_array(tokens, task, labels_by, C, rng)
+    drawn(vocab_size + N + draws)
+    return TokenArrays(
+        task, C, tuple(vocab), tokens, labels, _generator_meta("random", seed, labels_by)
+    )
+
+
+def _random_tokens(rng: random.Random, N: int, n: int, vocab_size: int, drawn=ignore) -> np.ndarray:
+    """(N, n) tokens, each ``rng.randrange(vocab_size)`` in order (:mod:`exactmem.mt_draws`);
+    ``drawn`` hears the sequences drawn."""
+    from exactmem.mt_draws import randbelow
+
+    out = np.empty((N, n), index_type(vocab_size))
+    step = max(1, (1 << 22) // max(n, 1))
+    for start in range(0, N, step):
+        stop = min(N, start + step)
+        out[start:stop] = randbelow(rng, vocab_size, (stop - start) * n).reshape(-1, n)
+        drawn(stop)
+    return out
 
 
 def _random_labels(
@@ -399,6 +497,18 @@ def _random_labels(
         return ()
     N, n = len(seqs), len(seqs[0])
     tokens = np.fromiter(chain.from_iterable(seqs), np.int64, N * n).reshape(N, n)
+    labels = _label_array(tokens, task, labels_by, C, rng).tolist()
+    drawn(len(labels))
+    if task == "seq2seq":
+        return tuple(map(tuple, labels))
+    return tuple(labels)
+
+
+def _label_array(
+    tokens: np.ndarray, task: str, labels_by: str, C: int, rng: random.Random
+) -> np.ndarray:
+    """:func:`_random_labels` of the (N, n) ``tokens``: (N,) labels, (N, n) for seq2seq."""
+    N, n = tokens.shape
     ms_ids, _ = first_seen_ids(np.sort(tokens, axis=1))
     if task == "seq2seq":
         keys = np.stack([tokens.reshape(-1), np.repeat(ms_ids, n)], axis=1)
@@ -406,16 +516,12 @@ def _random_labels(
         keys = ms_ids
     else:
         keys = np.stack([tokens[:, -1], ms_ids], axis=1)
-    values = []
-    for k in range(len(keys)):
-        values.append(rng.randint(1, C))
-        drawn(k)
-    draws = np.array(values, dtype=object)
+    from exactmem.mt_draws import randbelow
+
+    draws = randbelow(rng, C, len(keys), index_type(C + 1)) + 1  # rng.randint(1, C) per key
     ids, first = first_seen_ids(keys)
-    labels = draws[first[ids]].tolist()
-    if task == "seq2seq":
-        return tuple(tuple(labels[i * n : (i + 1) * n]) for i in range(N))
-    return tuple(labels)
+    labels = draws[first[ids]]
+    return labels.reshape(N, n) if task == "seq2seq" else labels
 
 
 def zen_text() -> str:

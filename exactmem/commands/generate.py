@@ -65,7 +65,7 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
     """The dataset of ``args.family`` and a phrase saying what it holds; ``progress`` hears how
     far the generator is."""
     from exactmem.data import random_points
-    from exactmem.sequences import random_sequences, zen_of_python
+    from exactmem.sequences import random_sequences, random_token_arrays, zen_of_python
 
     if args.family == "points":
         if args.N is None:
@@ -120,14 +120,17 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
     else:
         if args.N is None:
             raise InputError(f"generate {args.family} needs --N")
-        ds = random_sequences(
+        # random tokens written to a container need no tuple per sequence: arrays throughout
+        # (--json reports the canonical hash, computed from the dataset's tuples)
+        as_arrays = args.sequences == "random" and args.out.endswith(".exm") and not args.json
+        ds = (random_token_arrays if as_arrays else random_sequences)(
             args.N,
             args.n or 16,
             args.d,
             args.vocab or 500,
             args.C,
             args.seed,
-            family=args.sequences,
+            **({} if as_arrays else {"family": args.sequences}),
             coord_bound=args.coord_bound,
             task="seq2seq" if args.family == "seq2seq" else "next-token",
             labels_by="multiset" if args.family == "multisets" else "key",

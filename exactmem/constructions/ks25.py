@@ -37,25 +37,27 @@ from gmpy2 import mpq
 
 from exactmem.circuit import Circuit
 from exactmem.constructions.bit_budget import build_split_memorizer
+from exactmem.constructions.memorizer_arrays import IntegerPoints, build_memorizer_on_rows
 from exactmem.constructions.vys import (
     DEFAULT_GADGET,
     MEMORIZER_STEPS,
     MemorizerWitness,
     Projection,
+    all_distinct,
     build_memorizer,
     integer_projection,
 )
 from exactmem.data import Dataset
 from exactmem.errors import InputError
-from exactmem.exact_arrays import exact, first_seen_ids, rational_table
+from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, rational_table, top
 from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
 from exactmem.progress import Steps
 from exactmem.sequences import (
     Multiset,
-    canonical_tokens,
     check_consistency,
     multiset_of,
     restrict,
+    sequence_tokens,
     view,
     with_positions,
 )
@@ -170,7 +172,7 @@ def random_weights_on_rows(
         f = {x: rng.randint(1, Q) for x in A}
         weights, _ = rational_table(f, size, rows.shape[1])
         sums = weights[rows].sum(axis=1)
-        if len(np.unique(sums)) == len(sums):
+        if all_distinct(sums):
             return f
     raise InputError(f"no separating weights in {attempts} draws (are two multisets equal?)")
 
@@ -334,8 +336,15 @@ def parse_direction(text: str | Sequence) -> tuple[mpq, ...]:
 
 
 def _memorizer(points, labels, *, options, **kw):
-    """Lemma C.1, or its Theorem F.1 split when a bit budget is set."""
+    """Lemma C.1, or its Theorem F.1 split when a bit budget is set; on arrays when the points
+    come as an :class:`IntegerPoints`."""
     budget = options.get("bit_budget")
+    if isinstance(points, IntegerPoints):
+        if not budget:
+            return build_memorizer_on_rows(
+                points, labels, gadget=options.get("gadget", DEFAULT_GADGET), **kw
+            )
+        points, labels = points.vectors(), labels.tolist()
     if budget:
         mlp, _ = build_split_memorizer(
             points, labels, budget=budget, gadget=options.get("gadget", DEFAULT_GADGET), **kw
@@ -391,10 +400,12 @@ def _context_ids(dataset: Dataset, sv, variant: str, f: dict[int, int], key_of: 
     """The intended context ids (φ̃(x_k), id(x_k), Σ φ̃ / n) at the judged positions (eq. (53);
     the sum alone for deep sets), distinct, in first-seen order, with the first label of each,
     and the (sequence, sequence) pairs whose labels collide on one id. Whole arrays: a million
-    sequences are a million items."""
+    sequences are a million items. The ids come as an :class:`IntegerPoints` (numerators over
+    n) and their labels as an array when every numerator fits in int64, else as tuples of
+    rationals and a list."""
     n = sv.sorted_tokens.shape[1]
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
-    canon = canonical_tokens(dataset, sv.canonical)
+    canon = sequence_tokens(dataset, sv)
     weights, _ = rational_table(f, int(canon.max(initial=0)) + 1, n)
     sums = weights[canon].sum(axis=1)  # Σ_k f(x_k) = Σ over the multiset
     tok = canon[:, positions]
@@ -410,6 +421,16 @@ def _context_ids(dataset: Dataset, sv, variant: str, f: dict[int, int], key_of: 
     owner = firsts[ids]
     clash = np.nonzero(labels != labels[owner])[0]
     collisions = [(int(owner[m]) // P, int(m) // P) for m in clash]
+    small = dtype is not object and labels.dtype != object
+    if small and all(top(p) * n < LIMIT for p in parts):
+        first_tok = tok.reshape(-1)[firsts]
+        sums_at = sums[firsts // P]
+        if variant == "ks25-deep-sets":
+            zero = np.zeros(len(firsts), np.int64)
+            numerators = np.stack([zero, zero, sums_at], axis=1)
+        else:
+            numerators = np.stack([weights[first_tok] * n, ids_of[first_tok] * n, sums_at], axis=1)
+        return IntegerPoints.over(numerators, n), labels[firsts].astype(np.int64), collisions
     points = []
     for m in firsts.tolist():
         i, t = m // P, int(tok.reshape(-1)[m])
@@ -504,7 +525,10 @@ def build(
     points, point_labels, collisions = _context_ids(dataset, sv, variant, f, key_of)
     projection = None
     if variant == "ks25-deep-sets":  # ρ̃ reads the sum only (Theorem D.1)
-        lowest = min(p[2] for p in points)
+        if isinstance(points, IntegerPoints):
+            lowest = mpq(int(points.rows[:, 2].min()), points.scale)
+        else:
+            lowest = min(p[2] for p in points)
         projection = Projection(n, (0, 0, 1), int(2 - 2 * n * lowest))
     ffn2, f2_witness = _memorizer(
         points,
