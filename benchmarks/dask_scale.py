@@ -18,10 +18,10 @@ import time
 import psutil
 
 
-def measure(argv: list[str], timeline: float = 0.0) -> tuple[float, int, dict]:
+def measure(argv: list[str], timeline: float = 0.0, limit: float = 0.0) -> tuple[float, int, dict]:
     """(wall seconds, exit code, pid → [name, peak RSS bytes, CPU seconds]) of ``argv``'s
     process tree; with ``timeline`` > 0, the parent's RSS every ``timeline`` seconds on
-    stderr."""
+    stderr; with ``limit`` > 0, the tree is stopped when a process passes ``limit`` GiB."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     root = psutil.Process(proc.pid)
@@ -44,6 +44,10 @@ def measure(argv: list[str], timeline: float = 0.0) -> tuple[float, int, dict]:
                 kind = "parent"
             entry = seen.setdefault(p.pid, [kind, 0, 0.0])
             entry[1], entry[2] = max(entry[1], rss), max(entry[2], cpu)
+            if limit and rss > limit * 2**30:
+                print(f"  {kind} passed {limit} GiB: stopped", file=sys.stderr, flush=True)
+                for q in reversed(tree):
+                    q.kill()
             if timeline and p.pid == proc.pid and time.perf_counter() - start >= told:
                 told += timeline
                 print(
@@ -66,6 +70,9 @@ def main() -> None:
     ap.add_argument(
         "--timeline", type=float, default=0.0, help="print the parent's RSS every SECONDS"
     )
+    ap.add_argument(
+        "--max-rss", type=float, default=0.0, help="stop a run whose process passes GiB"
+    )
     args = ap.parse_args()
     base = [sys.executable, "-m", "exactmem", "verify", args.model, "--data", args.data]
     base += ["--construction", args.construction, "--quiet"]
@@ -74,7 +81,7 @@ def main() -> None:
         runs.append((f"{args.jobs} Dask workers", ["--jobs", str(args.jobs), "--processes"]))
     for label, extra in runs:
         load = os.getloadavg()[0]
-        wall, code, seen = measure(base + extra, args.timeline)
+        wall, code, seen = measure(base + extra, args.timeline, args.max_rss)
         big = sorted((e for e in seen.values() if e[1] > 50 << 20), key=lambda e: e[0])
         rss = ", ".join(f"{k} {r / 2**30:.2f} GiB" for k, r, _ in big)
         cpu = ", ".join(f"{k} {c:.0f} s" for k, _, c in big)

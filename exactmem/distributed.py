@@ -28,7 +28,7 @@ import numpy as np
 
 from exactmem.errors import InputError
 from exactmem.evaluate.reference import Batch, _reduce, merged_stats
-from exactmem.exact_arrays import Gathered, index_type, times
+from exactmem.exact_arrays import LIMIT, Gathered, index_type, times, top
 
 ROWS_PER_SHARD = 250_000  # a shard's rows: big enough to share classes, small enough to move
 
@@ -183,9 +183,13 @@ def key_order(mlp, X: Batch) -> np.ndarray:
     row = mlp.layers[0].rows[0] if mlp.layers and mlp.layers[0].rows else ()
     if not row or size == 0:
         return np.arange(size)
-    key = np.zeros(size, dtype=object)
-    for col, coeff in row:
-        key = key + np.asarray(X[col]).astype(object) * int(coeff)
+    terms = [(np.asarray(X[col]), int(coeff)) for col, coeff in row if coeff]
+    # in int64 when no partial sum can reach 2⁶² (the rows' numerators are usually small):
+    # 10⁷ Python integers per term would cost the parent gigabytes
+    wide = sum(top(c) * abs(w) for c, w in terms) >= LIMIT
+    key = np.zeros(size, dtype=object if wide else np.int64)
+    for c, w in terms:
+        key += (c.astype(object) if wide else c.astype(np.int64)) * w
     return np.argsort(key, kind="stable")
 
 

@@ -237,3 +237,12 @@ def test_put_widens_a_narrow_first_shard():
     put(acc, 0, np.array([1, -2], np.int8), 1, np.array([0, 1]), 3)
     put(acc, 0, np.array([1000]), 1, np.array([2]), 3)
     assert acc[0][0].tolist() == [1, -2, 1000]  # not 1000 wrapped into int8
+
+
+def test_key_order_with_numerators_past_int64():
+    from exactmem.model import MLP, Affine
+
+    mlp = MLP((Affine(2, (((0, 3), (1, 1)),), (0,)),), residual=False)
+    big = 2**70
+    X = [np.array([big, -big, 0], dtype=object), np.array([1, 0, -1], dtype=object)]
+    assert key_order(mlp, X).tolist() == [1, 2, 0]  # keys 3·2⁷⁰ + 1, −3·2⁷⁰, −1
