@@ -246,3 +246,30 @@ def test_key_order_with_numerators_past_int64():
     big = 2**70
     X = [np.array([big, -big, 0], dtype=object), np.array([1, 0, -1], dtype=object)]
     assert key_order(mlp, X).tolist() == [1, 2, 0]  # keys 3·2⁷⁰ + 1, −3·2⁷⁰, −1
+
+
+@pytest.mark.parametrize(
+    "construction, make",
+    [
+        ("vys", lambda: random_points(300, 3, 4, seed=5)),
+        ("ks25-next-token", lambda: random_sequences(200, 4, 3, 12, 3, seed=2)),
+    ],
+)
+def test_relabelled_rows_are_reported_at_the_same_indices(cluster, construction, make):
+    """A model judged on labels it was not built for: the label check and Stage III's match
+    (read from the class-shared key[k]/label[k] lanes joined over the shards) name the same
+    first offending rows, with the same values, as one process."""
+    import dataclasses
+
+    dataset = make()
+    model = exactmem.build(dataset, construction, seed=1)
+    labels = list(dataset.labels)
+    for i in (7, 150, 151, len(labels) - 1):  # rows in different shards
+        labels[i] = labels[i] % dataset.num_classes + 1
+    moved = dataclasses.replace(dataset, labels=tuple(labels))
+    alone = certify(model, moved, construction=construction, jobs=1)
+    sharded = certify(model, moved, construction=construction, jobs=1, cluster=cluster)
+    failed = [c for c in alone.checks if not c.passed]
+    assert alone.verdict == "refuted" and any("stage3.match" in c.name for c in failed)
+    assert any("[7]" in c.detail for c in failed)
+    assert _content(sharded) == _content(alone)
