@@ -6,13 +6,17 @@ key ranges — rows are ordered by the first pre-activation of the sub-layer's f
 the Vardi–Yehudai–Shamir memorizer, Theorem 3.1, that is the projection key ⟨v, x⟩), and a
 shard is a contiguous range of that order — so rows of one key class meet in one shard and
 the fast evaluator's class sharing survives. Each shard runs :func:`exactmem.evaluate.fast.mlp`
-on a worker; the parent merges values, probes and statistics over the least common
-denominator, as :func:`exactmem.evaluate.reference._mlp_parallel` does for its processes. The
-values are exact, so the certificate is the one a single process writes.
+on a worker, folding its step and match lanes there as one process folds them; the parent
+merges values, probes and statistics over the least common denominator, as
+:func:`exactmem.evaluate.reference._mlp_parallel` does for its processes. Lanes constant on a
+class of rows (Lemma C.1's Stage III read-outs) travel and stay as a table per class with one
+class index per row, never a value per row and lane. The values are exact, so the certificate
+is the one a single process writes.
 
 The model travels once per worker, as the bytes of its own ``.exm`` container file (scattered
-with ``broadcast=True``; read back through the container's checks); row values travel as int64
-arrays or packed bytes, never as Python integers one by one. Dask is optional:
+with ``broadcast=True``; read back through the container's checks); row values travel from
+the parent (for a local cluster and a remote one alike) as int64 arrays or packed bytes, never
+as Python integers one by one. Dask is optional:
 ``pip install 'exactmem[dask]'``.
 """
 
