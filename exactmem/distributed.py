@@ -6,13 +6,17 @@ key ranges — rows are ordered by the first pre-activation of the sub-layer's f
 the Vardi–Yehudai–Shamir memorizer, Theorem 3.1, that is the projection key ⟨v, x⟩), and a
 shard is a contiguous range of that order — so rows of one key class meet in one shard and
 the fast evaluator's class sharing survives. Each shard runs :func:`exactmem.evaluate.fast.mlp`
-on a worker; the parent merges values, probes and statistics over the least common
-denominator, as :func:`exactmem.evaluate.reference._mlp_parallel` does for its processes. The
-values are exact, so the certificate is the one a single process writes.
+on a worker, folding its step and match lanes there as one process folds them; the parent
+merges values, probes and statistics over the least common denominator, as
+:func:`exactmem.evaluate.reference._mlp_parallel` does for its processes. Lanes constant on a
+class of rows (Lemma C.1's Stage III read-outs) travel and stay as a table per class with one
+class index per row, never a value per row and lane. The values are exact, so the certificate
+is the one a single process writes.
 
 The model travels once per worker, as the bytes of its own ``.exm`` container file (scattered
-with ``broadcast=True``; read back through the container's checks); row values travel as int64
-arrays or packed bytes, never as Python integers one by one. Dask is optional:
+with ``broadcast=True``; read back through the container's checks); row values travel from
+the parent (for a local cluster and a remote one alike) as int64 arrays or packed bytes, never
+as Python integers one by one. Dask is optional:
 ``pip install 'exactmem[dask]'``.
 """
 
@@ -28,8 +32,11 @@ import numpy as np
 
 from exactmem.errors import InputError
 from exactmem.evaluate.reference import Batch, _reduce, merged_stats
+from exactmem.exact_arrays import LIMIT, Gathered, index_type, times, top
 
-ROWS_PER_SHARD = 250_000  # a shard's rows: big enough to share classes, small enough to move
+# rows per shard: few, large shards — each shard pays a cost per layer (Python, kernel calls)
+# besides its rows: 0.1–0.5 ms per layer measured (VYS at 3·10⁵ and 10⁶ points)
+ROWS_PER_SHARD = 1_000_000
 
 _MISSING = (
     "distributed verification needs Dask: pip install 'exactmem[dask]' "
@@ -148,12 +155,19 @@ def _shard(blob: bytes, digest: str, sub: int, X: list, den: int, size: int, spe
     model = _model_on_worker(blob, digest)
     folds = _make_folds(specs)
     probes: dict = {}
+    classes: list = []  # the class index of each family of class-shared lanes, sent once
 
     def on_probe(name, values, vden):  # as exactmem.evaluate.reference.run dispatches
         for fold in folds:
             if fold.claims(name):
                 fold(name, values, vden)
                 return
+        if isinstance(values, Gathered):  # a value per class: the classes travel once
+            g = next((g for g, c in enumerate(classes) if c is values.index), len(classes))
+            if g == len(classes):
+                classes.append(values.index)
+            probes[name] = (("classes", g, pack_column(values.table)), vden)
+            return
         probes[name] = (pack_column(np.asarray(values)), vden)
 
     on_probe.fold_of = lambda name: next(
@@ -162,7 +176,7 @@ def _shard(blob: bytes, digest: str, sub: int, X: list, den: int, size: int, spe
     stats: list = []
     out, oden = fast_mlp(model.sublayers[sub], _unpack(X), den, size, sub, on_probe, stats, jobs=1)
     states = {f.key: dict(vars(f)) for f in folds if f.seen}
-    return _pack(out), oden, stats, probes, states
+    return _pack(out), oden, stats, probes, states, [pack_column(c) for c in classes]
 
 
 # --------------------------------------------------------------------------- parent side
@@ -175,9 +189,13 @@ def key_order(mlp, X: Batch) -> np.ndarray:
     row = mlp.layers[0].rows[0] if mlp.layers and mlp.layers[0].rows else ()
     if not row or size == 0:
         return np.arange(size)
-    key = np.zeros(size, dtype=object)
-    for col, coeff in row:
-        key = key + np.asarray(X[col]).astype(object) * int(coeff)
+    terms = [(np.asarray(X[col]), int(coeff)) for col, coeff in row if coeff]
+    # in int64 when no partial sum can reach 2⁶² (the rows' numerators are usually small):
+    # 10⁷ Python integers per term would cost the parent gigabytes
+    wide = sum(top(c) * abs(w) for c, w in terms) >= LIMIT
+    key = np.zeros(size, dtype=object if wide else np.int64)
+    for c, w in terms:
+        key += (c.astype(object) if wide else c.astype(np.int64)) * w
     return np.argsort(key, kind="stable")
 
 
@@ -309,6 +327,8 @@ def put(acc: dict, key, col: np.ndarray, d: int, rows: np.ndarray, size: int) ->
         col = col.astype(object) * (common // d)
     if col.dtype == object and arr.dtype != object:
         arr = arr.astype(object)
+    elif arr.dtype != object and np.result_type(arr, col) != arr.dtype:
+        arr = arr.astype(np.result_type(arr, col))  # int8 in one shard, int64 in the next
     arr[rows] = col
     acc[key] = (arr, den)
 
@@ -323,32 +343,44 @@ def place(chunks: list[tuple[np.ndarray, int]], rows: list[np.ndarray], size: in
 
 
 def merge(results, rows: list[np.ndarray], on_probe, stats: list, folds=()):
-    """Per-shard (values, den, statistics, probes, fold states), an iterable in shard order,
-    back to row order: values over the least common denominator, statistics per layer (zeros
-    summed, smallest non-zero |pre-activation| the least), unfolded probes handed on whole,
-    and each fold's per-row arrays joined and its first offending rows renumbered and kept as
-    one process keeps them. Each shard is placed and dropped before the next is read."""
+    """Per-shard (values, den, statistics, probes, fold states, class indices), an iterable
+    in shard order, back to row order: values over the least common denominator, statistics
+    per layer (zeros summed, smallest non-zero |pre-activation| the least), probes handed on
+    in the order they came — class-shared ones (Stage III's ``key[k]``, ``label[k]``) still
+    class-shared (:func:`join_classes`), the others whole — and each fold's per-row arrays
+    joined and its first offending rows renumbered and kept as one process keeps them. Each
+    shard is placed and dropped before the next is read."""
     from exactmem.folds import _first_rows
 
     size = sum(len(r) for r in rows)
     outs: dict = {}
-    lanes: dict = {}
+    names: dict = {}  # every probe, in the order the first shard handed them on
+    per_row: dict = {}
+    shared: dict[str, list] = {}  # name → [(shard, group, table, den)]
+    classes: list[list[np.ndarray]] = []
     shard_stats: list = []
     states: list = []
-    for result, r in zip(results, rows, strict=True):
-        out, oden, st, probes, fold_states = result
+    for s, (result, r) in enumerate(zip(results, rows, strict=True)):
+        out, oden, st, probes, fold_states, groups = result
         for j, payload in enumerate(out):
             put(outs, j, unpack_column(payload), oden, r, size)
+        classes.append([unpack_column(c) for c in groups])
         for name, (payload, vden) in probes.items():
-            put(lanes, name, unpack_column(payload), vden, r, size)
+            names.setdefault(name, None)
+            if payload[0] == "classes":
+                _, g, table = payload
+                shared.setdefault(name, []).append((s, g, unpack_column(table), vden))
+            else:
+                put(per_row, name, unpack_column(payload), vden, r, size)
         shard_stats.append(st)
         states.append(fold_states)
         del result, out, probes
     X_out = [outs[j][0] for j in range(len(outs))]
     den_out = outs[0][1] if outs else 1  # every column of a shard shares its denominator
     stats += merged_stats(shard_stats, size)
-    for name in list(lanes):
-        values, vden = lanes.pop(name)
+    lanes = join_classes(shared, classes, rows, size, per_row)
+    for name in names:
+        values, vden = per_row.pop(name) if name in per_row else lanes.pop(name)
         on_probe(name, values, vden)
     for fold in folds:
         mine = [st.get(fold.key) for st in states]
@@ -370,3 +402,42 @@ def merge(results, rows: list[np.ndarray], on_probe, stats: list, folds=()):
                 value = first
             setattr(fold, attr, value)
     return _reduce(X_out, den_out)
+
+
+def join_classes(shared: dict, classes: list, rows: list[np.ndarray], size: int, per_row: dict):
+    """Class-shared lanes of the shards as one :class:`~exactmem.exact_arrays.Gathered` each:
+    the shards' class tables one after the other (over each lane's least common denominator)
+    and one class index per row, shared — as one process shares it — by every lane that shares
+    it in every shard. A lane class-shared in some shards only (a shard stores a lane of small
+    values per row until it keeps a class index) is put per row into ``per_row`` instead."""
+    k = len(rows)
+    by_groups: dict[tuple, list[str]] = {}
+    for name, parts in shared.items():
+        if name in per_row or len(parts) != k:
+            for s, g, table, d in parts:
+                put(per_row, name, table[classes[s][g]], d, rows[s], size)
+            continue
+        by_groups.setdefault(tuple(g for _, g, _, _ in parts), []).append(name)
+    lanes: dict = {}
+    for groups, members in by_groups.items():
+        counts = [len(shared[members[0]][s][2]) for s in range(k)]
+        if any(len(shared[m][s][2]) != counts[s] for m in members for s in range(k)):
+            raise AssertionError("lanes sharing a class index have tables of unequal lengths")
+        offsets = np.cumsum([0, *counts])
+        index = np.empty(size, index_type(int(offsets[-1])))
+        for s, (g, r) in enumerate(zip(groups, rows, strict=True)):
+            index[r] = classes[s][g] + offsets[s]
+        for name in members:
+            parts = shared.pop(name)
+            common = math.lcm(*(d for _, _, _, d in parts))
+            tables = [times(_wide(t), common // d) for _, _, t, d in parts]
+            if any(t.dtype == object for t in tables):
+                tables = [t.astype(object) for t in tables]
+            table = np.concatenate(tables) if tables else np.zeros(0, np.int64)
+            lanes[name] = (Gathered(table, index), common)
+    return lanes
+
+
+def _wide(table: np.ndarray) -> np.ndarray:
+    """int8 tables as int64 (the shards' may differ), Python integers as they are."""
+    return table if table.dtype == object else table.astype(np.int64)

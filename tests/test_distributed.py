@@ -202,3 +202,74 @@ def test_place_brings_shards_over_their_least_common_denominator():
     big = 2**62  # rescaled int64 would overflow: the values become Python integers
     mixed = place([(np.array([big, 1]), 3), (np.array([1, 1]), 2)], rows, 4)
     assert mixed[1] == 6 and mixed[0].tolist() == [2 * big, 3, 2, 3]
+
+
+def test_class_shared_lanes_come_back_class_shared_with_one_index():
+    """Stage III's read-outs travel as a table per class and one class index per shard; the
+    parent joins them into lanes sharing one index, and a lane stored per row in one shard (its
+    values small before the shard kept classes) is put back per row."""
+    from exactmem.distributed import join_classes, put
+    from exactmem.exact_arrays import Gathered
+
+    rows = [np.array([0, 2, 3]), np.array([1, 4])]
+    classes = [[np.array([0, 1, 0])], [np.array([1, 0])]]
+    shared = {
+        "key[0]": [(0, 0, np.array([5, 7], np.int8), 1), (1, 0, np.array([9, 11]), 2)],
+        "label[0]": [(0, 0, np.array([1, 2]), 1), (1, 0, np.array([3, 4]), 1)],
+        "mixed": [(1, 0, np.array([300, 400]), 1)],
+    }
+    per_row: dict = {}
+    put(per_row, "mixed", np.array([1, 2, 3], np.int8), 1, rows[0], 5)
+    lanes = join_classes(shared, classes, rows, 5, per_row)
+    key, kden = lanes["key[0]"]
+    label, lden = lanes["label[0]"]
+    assert isinstance(key, Gathered) and key.index is label.index
+    assert kden == 2 and key.tolist() == [10, 11, 14, 10, 9]  # 5, 5.5, 7, 5, 4.5 over 2
+    assert lden == 1 and label.tolist() == [1, 4, 2, 1, 3]
+    mixed, mden = per_row["mixed"]
+    assert mden == 1 and mixed.dtype == np.int64 and mixed.tolist() == [1, 400, 2, 3, 300]
+
+
+def test_put_widens_a_narrow_first_shard():
+    from exactmem.distributed import put
+
+    acc: dict = {}
+    put(acc, 0, np.array([1, -2], np.int8), 1, np.array([0, 1]), 3)
+    put(acc, 0, np.array([1000]), 1, np.array([2]), 3)
+    assert acc[0][0].tolist() == [1, -2, 1000]  # not 1000 wrapped into int8
+
+
+def test_key_order_with_numerators_past_int64():
+    from exactmem.model import MLP, Affine
+
+    mlp = MLP((Affine(2, (((0, 3), (1, 1)),), (0,)),), residual=False)
+    big = 2**70
+    X = [np.array([big, -big, 0], dtype=object), np.array([1, 0, -1], dtype=object)]
+    assert key_order(mlp, X).tolist() == [1, 2, 0]  # keys 3·2⁷⁰ + 1, −3·2⁷⁰, −1
+
+
+@pytest.mark.parametrize(
+    "construction, make",
+    [
+        ("vys", lambda: random_points(300, 3, 4, seed=5)),
+        ("ks25-next-token", lambda: random_sequences(200, 4, 3, 12, 3, seed=2)),
+    ],
+)
+def test_relabelled_rows_are_reported_at_the_same_indices(cluster, construction, make):
+    """A model judged on labels it was not built for: the label check and Stage III's match
+    (read from the class-shared key[k]/label[k] lanes joined over the shards) name the same
+    first offending rows, with the same values, as one process."""
+    import dataclasses
+
+    dataset = make()
+    model = exactmem.build(dataset, construction, seed=1)
+    labels = list(dataset.labels)
+    for i in (7, 150, 151, len(labels) - 1):  # rows in different shards
+        labels[i] = labels[i] % dataset.num_classes + 1
+    moved = dataclasses.replace(dataset, labels=tuple(labels))
+    alone = certify(model, moved, construction=construction, jobs=1)
+    sharded = certify(model, moved, construction=construction, jobs=1, cluster=cluster)
+    failed = [c for c in alone.checks if not c.passed]
+    assert alone.verdict == "refuted" and any("stage3.match" in c.name for c in failed)
+    assert any("[7]" in c.detail for c in failed)
+    assert _content(sharded) == _content(alone)
