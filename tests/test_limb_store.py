@@ -13,12 +13,13 @@ operation = st.tuples(
 )
 
 
-@given(st.lists(operation, max_size=80))
+@given(st.lists(operation, max_size=80), st.booleans())
 @settings(max_examples=300, deadline=None)
-def test_blocks_keep_their_values_through_every_reshaping(ops):
+def test_blocks_keep_their_values_through_every_reshaping(ops, hold_view):
     """Against a plain (cap × width) array per slot: a kept block keeps its values (the limbs
     it still has), blocks never overlap, and the kernels' view (buffer, offset, width) reads
-    what the blocks hold."""
+    what the blocks hold — whether blocks move inside the buffer (no view of it alive) or into
+    a new one (``hold_view``: a resize would move memory under the view)."""
     store = LimbStore()
     store.add_slots(6)
     model = {s: np.zeros((1, 0), np.int64) for s in range(6)}
@@ -69,6 +70,8 @@ def test_blocks_keep_their_values_through_every_reshaping(ops):
                 c = store.cap - 1
                 assert buf[int(off[t]) + c * w + w - 1] == want[c, w - 1]
         assert store.live == sum(m.size for m in model.values())
+        if not hold_view:
+            del buf
     for t in model:  # everything freed: one stretch of room again
         store.release(t)
     assert store._holes == [] and store._top == 0
@@ -107,3 +110,27 @@ def test_holes_take_several_blocks_without_overlap():
     store.block(3)[:] = 6
     assert [int(store.block(s)[0, 0]) for s in range(4)] == [1, 5, 3, 6]
     assert int(store.off[3]) == int(store.off[1]) + 100  # both in the hole, one after the other
+
+
+def test_a_repack_moves_blocks_inside_the_buffer_without_a_second_one():
+    """Blocks moving down and up (the classes grow; a hole closes) keep their values, in the
+    same buffer resized in place; a view of the buffer alive makes a copy instead."""
+    store = LimbStore()
+    store.add_slots(4)
+    store.reserve(1000)
+    for s, limbs in enumerate([50, 30, 70, 20]):
+        store.ensure(s, limbs)
+        store.block(s)[:] = np.arange(store.cap * limbs).reshape(store.cap, limbs) + 10**6 * s
+    want = {s: store.block(s).copy() for s in range(4)}
+    store.release(1)  # a hole: slot 2 moves down, and (more classes) slot 3 up
+    del want[1]
+    assert store._repack_in_place(3000, 3000 * 140 + 64)
+    assert store.cap == 3000
+    for s, block in want.items():
+        assert (store.block(s)[:1000] == block).all()
+    held = store.buf[:1]  # a view: the buffer cannot be resized under it
+    assert not store._repack_in_place(5000, 5000 * 140 + 64)
+    store.reserve(5000)  # so the repack copies into a new buffer
+    assert store.buf is not held.base and store.cap >= 5000
+    for s, block in want.items():
+        assert (store.block(s)[:1000] == block).all()
