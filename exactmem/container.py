@@ -574,8 +574,11 @@ def read_dataset(path: str | os.PathLike):
                     f"sequences[{i}][{k}]: {int(seqs[i, k])} is not an index into vocab "
                     f"(0..{len(vectors) - 1})"
                 )
-            shared = list(range(len(vectors)))  # one int object per token, as the generators
-            sequences = tuple(map(tuple, np.array(shared, dtype=object)[seqs].tolist()))
+            # one array, read as tuples (exactmem.token_rows): 2 bytes a token, not a tuple
+            from exactmem.exact_arrays import index_type
+            from exactmem.token_rows import TokenRows
+
+            sequences = TokenRows(np.array(seqs, dtype=index_type(len(vectors))))
             size = len(sequences)
         labels = _labels(c, task, labels_raw, size, sequences, C)
         return Dataset(

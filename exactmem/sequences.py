@@ -26,6 +26,7 @@ from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.exact_arrays import exact, first_seen_ids, index_type
 from exactmem.progress import counter, ignore
+from exactmem.token_rows import token_matrix
 
 __all__ = [
     "SequenceView",
@@ -87,8 +88,10 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
         canonical = tuple(range(len(ds.vocab)))
     else:
         canonical = tuple(first.setdefault(tuple(v), i) for i, v in enumerate(ds.vocab))
-    # narrow ints from here on: a quarter of int64's memory, and radix sorts
-    canon = canonical_tokens(ds, canonical).astype(index_type(len(canonical)))
+    # narrow ints from here on: a quarter of int64's memory, and radix sorts (made narrow: at
+    # N = 10⁷ an int64 copy of the tokens is 1.3 GB)
+    narrow = index_type(len(canonical))
+    canon = np.asarray(canonical, narrow)[token_array(ds, index_type(len(ds.vocab)))]
     ordered = np.sort(canon, axis=1)
     ids, firsts = first_seen_ids(ordered)
     last = canon[:, -1].astype(np.int64) if canon.shape[1] else np.zeros(len(canon), np.int64)
@@ -108,11 +111,10 @@ def canonical_tokens(ds: Dataset, canonical: tuple[int, ...]) -> np.ndarray:
     return np.asarray(canonical, np.int64)[token_array(ds)]
 
 
-def token_array(ds: Dataset) -> np.ndarray:
-    """The sequences as an (N, n) int64 array of vocabulary indices."""
-    n = len(ds.sequences[0]) if ds.sequences else 0
-    flat = np.fromiter(chain.from_iterable(ds.sequences), np.int64, ds.size * n)
-    return flat.reshape(ds.size, n)
+def token_array(ds: Dataset, dtype=np.int64) -> np.ndarray:
+    """The sequences as an (N, n) array of vocabulary indices (int64, or ``dtype``): the
+    dataset's own array when it keeps one (:class:`~exactmem.token_rows.TokenRows`)."""
+    return token_matrix(ds.sequences, dtype)
 
 
 def restrict(ms: Multiset, A: set[int]) -> Multiset:

@@ -7,7 +7,9 @@ from hypothesis import strategies as st
 from exactmem.evaluate.fast.limb_store import LimbStore
 
 operation = st.tuples(
-    st.sampled_from(["ensure", "fresh", "shrink", "release", "reserve", "trim", "write", "write"]),
+    st.sampled_from(
+        ["ensure", "fresh", "shrink", "release", "reserve", "trim", "fit", "write", "write"]
+    ),
     st.integers(0, 5),  # slot
     st.integers(1, 40),  # limbs, or classes
 )
@@ -50,6 +52,10 @@ def test_blocks_keep_their_values_through_every_reshaping(ops, hold_view):
                 store.block(t)[old:] = 0
         elif op == "trim":
             store.trim()
+        elif op == "fit":  # room for k classes only (when it gives memory back)
+            store.trim(k)
+            for t in model:
+                model[t] = model[t][: store.cap]
         elif op == "write":
             for t in model:  # distinct values everywhere: an overlap would overwrite some
                 values = np.arange(model[t].size, dtype=np.int64).reshape(model[t].shape)
@@ -92,7 +98,10 @@ def test_freed_room_is_reused_and_trim_gives_memory_back():
     store.shrink(0, 10)
     store.shrink(1, 10)
     store.trim()
-    assert len(store.buf) < 0.6 * size  # the live blocks, with room for half as much again
+    assert len(store.buf) < 0.6 * size  # the live blocks, with room for an eighth more
+    assert (store.block(2) == 7).all()
+    store.trim(1000)  # room for the classes there are: a quarter of the memory
+    assert store.cap == 1000 and len(store.buf) < 0.2 * size
     assert (store.block(2) == 7).all()
 
 

@@ -95,10 +95,15 @@ class LimbStore:
         if classes > self.cap:
             self._repack(max(classes, self.cap + self.cap // 2), 0)
 
-    def trim(self) -> None:
-        """Give memory back when the buffer is mostly holes (after blocks shrank)."""
-        if len(self.buf) > 2 * self.live + (1 << 20):
-            self._repack(self.cap, 0)
+    def trim(self, classes: int | None = None) -> None:
+        """Give memory back when a quarter of the buffer or more is holes (after blocks shrank)
+        or room for classes that never came (``classes``: as many as there are now; never
+        fewer than the blocks hold values for). A repack moves blocks inside the buffer: it
+        costs a copy of the live limbs, no more memory."""
+        cap = self.cap if classes is None else max(min(classes, self.cap), 1)
+        live = int(self.width.sum()) * cap
+        if len(self.buf) > live + live // 4 + (1 << 20):
+            self._repack(cap, 0)
 
     # ------------------------------------------------------------------ placement
 
