@@ -470,29 +470,31 @@ def _streamed_hash(ds: Dataset) -> str:
     return digest.hexdigest()
 
 
+TABLE_FROM = 1 << 16  # token ids from here on are written by json (a vocabulary of 10⁸ ids)
+
+
 def _json_rows(rows: np.ndarray) -> bytes:
     """``json.dumps(rows.tolist(), separators=(",", ":"))[1:-1].encode()`` for a 2-D array of
-    non-negative ints, written by NumPy: each row ``[t,t,…]``, rows joined by commas."""
+    non-negative ints, written by NumPy: every token as its digits right-aligned in a field of
+    the widest one's width, with its comma, rows as ``[`` fields ``]`` and a comma; the padding
+    removed at the end."""
     B, n = rows.shape
-    if B == 0:
-        return b""
+    if B == 0 or n == 0 or int(rows.max()) >= TABLE_FROM:  # (a table of digits per token id)
+        return json.dumps(rows.tolist(), separators=(",", ":"))[1:-1].encode()
     digits = [str(t).encode() for t in range(int(rows.max()) + 1)]
-    size = np.array([len(d) for d in digits], np.int64)
-    table = np.zeros((len(digits), int(size.max())), np.uint8)
+    wide = max(len(d) for d in digits)
+    pad = 0  # never a byte of the text
+    table = np.full((len(digits), wide + 1), pad, np.uint8)
     for t, d in enumerate(digits):
-        table[t, : len(d)] = np.frombuffer(d, np.uint8)
-    length = size[rows]  # (B, n) digits per token
-    width = length + 1  # each token with the comma or bracket after it
-    row_len = 1 + width.sum(axis=1)  # "[" and the tokens
-    row_start = np.cumsum(row_len + 1) - (row_len + 1)  # "," between rows
-    at = row_start[:, None] + 1 + np.cumsum(width, axis=1) - width  # where each token starts
-    out = np.full(int(row_start[-1] + row_len[-1]), ord(","), np.uint8)
-    out[row_start] = ord("[")
-    out[at[:, -1] + length[:, -1]] = ord("]")
-    for d in range(table.shape[1]):
-        has = length > d
-        out[(at + d)[has]] = table[rows[has], d]
-    return out.tobytes()
+        table[t, wide - len(d) : wide] = np.frombuffer(d, np.uint8)
+    table[:, wide] = ord(",")
+    text = np.empty((B, 1 + n * (wide + 1) + 1), np.uint8)
+    text[:, 0] = ord("[")
+    text[:, 1:-1] = table[rows].reshape(B, -1)
+    text[:, -2] = ord("]")  # the last token's comma
+    text[:, -1] = ord(",")  # between rows
+    flat = text.reshape(-1)[:-1]
+    return flat[flat != pad].tobytes()
 
 
 # --------------------------------------------------------------------------- generators

@@ -29,9 +29,9 @@ class _Slots:
         takes the next values without a new block."""
         if limbs <= SHORT:
             return SHORT
-        if self.long == 0:  # the first long block (Stage III: the classes are made) holds
+        if limbs > self.long:  # longer blocks from here on (Stage III: the classes are made):
             self.store.trim(self.nclass)  # room for the classes there are, not half as many again
-        self.long = max(self.long, limbs)
+            self.long = limbs
         return self.long
 
     def _halloc(self, limbs: int) -> int:
