@@ -208,12 +208,14 @@ class LimbStore:
         if mem is None:
             return False
         self.buf = None  # our own export of the map (another one refuses the resize)
+        done = False
         try:
             mem.resize(size * 8)
             done = True
         except (BufferError, OSError, SystemError, ValueError):
-            done = False
-        self.buf = np.frombuffer(mem, np.int64)
+            pass
+        finally:
+            self.buf = np.frombuffer(mem, np.int64)
         return done
 
 
