@@ -95,7 +95,9 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     ordered = np.sort(canon, axis=1)
     ids, firsts = first_seen_ids(ordered)
     last = canon[:, -1].astype(np.int64) if canon.shape[1] else np.zeros(len(canon), np.int64)
-    used = np.flatnonzero(np.bincount(canon.reshape(-1), minlength=1)).tolist()
+    present = np.zeros(len(canonical), bool)  # (bincount would copy the tokens into int64)
+    present[canon.reshape(-1)] = True
+    used = np.flatnonzero(present).tolist()
     return SequenceView(canonical, tuple(used), ordered, last, ids, firsts, canon)
 
 
