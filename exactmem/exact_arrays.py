@@ -119,6 +119,36 @@ def index_type(size: int) -> np.dtype:
     return np.min_scalar_type(-max(size, 1))
 
 
+UNIQUE_BLOCK = 1 << 20  # values a block scanned by unique_first
+
+
+def unique_first(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_index=True)`` of a 1-D integer array: the distinct values,
+    increasing, and where each first occurs. Few small non-negative values among many (the
+    1000 tokens of 1.6 · 10⁸ at N = 10⁷) come from a table of the values present and a scan of
+    the first blocks until every one has been seen, without sorting the whole array (5 s and
+    1.3 GB of indices at 10⁷)."""
+    n = len(values)
+    if n == 0 or values.dtype.kind not in "iu" or values.min() < 0:
+        return np.unique(values, return_index=True)
+    top = int(values.max())
+    if top >= max(1 << 20, 4 * n):
+        return np.unique(values, return_index=True)
+    present = np.zeros(top + 1, bool)
+    present[values] = True
+    distinct = np.flatnonzero(present)
+    first = np.full(top + 1, -1, np.int64)
+    missing = len(distinct)
+    for start in range(0, n, UNIQUE_BLOCK):
+        seen, at = np.unique(values[start : start + UNIQUE_BLOCK], return_index=True)
+        new = first[seen] < 0
+        first[seen[new]] = at[new] + start
+        missing -= int(np.count_nonzero(new))
+        if not missing:
+            break
+    return distinct.astype(values.dtype), first[distinct]
+
+
 HASH_BLOCK = 1 << 22  # values hashed at a time by first_seen_ids
 
 

@@ -385,7 +385,9 @@ def _entry_columns(model: Transformer, trace, sv, tokens) -> list | None:
     index = stream.index.reshape(-1)
     if index.shape != flat.shape:
         return None
-    values, at = np.unique(flat, return_index=True)
+    from exactmem.exact_arrays import unique_first
+
+    values, at = unique_first(flat)  # (no sort of the N·n tokens)
     where = dict(zip(values.tolist(), at.tolist(), strict=True))
     rows = stream.rows
     return [rows[int(index[where[t]])] for t in tokens]

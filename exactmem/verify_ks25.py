@@ -17,7 +17,13 @@ from gmpy2 import mpq
 from exactmem.data import SEPARATION_LIMIT, Dataset, squared_radius, squared_separation
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
-from exactmem.exact_arrays import exact, first_seen_ids, ratio_equal, rational_table
+from exactmem.exact_arrays import (
+    exact,
+    first_seen_ids,
+    ratio_equal,
+    rational_table,
+    unique_first,
+)
 from exactmem.model import MLP
 from exactmem.sequences import SequenceView, describe_multiset, sequence_tokens
 from exactmem.verify import (
@@ -88,7 +94,7 @@ def check_ks25(
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
 
     canon = sequence_tokens(ds, sv)  # (N, n) canonical tokens (narrow ints)
-    tokens, at_first = np.unique(canon.reshape(-1), return_index=True)
+    tokens, at_first = unique_first(canon.reshape(-1))  # (no sort of the N·n tokens)
     token_rows = first.index.reshape(-1)[at_first]
     row_of = dict(zip(tokens.tolist(), token_rows.tolist(), strict=True))
     phi_rows, tid_rows = first.lane("phi"), first.lane("tid")
