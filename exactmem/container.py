@@ -610,8 +610,11 @@ def read_dataset(path: str | os.PathLike):
                     f"sequences[{i}][{k}]: {int(seqs[i, k])} is not an index into vocab "
                     f"(0..{len(vectors) - 1})"
                 )
-            shared = list(range(len(vectors)))  # one int object per token, as the generators
-            sequences = tuple(map(tuple, np.array(shared, dtype=object)[seqs].tolist()))
+            # one array, read as tuples (exactmem.token_rows): 2 bytes a token, not a tuple
+            from exactmem.exact_arrays import index_type
+            from exactmem.token_rows import TokenRows
+
+            sequences = TokenRows(np.array(seqs, dtype=index_type(len(vectors))))
             size = len(sequences)
         labels = _labels(c, task, labels_raw, size, sequences, C)
         ds = Dataset(
@@ -631,17 +634,17 @@ def read_dataset(path: str | os.PathLike):
 
 
 def _remember_arrays(ds, seqs: np.ndarray, num, den) -> None:
-    """Keep the token rows (narrow) and, when fixed-width and in lowest terms, the vocabulary's
-    parts beside ``ds`` (:mod:`exactmem.dataset_arrays`)."""
+    """Keep the vocabulary's parts, when fixed-width and in lowest terms, beside ``ds``
+    (:mod:`exactmem.dataset_arrays`)."""
     from exactmem import dataset_arrays
-    from exactmem.exact_arrays import index_type
 
     vocab = None
     if isinstance(num, np.ndarray) and isinstance(den, np.ndarray):
         num, den = num.astype(np.int64), den.astype(np.int64)
         if (np.gcd(num, den) == 1).all():  # as the rationals are kept
             vocab = (num, den)
-    dataset_arrays.remember(ds, tokens=seqs.astype(index_type(len(ds.vocab))), vocab=vocab)
+    # (the token rows need no copy here: they are the dataset's sequences, exactmem.token_rows)
+    dataset_arrays.remember(ds, vocab=vocab)
 
 
 def _labels(c: _Container, task: str, raw, size: int, sequences: tuple, C: int) -> tuple:

@@ -62,15 +62,13 @@ def _kept(ds, name: str):
     return None
 
 
-def token_array(ds) -> np.ndarray:
-    """The sequences as an (N, n) integer array of vocabulary indices (int64, or the
-    read-only array a container file held)."""
-    kept = _kept(ds, "tokens")
-    if kept is not None:
-        return kept
-    n = len(ds.sequences[0]) if ds.sequences else 0
-    flat = np.fromiter(chain.from_iterable(ds.sequences), np.int64, ds.size * n)
-    return flat.reshape(ds.size, n)
+def token_array(ds, dtype=np.int64) -> np.ndarray:
+    """The sequences as an (N, n) array of vocabulary indices (int64, or ``dtype``): a
+    container dataset's own array (:class:`~exactmem.token_rows.TokenRows`, read-only), else
+    read from the tuples."""
+    from exactmem.token_rows import token_matrix
+
+    return token_matrix(ds.sequences, dtype)
 
 
 def vocab_arrays(ds) -> tuple[np.ndarray, np.ndarray] | None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.exact_arrays import exact, first_occurrences, ratio_equal
+from exactmem.exact_arrays import exact, ratio_equal
 from exactmem.model import (
     MLP,
     Affine,
@@ -411,7 +411,9 @@ def _entry_columns(model: Transformer, trace, sv, tokens) -> list | None:
     index = stream.index.reshape(-1)
     if index.shape != flat.shape:
         return None
-    values, at = first_occurrences(flat)
+    from exactmem.exact_arrays import unique_first
+
+    values, at = unique_first(flat)  # (no sort of the N·n tokens)
     where = dict(zip(values.tolist(), at.tolist(), strict=True))
     wanted = [int(index[where[t]]) for t in tokens]  # only these rows become rationals
     return [tuple(mpq(int(lane[r]), stream.den) for lane in stream.columns) for r in wanted]

@@ -87,15 +87,20 @@ def view(ds: Dataset, *, by_index: bool = False) -> SequenceView:
     """Canonical tokens and multisets. ``by_index``: tokens are vocabulary indices (token-id
     inputs, Theorem E.1), so equal vectors at different indices stay different tokens."""
     canonical = tuple(range(len(ds.vocab))) if by_index else _canonical(ds)
-    # narrow ints from here on: a quarter of int64's memory, and radix sorts
+    # narrow ints from here on: a quarter of int64's memory, and radix sorts (made narrow: at
+    # N = 10⁷ an int64 copy of the tokens is 1.3 GB)
+    narrow = index_type(len(canonical))
+    tokens = token_array(ds, index_type(len(ds.vocab)))
     if canonical == tuple(range(len(canonical))):  # no two tokens equal: the indices themselves
-        canon = token_array(ds).astype(index_type(len(canonical)), copy=False)
+        canon = tokens.astype(narrow, copy=False)
     else:
-        canon = canonical_tokens(ds, canonical).astype(index_type(len(canonical)))
+        canon = np.asarray(canonical, narrow)[tokens]
     ordered = np.sort(canon, axis=1)
     ids, firsts = multiset_ids(canon, sorted_rows=ordered)
     last = canon[:, -1].astype(np.int64) if canon.shape[1] else np.zeros(len(canon), np.int64)
-    used = np.flatnonzero(np.bincount(canon.reshape(-1), minlength=1)).tolist()
+    present = np.zeros(len(canonical), bool)  # (bincount would copy the tokens into int64)
+    present[canon.reshape(-1)] = True
+    used = np.flatnonzero(present).tolist()
     return SequenceView(canonical, tuple(used), ordered, last, ids, firsts, canon)
 
 
@@ -147,10 +152,10 @@ def canonical_tokens(ds: Dataset, canonical: tuple[int, ...]) -> np.ndarray:
     return np.asarray(canonical, np.int64)[token_array(ds)]
 
 
-def token_array(ds: Dataset) -> np.ndarray:
-    """The sequences as an (N, n) integer array of vocabulary indices
-    (:func:`exactmem.dataset_arrays.token_array`)."""
-    return dataset_arrays.token_array(ds)
+def token_array(ds: Dataset, dtype=np.int64) -> np.ndarray:
+    """The sequences as an (N, n) array of vocabulary indices (int64, or ``dtype``): the
+    dataset's own array when it keeps one (:class:`~exactmem.token_rows.TokenRows`)."""
+    return dataset_arrays.token_array(ds, dtype)
 
 
 def restrict(ms: Multiset, A: set[int]) -> Multiset:

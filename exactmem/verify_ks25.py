@@ -25,6 +25,7 @@ from exactmem.exact_arrays import (
     multiset_ids,
     ratio_equal,
     rational_table,
+    unique_first,
 )
 from exactmem.model import MLP
 from exactmem.sequences import (
@@ -101,7 +102,7 @@ def check_ks25(
     positions = list(range(n)) if variant == "ks25-seq2seq" else [n - 1]
 
     canon = sequence_tokens(ds, sv)  # (N, n) canonical tokens (narrow ints)
-    tokens, at_first = first_occurrences(canon)
+    tokens, at_first = unique_first(canon.reshape(-1))  # (no sort of the N·n tokens)
     token_rows = first.index.reshape(-1)[at_first]
     row_of = dict(zip(tokens.tolist(), token_rows.tolist(), strict=True))
     phi_rows, tid_rows = first.lane("phi"), first.lane("tid")

@@ -140,3 +140,21 @@ def test_gathered_is_the_array_it_stands_for():
     assert np.array_equal(np.asarray(g), whole) and np.unique(g).tolist() == [-7, 5, 2**40]
     assert g.astype(object).tolist() == whole.tolist() and list(g) == whole.tolist()
     assert all(type(v) is int for v in g.astype(object))
+
+
+@given(st.lists(st.integers(-1, 40), max_size=60), st.integers(1, 8))
+@settings(max_examples=200, deadline=None)
+def test_unique_first_is_numpys_unique_with_first_indices(values, block):
+    """The scan that stops once every value present has been seen: the same values, in the
+    same order and type, and the same first indices as np.unique, whatever the block."""
+    from exactmem import exact_arrays
+
+    x = np.array(values, np.int64)
+    old, exact_arrays.UNIQUE_BLOCK = exact_arrays.UNIQUE_BLOCK, block
+    try:
+        got = exact_arrays.unique_first(x)
+    finally:
+        exact_arrays.UNIQUE_BLOCK = old
+    want = np.unique(x, return_index=True)
+    assert got[0].dtype == want[0].dtype
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()

@@ -434,8 +434,8 @@ def _used_tokens(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if flat.size and flat.min() >= 0 and flat.max() < max(2**20, 4 * flat.size):
         present = np.zeros(int(flat.max()) + 1, bool)
         present[flat] = True
-        rank = np.cumsum(present) - 1
-        return np.flatnonzero(present), rank[flat]
+        rank = np.cumsum(present) - 1  # in the narrowest type: N·n of them are made
+        return np.flatnonzero(present), rank.astype(index_type(len(rank)))[flat]
     return np.unique(flat, return_inverse=True)
 
 
@@ -474,11 +474,15 @@ def run(
         mix_step = None  # a shortcut for all-equal scores would weigh every position 1/n
     N = len(sequences)
     n = len(sequences[0]) if N else 0
-    if sum(map(len, sequences)) != N * n:
+    rows = getattr(sequences, "array", None)  # a TokenRows: one array, equal lengths already
+    if rows is None and sum(map(len, sequences)) != N * n:
         raise ValueError("sequences must all have the same length")
     if N * n >= RELEASE_FROM:  # start a large evaluation without the last phase's freed heap
         release_free_memory()
-    flat = np.fromiter(chain.from_iterable(sequences), np.int64, N * n)
+    if rows is not None:
+        flat = rows.reshape(-1)
+    else:
+        flat = np.fromiter(chain.from_iterable(sequences), np.int64, N * n)
     tokens, inverse = _used_tokens(flat)  # rows: the used tokens, ascending
     del flat
     used = tokens.tolist()

@@ -29,7 +29,9 @@ class _Slots:
         takes the next values without a new block."""
         if limbs <= SHORT:
             return SHORT
-        self.long = max(self.long, limbs)
+        if limbs > self.long:  # longer blocks from here on (Stage III: the classes are made):
+            self.store.trim(self.nclass)  # room for the classes there are, not half as many again
+            self.long = limbs
         return self.long
 
     def _halloc(self, limbs: int) -> int:
@@ -83,7 +85,7 @@ class _Slots:
         for s in np.flatnonzero(width > self.long).tolist():
             self.store.shrink(s, self.long)  # free ones too: their stale limbs are dropped
             np.minimum(self.CL[s], self.long, out=self.CL[s])
-        self.store.trim()
+        self.store.trim(self.nclass)
 
     def shared_values(self, slot: int) -> np.ndarray:
         """Exact values of a shared slot, one Python int per class."""
