@@ -9,6 +9,7 @@ index or field.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import numbers

@@ -306,7 +306,9 @@ def test_a_container_dataset_keeps_its_arrays_read_only(tmp_path):
     ds = random_sequences(60, 4, 3, 12, 3, seed=9)
     save_dataset(ds, tmp_path / "d.exm")
     loaded = load_dataset(tmp_path / "d.exm")
-    tokens, (num, den) = dataset_arrays.token_array(loaded), dataset_arrays.vocab_arrays(loaded)
+    narrow = loaded.sequences.array.dtype  # the container's token rows, kept as they were read
+    tokens = dataset_arrays.token_array(loaded, narrow)
+    num, den = dataset_arrays.vocab_arrays(loaded)
     assert not tokens.flags.writeable and not num.flags.writeable
     assert tokens.tolist() == [list(s) for s in ds.sequences]
     rationals = [
