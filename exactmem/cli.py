@@ -109,7 +109,7 @@ def _add_jobs(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--jobs",
         type=_jobs,
-        default=default_jobs(),
+        default=None,  # default_jobs(), looked up only by a command that runs
         metavar="N",
         help="parallelism (default: the cores other work leaves idle, at least 1): kernel "
         "threads of the fast evaluator, "
@@ -643,6 +643,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     _complete(p)
     args = p.parse_args(argv)
+    if "jobs" in vars(args) and args.jobs is None:
+        args.jobs = default_jobs()  # the cores idle now, as the command starts
     sys.set_int_max_str_digits(0)
     from exactmem import jit  # (numba is not imported here)
 

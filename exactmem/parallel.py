@@ -30,9 +30,10 @@ def configure() -> None:
 
 def default_jobs() -> int:
     """The default ``--jobs``: the cores this process may run on that other work leaves idle,
-    at least one. Other work is the larger of the one-minute load average and the processes
-    runnable right now besides this one (Linux's ``/proc/loadavg``; the average lags a
-    minute behind a process that just started).
+    at least one. Other work is the processes runnable right now besides this one (Linux's
+    ``/proc/loadavg``, the median of three looks 5 ms apart). Not the load average: it lags a
+    minute behind, so a ``verify`` started right after the user's own ``build`` would see
+    that finished process as a busy core.
 
     A parallel kernel waits for its slowest thread: a thread sharing its core with another
     busy process makes every kernel wait for it, so on a loaded machine one job is the
@@ -45,13 +46,25 @@ def default_jobs() -> int:
 
 
 def _busy() -> float:
+    """Processes runnable now besides this one (the one-minute load average where the
+    instantaneous count is not available)."""
+    import time
+
     try:
-        with open("/proc/loadavg") as f:
-            fields = f.read().split()
-        return max(float(fields[0]), int(fields[3].split("/")[0]) - 1)
+        looks = []
+        for k in range(3):
+            if k:
+                time.sleep(0.005)
+            looks.append(int(_loadavg().split()[3].split("/")[0]) - 1)
+        return float(sorted(looks)[1])
     except (OSError, ValueError, IndexError):
         pass
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average on this system
         return 0.0
+
+
+def _loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return f.read()

@@ -117,6 +117,26 @@ def test_dataset_parse_plain_rows():
     assert ds.sequences == ((0, 1), (1, 0)) and ds.labels == (1, 2**70)
 
 
+def test_default_jobs_counts_the_processes_runnable_now_not_the_load_average(monkeypatch):
+    """A load average of 5 left by finished processes leaves every core idle; three other
+    runnable processes (four with this one) take them all."""
+    cores = os.sched_getaffinity(0)
+    monkeypatch.setattr(parallel, "_loadavg", lambda: "5.00 5.00 5.00 1/300 999")
+    assert parallel.default_jobs() == len(cores)
+    monkeypatch.setattr(parallel, "_loadavg", lambda: "0.00 0.00 0.00 4/300 999")
+    assert parallel.default_jobs() == max(1, len(cores) - 3)
+    looks = iter(["0 0 0 9/300 1", "0 0 0 1/300 1", "0 0 0 1/300 1"])  # a blip: the median
+    monkeypatch.setattr(parallel, "_loadavg", lambda: next(looks))
+    assert parallel.default_jobs() == len(cores)
+
+
+def test_the_cli_parser_reads_no_load():
+    from exactmem import cli
+
+    args = cli.parser().parse_args(["verify", "m.json", "--data", "d.json"])
+    assert args.jobs is None  # (the parser itself reads no load)
+
+
 def test_default_jobs_leaves_busy_cores(monkeypatch):
     cores = os.sched_getaffinity(0)
     monkeypatch.setattr(parallel, "_busy", lambda: 0.0)
