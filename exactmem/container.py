@@ -191,7 +191,6 @@ PACKED_FIELDS = ("in", "den", "names", "packed")
 def write_model(content: dict, digest: str, path: str | os.PathLike) -> None:
     """Write a model's JSON ``content`` (``model_to_json``) and its SHA-256 as a container."""
     from exactmem.exact import from_hex
-    from exactmem.io import MODEL_FORMAT
 
     row_start, entry_start, cols, values, bias = [0], [0], [], [], []
 
@@ -212,6 +211,14 @@ def write_model(content: dict, digest: str, path: str | os.PathLike) -> None:
         return {k: (v if k == "meta" else pack(v)) for k, v in obj.items()}
 
     skeleton = pack(content)
+    _write_packed(skeleton, digest, path, row_start, entry_start, cols, values, bias)
+
+
+def _write_packed(skeleton, digest, path, row_start, entry_start, cols, values, bias) -> None:
+    """The model container: its JSON skeleton (each affine map replaced by its index) and the
+    maps' rows packed into five arrays."""
+    from exactmem.io import MODEL_FORMAT
+
     w = _Writer()
     w.add("row_start", np.array(row_start, np.int64), (len(row_start),))
     w.add("entry_start", np.array(entry_start, np.int64), (len(entry_start),))
@@ -226,7 +233,7 @@ def write_model_of(model, digest: str, path: str | os.PathLike) -> None:
     :func:`write_model` writes from its JSON content, built from the weights themselves —
     no hex text of the values on the way."""
     from exactmem.exact import to_hex
-    from exactmem.io import MODEL_FORMAT, model_to_json
+    from exactmem.io import model_to_json
 
     row_start, entry_start, cols, values, bias = [0], [0], [], [], []
 
@@ -241,13 +248,7 @@ def write_model_of(model, digest: str, path: str | os.PathLike) -> None:
         return {"in": a.in_dim, "den": to_hex(a.denominator), "names": list(a.names), "packed": k}
 
     skeleton = model_to_json(model, packed)
-    w = _Writer()
-    w.add("row_start", np.array(row_start, np.int64), (len(row_start),))
-    w.add("entry_start", np.array(entry_start, np.int64), (len(entry_start),))
-    w.add("col", np.array(cols, np.int64), (len(cols),))
-    w.add("value", values, (len(values),))
-    w.add("bias", bias, (len(bias),))
-    _write(w, {"format": MODEL_FORMAT, "sha256": digest, "model": skeleton}, path)
+    _write_packed(skeleton, digest, path, row_start, entry_start, cols, values, bias)
 
 
 # --------------------------------------------------------------------------- decode

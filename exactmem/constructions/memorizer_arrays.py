@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.circuit import Circuit, var
 from exactmem.constructions.vys import (
     DEFAULT_GADGET,
     GADGETS,
@@ -30,7 +29,7 @@ from exactmem.constructions.vys import (
     _pack,
     all_distinct,
     choose_group_size,
-    emit,
+    memorizer_network,
     paper_group_size,
 )
 from exactmem.errors import InputError
@@ -254,10 +253,8 @@ def build_memorizer_on_rows(
     )
     d = points.rows.shape[1]
     names = tuple(input_names) if input_names else tuple(f"x{j}" for j in range(d))
-    circ = Circuit(names)
-    out = emit(circ, projection.expr(names), packing, carry_key=carry_key, steps=steps, label=label)
-    steps.step(f"{label}: {circ.depth} layers")
-    outputs = {"out": out, "key": var("t")} if carry_key else {"out": out}
-    mlp = circ.finish(outputs, residual=False, label=label, meta=packing.layout())
+    mlp = memorizer_network(
+        names, projection, packing, carry_key=carry_key, steps=steps, label=label
+    )
     witness = MemorizerWitness(**vars(packing), keys=keys, labels=labels, projection=projection)
     return mlp, witness

@@ -680,12 +680,28 @@ def build_memorizer(
         bit_widths=bit_widths,
     )
     names = tuple(input_names) if input_names else tuple(f"x{j}" for j in range(len(points[0])))
+    mlp = memorizer_network(
+        names, projection, packing, carry_key=carry_key, steps=steps, label=label
+    )
+    return mlp, _witness(packing, keys, labels, len(extra_points), projection)
+
+
+def memorizer_network(
+    names: tuple[str, ...],
+    projection: Projection,
+    packing: Packing,
+    *,
+    carry_key: bool,
+    steps: Steps,
+    label: str,
+) -> MLP:
+    """Lemma C.1's network from its Stage I projection and its packing (Stages II–III), on
+    inputs ``names``; with ``carry_key`` the key t(x) as a second output."""
     circ = Circuit(names)
     out = emit(circ, projection.expr(names), packing, carry_key=carry_key, steps=steps, label=label)
     steps.step(f"{label}: {circ.depth} layers")
     outputs = {"out": out, "key": var("t")} if carry_key else {"out": out}
-    mlp = circ.finish(outputs, residual=False, label=label, meta=packing.layout())
-    return mlp, _witness(packing, keys, labels, len(extra_points), projection)
+    return circ.finish(outputs, residual=False, label=label, meta=packing.layout())
 
 
 @dataclass(frozen=True)
