@@ -36,7 +36,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -235,7 +235,10 @@ def write_model_of(model, digest: str, path: str | os.PathLike) -> None:
     from exactmem.exact import to_hex
     from exactmem.io import model_to_json
 
-    row_start, entry_start, cols, values, bias = [0], [0], [], [], []
+    row_start, entry_start = [0], [0]
+    cols: list[int] = []
+    values: list = []
+    bias: list = []
 
     def packed(a) -> dict:
         for row in a.rows:
@@ -599,7 +602,7 @@ def read_dataset(path: str | os.PathLike):
         vectors = tuple(tuple(flat[i : i + d]) for i in range(0, len(flat), d))
         labels_raw = c.ints("labels")
         size = shape[0]
-        sequences: tuple = ()
+        sequences: Any = ()  # a TokenRows, read as the tuple of tuples a Dataset holds
         if tokens:
             seqs = c.ints("sequences")
             if not isinstance(seqs, np.ndarray) or seqs.ndim != 2 or 0 in seqs.shape:
@@ -628,13 +631,13 @@ def read_dataset(path: str | os.PathLike):
             meta=meta,
         )
         if tokens:  # the checks read these arrays again: keep copies (not the map's)
-            _remember_arrays(ds, seqs, num_read, den_read)
+            _remember_arrays(ds, num_read, den_read)
         return ds
     finally:
         c.close()
 
 
-def _remember_arrays(ds, seqs: np.ndarray, num, den) -> None:
+def _remember_arrays(ds, num, den) -> None:
     """Keep the vocabulary's parts, when fixed-width and in lowest terms, beside ``ds``
     (:mod:`exactmem.dataset_arrays`)."""
     from exactmem import dataset_arrays

@@ -484,6 +484,10 @@ def _streamed_hash(ds: Dataset) -> str:
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
     head, tail = text.split(json.dumps(_SEQUENCES_HERE))  # (the text holds no other one)
     digest = hashlib.sha256(head.encode())
+    from exactmem.token_rows import TokenRows
+
+    if not isinstance(ds.sequences, TokenRows):
+        raise TypeError("_streamed_hash reads a dataset whose sequences are one array")
     rows = ds.sequences.array
     digest.update(b"[")
     for start in range(0, len(rows), 1 << 18):
@@ -601,7 +605,7 @@ def radius_and_separation(vectors: Sequence[Vector]) -> tuple[mpq, mpq | None]:
     return mpq(r2, square), None if delta2 is None else mpq(delta2, square)
 
 
-def integer_geometry(flat, rows: int, d: int) -> tuple[int, int | None]:
+def integer_geometry(flat: Any, rows: int, d: int) -> tuple[int, int | None]:
     """(max ‖x‖², min ‖x − x'‖² over distinct x, x') of ``rows`` integer vectors of dimension
     ``d`` given row after row in ``flat`` (a list of ints or an int64 array); None for δ² when
     all are equal. On NumPy blocks when every square sum provably fits, else Python ints."""

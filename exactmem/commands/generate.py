@@ -123,7 +123,7 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
         # random tokens written to a container need no tuple per sequence: arrays throughout
         # (--json reports the canonical hash, computed from the dataset's tuples)
         as_arrays = args.sequences == "random" and args.out.endswith(".exm") and not args.json
-        ds = (random_token_arrays if as_arrays else random_sequences)(
+        ds = (random_token_arrays if as_arrays else random_sequences)(  # type: ignore[assignment]  # (TokenArrays: written as a Dataset is)
             args.N,
             args.n or 16,
             args.d,

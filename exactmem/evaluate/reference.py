@@ -102,6 +102,8 @@ class Outputs(Sequence):
     """``outputs[i][k]``: the output columns (tuples of mpq) at position k of sequence i,
     built on access from the numerators per distinct row (:class:`Stream`'s layout)."""
 
+    index: np.ndarray  # type: ignore[assignment]  # (the row of each position, not Sequence.index)
+
     def __init__(self, columns: Batch, den: int, index: np.ndarray):
         self.columns, self.den, self.index = columns, den, index
 
