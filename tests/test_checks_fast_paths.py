@@ -327,7 +327,7 @@ def test_parts_not_in_lowest_terms_are_not_kept():
     ds = Dataset.from_tokens([[0, 1], [2, 2]], [1, 2], vocab=vocab)
     raw_num = np.array([[2, 3], [1, 3], [-5, 0]])
     raw_den = np.array([[4, 1], [2, 1], [3, 1]])
-    container._remember_arrays(ds, np.array([[0, 1], [2, 2]]), raw_num, raw_den)
+    container._remember_arrays(ds, raw_num, raw_den)
     assert dataset_arrays._kept(ds, "vocab") is None
     num, den = dataset_arrays.vocab_arrays(ds)  # from the rationals themselves
     assert num.tolist() == [[1, 3], [1, 3], [-5, 0]] and den.tolist() == [[2, 1], [2, 1], [3, 1]]
