@@ -113,8 +113,9 @@ def canonical_sha256(
         rows = None
         if key == "sequences":
             rows = _token_rows(obj[key] if tokens is None else tokens)
-        if rows is None:
-            digest.update(_dumps(obj[key]))
+        if rows is None:  # (``tokens`` stands for the rows whatever ``obj`` holds there)
+            whole = obj[key] if key != "sequences" or tokens is None else tokens.tolist()
+            digest.update(_dumps(whole))
             continue
         for chunk in int_rows_json(rows):
             digest.update(chunk)

@@ -9,7 +9,6 @@ index or field.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import math
 import numbers
@@ -448,16 +447,17 @@ def dataset_hash(ds: Dataset, *, tokens: np.ndarray | None = None) -> str:
     """SHA-256 of the canonical JSON (sorted keys, no whitespace), without ``meta``; its token
     rows are written from an integer array (:mod:`exactmem.canonical`), the same bytes.
     ``tokens``: ``ds.sequences`` as an (N, n) array of vocabulary indices, if the caller holds
-    one (the sequence view's, when no two vocabulary vectors are equal)."""
-    from exactmem.token_rows import TokenRows
-
-    if isinstance(ds.sequences, TokenRows):
-        return _streamed_hash(ds)
+    one (the sequence view's, when no two vocabulary vectors are equal, or the container's
+    :class:`~exactmem.token_rows.TokenRows`: at N = 10⁷ their tuples would be 1.8 GB)."""
     from exactmem.canonical import canonical_sha256, int_strings_json
     from exactmem.dataset_arrays import vocab_arrays
+    from exactmem.token_rows import TokenRows
 
+    rest = ds  # everything but the rows ``tokens`` stands for
+    if isinstance(ds.sequences, TokenRows):
+        tokens, rest = ds.sequences.array, replace(ds, sequences=())
     with paused_gc():  # the canonical object's lists hold no cycles
-        obj = _json_without_vectors(ds)
+        obj = _json_without_vectors(rest)
         obj.pop("meta", None)
         texts = {}
         arrays = vocab_arrays(ds) if ds.task != "points" else None
@@ -466,64 +466,9 @@ def dataset_hash(ds: Dataset, *, tokens: np.ndarray | None = None) -> str:
             if text is not None:
                 texts["vocab"] = text
         if not texts:
-            obj = dataset_to_json(ds)
+            obj = dataset_to_json(rest)
             obj.pop("meta", None)
         return canonical_sha256(obj, tokens=tokens, texts=texts)
-
-
-_SEQUENCES_HERE = "\x00exactmem: the sequences\x00"
-
-
-def _streamed_hash(ds: Dataset) -> str:
-    """:func:`dataset_hash` of a dataset whose sequences are one array: the same text, its
-    sequences written and hashed a block of rows at a time (at N = 10⁷ the whole text is
-    0.7 GB, and the tuples it was made from 1.8 GB)."""
-    obj = dataset_to_json(replace(ds, sequences=()))
-    obj.pop("meta", None)
-    obj["sequences"] = _SEQUENCES_HERE
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
-    head, tail = text.split(json.dumps(_SEQUENCES_HERE))  # (the text holds no other one)
-    digest = hashlib.sha256(head.encode())
-    from exactmem.token_rows import TokenRows
-
-    if not isinstance(ds.sequences, TokenRows):
-        raise TypeError("_streamed_hash reads a dataset whose sequences are one array")
-    rows = ds.sequences.array
-    digest.update(b"[")
-    for start in range(0, len(rows), 1 << 18):
-        if start:
-            digest.update(b",")
-        digest.update(_json_rows(rows[start : start + (1 << 18)]))
-    digest.update(b"]")
-    digest.update(tail.encode())
-    return digest.hexdigest()
-
-
-TABLE_FROM = 1 << 16  # token ids from here on are written by json (a vocabulary of 10⁸ ids)
-
-
-def _json_rows(rows: np.ndarray) -> bytes:
-    """``json.dumps(rows.tolist(), separators=(",", ":"))[1:-1].encode()`` for a 2-D array of
-    non-negative ints, written by NumPy: every token as its digits right-aligned in a field of
-    the widest one's width, with its comma, rows as ``[`` fields ``]`` and a comma; the padding
-    removed at the end."""
-    B, n = rows.shape
-    if B == 0 or n == 0 or int(rows.max()) >= TABLE_FROM:  # (a table of digits per token id)
-        return json.dumps(rows.tolist(), separators=(",", ":"))[1:-1].encode()
-    digits = [str(t).encode() for t in range(int(rows.max()) + 1)]
-    wide = max(len(d) for d in digits)
-    pad = 0  # never a byte of the text
-    table = np.full((len(digits), wide + 1), pad, np.uint8)
-    for t, d in enumerate(digits):
-        table[t, wide - len(d) : wide] = np.frombuffer(d, np.uint8)
-    table[:, wide] = ord(",")
-    text = np.empty((B, 1 + n * (wide + 1) + 1), np.uint8)
-    text[:, 0] = ord("[")
-    text[:, 1:-1] = table[rows].reshape(B, -1)
-    text[:, -2] = ord("]")  # the last token's comma
-    text[:, -1] = ord(",")  # between rows
-    flat = text.reshape(-1)[:-1]
-    return flat[flat != pad].tobytes()
 
 
 # --------------------------------------------------------------------------- generators

@@ -1,12 +1,13 @@
-"""Integer arrays of a sequence dataset: its token rows and its vocabulary's numerators and
-denominators, the form a container file stores.
+"""A sequence dataset's vocabulary as integer arrays, numerators and denominators, the form a
+container file stores.
 
-A :class:`~exactmem.data.Dataset` holds tuples (a token index and an exact rational per
-entry); the checks read whole arrays. Converting back costs more than the checks themselves at
-small N (a fresh rational is slow to hash or print), so the container reader hands the arrays
-it read to :func:`remember`, kept beside the dataset object while it lives; a dataset from
-anywhere else gets them computed from its tuples. Kept arrays are read-only, and a dataset is
-immutable (a frozen dataclass of tuples), so they stay its own.
+A :class:`~exactmem.data.Dataset` holds an exact rational per coordinate; the checks read whole
+arrays. Converting back costs more than the checks themselves at small N (a fresh rational is
+slow to hash or print), so the container reader hands the arrays it read to :func:`remember`,
+kept beside the dataset object while it lives; a dataset from anywhere else gets them computed
+from its rationals. Kept arrays are read-only, and a dataset is immutable (a frozen dataclass),
+so they stay its own. (The token rows need no such memory: a container dataset's sequences are
+one array already, :class:`~exactmem.token_rows.TokenRows`.)
 """
 
 from __future__ import annotations
@@ -17,24 +18,17 @@ from operator import attrgetter
 
 import numpy as np
 
-__all__ = ["remember", "token_array", "vocab_arrays"]
+__all__ = ["remember", "vocab_arrays"]
 
-# id(dataset) → (weak reference to it, {"tokens": …, "vocab": (numerators, denominators)})
+# id(dataset) → (weak reference to it, {"vocab": (numerators, denominators)})
 _KEPT: dict[int, tuple[weakref.ref, dict]] = {}
 
 
 def remember(ds, **arrays) -> None:
-    """Keep ``tokens`` ((N, n) vocabulary indices, as ``ds.sequences``) and/or ``vocab``
-    ((numerators, denominators), each (V, d) int64, every pair in lowest terms with a positive
-    denominator, as ``ds.vocab``) for ``ds``. Shapes are checked; values are the caller's
-    (the container reader, which built ``ds`` from these very arrays)."""
-    n = len(ds.sequences[0]) if ds.sequences else 0
+    """Keep ``vocab`` ((numerators, denominators), each (V, d) int64, every pair in lowest
+    terms with a positive denominator, as ``ds.vocab``) for ``ds``. Shapes are checked; values
+    are the caller's (the container reader, which built ``ds`` from these very arrays)."""
     kept = {}
-    if arrays.get("tokens") is not None:
-        tokens = np.asarray(arrays["tokens"])
-        if tokens.shape != (ds.size, n):
-            raise ValueError(f"token array of shape {tokens.shape} for {ds.size} sequences")
-        kept["tokens"] = _frozen(tokens)
     if arrays.get("vocab") is not None:
         num, den = (np.asarray(a, np.int64) for a in arrays["vocab"])
         d = len(ds.vocab[0]) if ds.vocab else 0
@@ -60,15 +54,6 @@ def _kept(ds, name: str):
     if known is not None and known[0]() is ds:
         return known[1].get(name)
     return None
-
-
-def token_array(ds, dtype=np.int64) -> np.ndarray:
-    """The sequences as an (N, n) array of vocabulary indices (int64, or ``dtype``): a
-    container dataset's own array (:class:`~exactmem.token_rows.TokenRows`, read-only), else
-    read from the tuples."""
-    from exactmem.token_rows import token_matrix
-
-    return token_matrix(ds.sequences, dtype)
 
 
 def vocab_arrays(ds) -> tuple[np.ndarray, np.ndarray] | None:

@@ -27,6 +27,7 @@ from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.exact_arrays import first_seen_ids, index_type, int_array, multiset_ids
 from exactmem.progress import counter, ignore
+from exactmem.token_rows import token_matrix
 
 __all__ = [
     "SequenceView",
@@ -155,7 +156,7 @@ def canonical_tokens(ds: Dataset, canonical: tuple[int, ...]) -> np.ndarray:
 def token_array(ds: Dataset, dtype=np.int64) -> np.ndarray:
     """The sequences as an (N, n) array of vocabulary indices (int64, or ``dtype``): the
     dataset's own array when it keeps one (:class:`~exactmem.token_rows.TokenRows`)."""
-    return dataset_arrays.token_array(ds, dtype)
+    return token_matrix(ds.sequences, dtype)
 
 
 def restrict(ms: Multiset, A: set[int]) -> Multiset:

@@ -38,7 +38,7 @@ from exactmem.exact_arrays import first_seen_ids, multiset_ids
 from exactmem.io import load_model, model_hash, model_to_json, save_model
 from exactmem.lower_bounds import _differing, _mixing_prefix, constant_sequence_check
 from exactmem.model import MLP, Affine, PositionalEncoding, Transformer, resources
-from exactmem.sequences import random_sequences, token_geometry, view
+from exactmem.sequences import random_sequences, token_array, token_geometry, view
 
 
 def plain_sha256(obj: dict) -> str:
@@ -307,7 +307,7 @@ def test_a_container_dataset_keeps_its_arrays_read_only(tmp_path):
     save_dataset(ds, tmp_path / "d.exm")
     loaded = load_dataset(tmp_path / "d.exm")
     narrow = loaded.sequences.array.dtype  # the container's token rows, kept as they were read
-    tokens = dataset_arrays.token_array(loaded, narrow)
+    tokens = token_array(loaded, narrow)
     num, den = dataset_arrays.vocab_arrays(loaded)
     assert not tokens.flags.writeable and not num.flags.writeable
     assert tokens.tolist() == [list(s) for s in ds.sequences]

@@ -268,8 +268,8 @@ def test_a_hash_or_array_kept_for_a_dead_object_is_not_given_to_its_successor(tm
     collected: the weak reference must be checked (and the entry dropped)."""
     import gc
 
-    from exactmem import dataset_arrays
     from exactmem.io import _HASHED
+    from exactmem.sequences import token_array
 
     gc.collect()
     before = len(_HASHED)  # models other tests of this process still hold
@@ -285,7 +285,7 @@ def test_a_hash_or_array_kept_for_a_dead_object_is_not_given_to_its_successor(tm
         loaded = load_dataset(tmp_path / "d.exm")
         del loaded
         fresh = _dataset([[1], [2], [3]], rng)
-        assert dataset_arrays.token_array(fresh).tolist() == [list(s) for s in fresh.sequences]
+        assert token_array(fresh).tolist() == [list(s) for s in fresh.sequences]
         assert dataset_hash(fresh) == plain_dataset_hash(fresh)
         del fresh
 
@@ -324,8 +324,7 @@ def test_a_dataset_rebuilt_from_a_loaded_one_uses_its_own_tuples(tmp_path):
     (dataclasses.replace with other sequences or labels, a subset)."""
     from dataclasses import replace
 
-    from exactmem import dataset_arrays
-    from exactmem.sequences import view
+    from exactmem.sequences import token_array, view
 
     rng = random.Random(11)
     save_dataset(_dataset([[1, 0], [2, 0], [1, 0], [-3, 5]], rng), tmp_path / "d.exm")
@@ -337,7 +336,7 @@ def test_a_dataset_rebuilt_from_a_loaded_one_uses_its_own_tuples(tmp_path):
         replace(loaded, vocab=tuple(reversed(loaded.vocab))),
         replace(loaded, sequences=loaded.sequences[:1], labels=loaded.labels[:1]),
     ):
-        assert dataset_arrays.token_array(other).tolist() == [list(s) for s in other.sequences]
+        assert token_array(other).tolist() == [list(s) for s in other.sequences]
         assert dataset_hash(other) == plain_dataset_hash(other)
         sv = view(other)
         want = [min(i for i, w in enumerate(other.vocab) if w == v) for v in other.vocab]

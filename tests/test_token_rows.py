@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.data import Dataset, _json_rows, dataset_hash
+from exactmem.canonical import int_rows_json
+from exactmem.data import Dataset, dataset_hash
 from exactmem.sequences import random_sequences, token_array, view
 from exactmem.token_rows import TokenRows, token_matrix
 
@@ -37,7 +38,8 @@ def test_rows_read_as_the_tuples_they_stand_for():
 def test_json_rows_are_the_canonical_json(lists):
     n = len(lists[0])
     rows = np.array([(r * n)[:n] for r in lists], np.int64)
-    assert _json_rows(rows) == json.dumps(rows.tolist(), separators=(",", ":"))[1:-1].encode()
+    text = b"".join(int_rows_json(rows))
+    assert text == json.dumps(rows.tolist(), separators=(",", ":")).encode()
 
 
 def test_a_dataset_with_array_sequences_is_the_same_dataset():
