@@ -1,0 +1,172 @@
+"""The checklist interface: what a construction's trusted side declares to the verifier.
+
+pytest is the model (docs/trust.md): a small trusted core runs the one exact evaluation and
+hands its values to a :class:`Checklist`; everything construction-specific — built-in or a
+third party's — reaches the core only through a :class:`Construction` registered in the
+``exactmem.constructions`` entry-point group (:mod:`exactmem.registry`).
+
+Every check a checklist can emit is declared as a :class:`CheckSpec`: the paper and result it
+tests, the mechanism in the proof's words, and at least one :class:`Breaker` — a change to an
+honest model (or to the builder's options) that destroys exactly that mechanism, so that the
+check is *seen to fail* (``exactmem selftest``).
+
+The types hold no construction code: a builder is referred to by an import path and loaded
+only by ``build`` (:meth:`Construction.builder`), so that certifying never runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gmpy2 import mpq
+
+    from exactmem.data import Dataset
+    from exactmem.evaluate.reference import Trace
+    from exactmem.model import Resources, Transformer
+    from exactmem.verify import Check
+
+__all__ = [
+    "Breaker",
+    "CheckSpec",
+    "Checklist",
+    "Construction",
+    "EVALUATES",
+    "Evidence",
+]
+
+EVALUATES = ("exact", "hardmax-limit", "balls")
+"""How a checklist's values are obtained: the exact evaluation of the model as its file defines
+it; the exact evaluation of its hardmax limit (the checklist must then certify that the model
+equals that limit); or Arb balls."""
+
+
+@dataclass(frozen=True)
+class Breaker:
+    """A change that destroys one mechanism of an honest model, leaving the rest plausible.
+
+    Exactly one of ``model`` (a function of the honest model and its dataset returning the
+    broken model) and ``options`` (builder options that build the broken model instead, e.g.
+    ``{"temperature": "0"}`` for a Boltzmann operator at λ = 0) is given. ``fails`` names the
+    check that must then FAIL — its full name, or a prefix ending in ``.``. ``dataset``
+    optionally names the adversarial dataset generator the breaker needs (by the generator's
+    keyword arguments); None: the construction's small self-test dataset.
+    """
+
+    name: str
+    destroys: str
+    fails: str
+    model: Callable[[Transformer, Dataset], Transformer] | None = None
+    options: Mapping[str, Any] | None = None
+    dataset: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.options is None):
+            raise ValueError(f"breaker {self.name!r}: give exactly one of model and options")
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One check a checklist emits: ``name`` as it appears in the certificate (or a family's
+    prefix ending in ``.``, e.g. ``memorizer.``), the ``paper`` and ``result`` it tests, the
+    ``mechanism`` in the proof's words, and its ``breakers``."""
+
+    name: str
+    paper: str
+    result: str
+    mechanism: str
+    breakers: tuple[Breaker, ...] = ()
+
+    def matches(self, check_name: str) -> bool:
+        """Whether a certificate's check named ``check_name`` is this spec's."""
+        if self.name.endswith("."):
+            return check_name.startswith(self.name) or check_name.endswith("." + self.name[:-1])
+        return check_name == self.name or check_name.endswith("." + self.name)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the trusted core hands a checklist: the model as its file defines it, the dataset,
+    the one trusted evaluation (``trace``; None where the model is not exactly evaluable and
+    the checklist evaluates on balls), and the user's criteria. ``run`` is the trusted
+    evaluator that produced ``trace`` — for a checklist that must evaluate a model derived
+    from this one (never an evaluation path of its own)."""
+
+    model: Transformer
+    dataset: Dataset
+    trace: Trace | None
+    view: Any  # exactmem.sequences.SequenceView for sequence tasks, None for points
+    run: Callable[..., Trace]
+    readout: str  # "label" | "argmax"
+    feed: str  # "vectors" | "vectors with positions" | "token ids"
+    resources: Resources
+    tolerance: mpq | None = None
+    max_precision: int | None = None
+
+
+@dataclass(frozen=True)
+class Checklist:
+    """A construction's trusted checks.
+
+    ``tasks``: the dataset tasks it certifies. ``evaluates``: one of :data:`EVALUATES`.
+    ``checks``: every check it can emit (:class:`CheckSpec`). ``run``: the function from
+    :class:`Evidence` to the list of :class:`~exactmem.verify.Check` — it raises
+    :class:`~exactmem.verify.ChecklistStructureError` where the model lacks a part it reads.
+    ``bounds``: the resource bounds the construction promises, as claim-file formulas in N,
+    n, d, C, r, δ (keys ``width``, ``depth``, ``parameters``, ``bits``, ``total_bits``),
+    judged by the core under ``--construction``. ``consistency``: how equal inputs must be
+    labelled (``sequence``, ``multiset``; None: by task)."""
+
+    name: str
+    tasks: tuple[str, ...]
+    summary: str
+    checks: tuple[CheckSpec, ...] = ()
+    run: Callable[[Evidence], list[Check]] | None = None
+    evaluates: str = "exact"
+    bounds: Mapping[str, str] = field(default_factory=dict)
+    consistency: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.evaluates not in EVALUATES:
+            raise ValueError(f"checklist {self.name!r}: evaluates {self.evaluates!r}")
+
+    def spec(self, check_name: str) -> CheckSpec | None:
+        """The declared spec of a certificate's check (None: undeclared)."""
+        for s in self.checks:
+            if s.matches(check_name):
+                return s
+        return None
+
+
+@dataclass(frozen=True)
+class Construction:
+    """What a plugin registers under the ``exactmem.constructions`` entry-point group.
+
+    ``builder``: ``"module:function"`` of the untrusted builder, called as
+    ``function(dataset, options, progress)`` and imported only when something builds.
+    ``options``: the ``--set KEY=VALUE`` options, name → (help, parser) as
+    :mod:`exactmem.options` declares them. ``package`` and ``version`` are filled in by the
+    registry from the distribution that provides the entry point. ``example`` makes the small
+    dataset (seeded, a few seconds to build and verify) on which ``selftest`` builds the honest
+    model with ``example_options`` and applies every breaker."""
+
+    name: str
+    paper: str
+    summary: str
+    checklist: Checklist | None = None
+    builder: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    example: Callable[[], Dataset] | None = None
+    example_options: Mapping[str, Any] = field(default_factory=dict)
+    package: str = ""
+    version: str = ""
+
+    def builder_function(self) -> Callable[..., Transformer]:
+        """Import the builder (untrusted code: only ``build`` and ``selftest`` call this)."""
+        if not self.builder:
+            raise LookupError(f"construction {self.name!r} registers no builder")
+        module, _, attr = self.builder.partition(":")
+        return getattr(import_module(module), attr)
