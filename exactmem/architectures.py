@@ -81,12 +81,13 @@ when ``lm_head.weight`` is absent:
 The number of heads H is not in the shapes: ``heads`` (``--heads``) or the header's
 ``__metadata__`` entry ``n_head``. The 1/√d_h score scale is applied exactly, so d_h must be a
 perfect square (4, 16, 64, …; otherwise fold the scale into the query weights and save with
-d_h's scale 1, ``n_head`` alone). Layer norms use eps = 1/100000 (PyTorch's default 1e-5) unless
-the metadata gives ``ln_eps`` (an exact decimal or fraction, read as every number of a file
-is: ASCII, within ``--max-digits`` and ``--max-exponent``, never cut). In the IR the stream has 2d + 1 lanes: the residual
-in the first d, each layer norm writes its normalisation into the next d (a branch layer norm),
-which is what attention, MLP and unembedding read, and the constant 1 for the attention biases;
-they write back into the first d.
+d_h's scale 1, ``n_head`` alone: 1 to 6 ASCII digits). Layer norms use eps = 1/100000
+(PyTorch's default 1e-5) unless the metadata gives ``ln_eps`` (an exact decimal or fraction,
+read as every number of a file is: ASCII, within ``--max-digits`` and ``--max-exponent``,
+never cut). In the IR the stream has 2d + 1 lanes: the residual in the first d, each layer
+norm writes its normalisation into the next d (a branch layer norm), which is what attention,
+MLP and unembedding read, and the constant 1 for the attention biases; they write back into
+the first d.
 """
 
 from __future__ import annotations

@@ -99,10 +99,9 @@ class Case:
 
 def _tiny_model(folder: Path) -> tuple[Path, Path, Path]:
     """A VYS model on 4 points, as JSON and as a container, and its dataset."""
+    from exactmem.constructions import vys
     from exactmem.data import random_points, save_dataset
     from exactmem.io import save_model
-
-    from exactmem.constructions import vys
 
     data = folder / "data.json"
     ds = random_points(4, 2, 2, seed=1)
