@@ -231,9 +231,10 @@ class _Tensors:
         t = self.tensors.get(name)
         if t is None:
             raise InputError(f"{self.where}: tensor {name!r} is missing")
-        if len(t.shape) != rank:
+        if len(t.shape) != rank or 0 in t.shape:  # (the reader refuses empty tensors too)
             raise InputError(
-                f"{self.where}: tensor {name!r}: shape {list(t.shape)}, expected {rank} dimensions"
+                f"{self.where}: tensor {name!r}: shape {list(t.shape)}, expected {rank} "
+                "non-zero dimensions"
             )
         return t.shape
 

@@ -112,6 +112,13 @@ def _tiny_model(folder: Path) -> tuple[Path, Path, Path]:
     return folder / "model.json", folder / "model.exm", data
 
 
+def _fifo(path: Path) -> Path:
+    """A FIFO nobody writes to: opening it to read waits for a writer."""
+    if not path.exists():
+        os.mkfifo(path)
+    return path
+
+
 def _points_with(coordinate: str) -> str:
     return (
         '{"format": "exactmem.dataset/1", "task": "points", "points": [['
@@ -230,14 +237,21 @@ def cases(folder: Path) -> list[Case]:
     # issue 27.5: devices and pipes
     verify_model("/dev/zero as the model", Path("/dev/zero"), "not a regular file", "27.5")
     verify_data("/dev/zero as the dataset", Path("/dev/zero"), "not a regular file", "27.5")
-    fifo = folder / "fifo.json"
-    if not fifo.exists():
-        os.mkfifo(fifo)
+    fifo = _fifo(folder / "fifo.json")
     verify_data("a FIFO as the dataset (no writer)", fifo, "not a regular file", "27.5")
-    fifo_exm = folder / "fifo.exm"
-    if not fifo_exm.exists():
-        os.mkfifo(fifo_exm)
+    fifo_exm = _fifo(folder / "fifo.exm")
     verify_model("a FIFO as a container", fifo_exm, "not a regular file", "27.5")
+    fifo_st = _fifo(folder / "fifo.safetensors")
+    args = ("import", str(fifo_st), "--arch", "gpt", "--out", str(folder / "f.json"))
+    out.append(Case("a FIFO as a checkpoint", args, "not a regular file", "27.5"))
+    fifo_claims = folder / "fifo-claims"
+    fifo_claims.mkdir(exist_ok=True)
+    _fifo(fifo_claims / "claim.toml")
+    args = ("check", "--proofs", str(fifo_claims))
+    out.append(Case("a FIFO as a claim file", args, "not a regular file", "27.5"))
+    args = ("generate", "text", "--file", "/dev/zero", "--window", "3", "--out", str(data) + "x")
+    out.append(Case("/dev/zero as a text", args, "not a regular file", "27.5"))
+    out.append(Case("/dev/zero as a certificate", ("show", "/dev/zero"), "/dev/zero", "27.5"))
 
     # issue 16: numbers, nesting and gzip
     big = "7" * 10**7
