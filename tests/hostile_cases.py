@@ -13,11 +13,9 @@ import gzip
 import hashlib
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
-import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,6 +287,36 @@ class Run:
     capped: str = ""  # why it was killed, if it was
 
 
+# The command is started by a small process of its own (the standard library only): Linux
+# counts in a process's ru_maxrss the memory of the process it was forked from, up to its exec,
+# so a command forked from the test runner (hundreds of MB) would report the runner's peak.
+SPAWNER = """
+import json, os, signal, sys, time
+from hostile_cases import _rss_mb
+args, timeout, cap_mb, err_path = json.loads(sys.argv[1])
+with open(err_path, "wb") as err:
+    start = time.monotonic()
+    pid = os.posix_spawn(sys.executable, [sys.executable, "-m", "exactmem", *args], os.environ,
+                         file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                       (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                                       (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
+    capped = ""
+    while True:
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done:
+            break
+        if not capped and time.monotonic() - start > timeout:
+            capped = f"killed after {timeout:.0f} s"
+        elif not capped and _rss_mb(pid) > cap_mb:
+            capped = f"killed at {cap_mb:.0f} MB resident"
+        if capped:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+print(json.dumps([os.waitstatus_to_exitcode(status), time.monotonic() - start,
+                  usage.ru_maxrss / 1024, capped]))
+"""
+
+
 def run_cli(
     args: tuple[str, ...],
     *,
@@ -296,39 +324,31 @@ def run_cli(
     cap_mb: float = 3000.0,
     pythonpath: Path = ROOT,
 ) -> Run:
-    """``python -m exactmem ARGS`` in a new process, its own peak memory read by ``wait4``
-    (not the maximum over every child this process ever had); killed past ``timeout`` seconds
-    or ``cap_mb`` resident, so a case that hangs or explodes cannot take the machine."""
-    env = {**os.environ, "PYTHONPATH": str(pythonpath), "EXACTMEM_DEBUG": ""}
+    """``python -m exactmem ARGS`` in a new process, its own peak memory read by ``wait4``;
+    killed past ``timeout`` seconds or ``cap_mb`` resident, so a case that hangs or explodes
+    cannot take the machine."""
+    here = Path(__file__).resolve().parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(pythonpath), str(here)]),
+        "EXACTMEM_DEBUG": "",
+    }
     err_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"exactmem-hostile-{os.getpid()}.err"
-    with open(err_path, "wb") as err:
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "exactmem", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=pythonpath,
-        )
-        capped = ""
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            elapsed = time.monotonic() - start
-            if not capped and elapsed > timeout:
-                capped = f"killed after {timeout:.0f} s"
-            elif not capped and _rss_mb(proc.pid) > cap_mb:
-                capped = f"killed at {cap_mb:.0f} MB resident"
-            if capped:
-                os.kill(proc.pid, signal.SIGKILL)
-            time.sleep(0.02)
-        seconds = time.monotonic() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    spec = json.dumps([list(args), timeout, cap_mb, str(err_path)])
+    out = subprocess.run(
+        [sys.executable, "-c", SPAWNER, spec],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=pythonpath,
+        timeout=timeout + 60,
+    )
+    if out.returncode:
+        raise RuntimeError(f"the spawner failed: {out.stderr}")
+    code, seconds, peak_mb, capped = json.loads(out.stdout)
     stderr = err_path.read_text(errors="replace")
     err_path.unlink()
-    return Run(proc.returncode, seconds, usage.ru_maxrss / 1024, stderr, capped)
+    return Run(code, seconds, peak_mb, stderr, capped)
 
 
 def _rss_mb(pid: int) -> float:
