@@ -16,6 +16,7 @@ import os
 import struct
 import subprocess
 import sys
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -333,7 +334,9 @@ def run_cli(
         "PYTHONPATH": os.pathsep.join([str(pythonpath), str(here)]),
         "EXACTMEM_DEBUG": "",
     }
-    err_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"exactmem-hostile-{os.getpid()}.err"
+    handle, name = tempfile.mkstemp(prefix="exactmem-hostile-", suffix=".err")
+    os.close(handle)
+    err_path = Path(name)
     spec = json.dumps([list(args), timeout, cap_mb, str(err_path)])
     out = subprocess.run(
         [sys.executable, "-c", SPAWNER, spec],
