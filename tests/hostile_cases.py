@@ -209,6 +209,23 @@ def cases(folder: Path) -> list[Case]:
         Case("claim N = 10^8, d = 10^4", ("check", "--proofs", str(claims)), "instance[0]", "27.2")
     )
 
+    # last round's hostile claims: code in a formula, a huge power, a huge integer literal
+    instance = CLAIM.format(N=6, d=2)
+    payload = "sqrt.__globals__['__builtins__']['__import__']('os').system('touch pwned') + 100"
+    for label, text, message in (
+        (
+            "claim with code in a formula",
+            instance + f"[bounds]\nwidth = {json.dumps(payload)}\n",
+            "bounds.width",
+        ),
+        ("claim bound 10**10**10", instance + '[bounds]\ndepth = "10**10**10"\n', "exponent"),
+        ("claim N of 60000 digits", CLAIM.format(N="9" * 60000, d=2), "instance[0].N"),
+    ):
+        claim_dir = folder / f"claims-{len(out)}"
+        claim_dir.mkdir(exist_ok=True)
+        (claim_dir / "hostile.toml").write_text(text)
+        out.append(Case(label, ("check", "--proofs", str(claim_dir)), message, "16"))
+
     # issue 27.3: checkpoint metadata
     for label, meta, message in (
         ("ln_eps = 1e-999999999", {"ln_eps": "1e-999999999", "n_head": "1"}, "ln_eps"),
@@ -343,7 +360,7 @@ def run_cli(
         capture_output=True,
         text=True,
         env=env,
-        cwd=pythonpath,
+        cwd=tempfile.gettempdir(),  # not the checkout: no file of a case lands there
         timeout=timeout + 60,
     )
     if out.returncode:
