@@ -342,14 +342,20 @@ def certified(folder) -> tuple[Path, Path, Path]:
     return model, data, cert
 
 
-def test_every_command_keeps_its_exit_code_when_stdout_is_closed(certified):
+def test_every_command_keeps_its_exit_code_when_stdout_is_closed(certified, tmp_path):
+    from exactmem.data import random_points, save_dataset
+
     model, data, cert = certified
+    other = tmp_path / "other.json"  # other labels: the model is refuted on it
+    save_dataset(random_points(4, 2, 2, seed=7), other)
     for args, code in (
         (("show", str(cert)), 0),
         (("show", str(cert), "--json"), 0),
         (("verify", str(model), "--data", str(data), "--quiet"), 0),
         (("verify", str(model), "--data", str(data), "--quiet", "--json"), 0),
+        (("verify", str(model), "--data", str(other), "--quiet"), 1),
         (("inspect", str(model)), 0),
+        (("generate", "points", "--N", "3", "--out", str(tmp_path / "g.json"), "--json"), 0),
     ):
         out = _closed_pipe_run(*args)
         assert out.returncode == code, (args, out.returncode, out.stderr)
