@@ -14,9 +14,10 @@ logits. On the n distinct contexts of the dataset:
   per-context shift, so n contexts need m + 1 ≥ n (the lower bound's width, reconstructed);
 * ``madden24.targets`` (datasets with ``targets``): |softmax(logits_i)_c − π_ic| ≤ the user's
   ``--tolerance`` for every context and class;
-* ``madden24.dimension_count``: the upper bound, a property of any next-token model: a C¹ map
-  from k parameters to the n(ω − 1) free logits has an image of dimension ≤ k, so
-  k < n(ω − 1) dense parameters cannot reach generic targets (ω = C).
+* ``madden24.dimension_count`` (datasets with ``targets`` only): the upper bound, a property
+  of any next-token model: a C¹ map from k parameters to the n(ω − 1) free logits has an image
+  of dimension ≤ k, so k < n(ω − 1) dense parameters cannot reach generic targets (ω = C).
+  Labels alone are an open set of logits: there the count says nothing and is not run.
 
 The argmax labels are the core's ``labels`` check (Arb, rising precision).
 """
@@ -37,6 +38,7 @@ from exactmem.verify import Check, ChecklistStructureError
 __all__ = [
     "decoder_parts",
     "dimension_count_check",
+    "dimension_count_checks",
     "distinct_contexts",
     "feature_rank_check",
     "injectivity_check",
@@ -312,8 +314,20 @@ def targets_check(model: Transformer, dataset, tolerance: mpq) -> Check:
     )
 
 
+def dimension_count_checks(model: Transformer, dataset) -> list[Check]:
+    """The dimension count where it applies: a dataset with target distributions. With labels
+    only it does not apply — an argmax label is an open set of logits, reached by far fewer
+    than n(ω − 1) parameters — so nothing is judged (no check)."""
+    if not dataset.targets:
+        return []
+    return [dimension_count_check(model, dataset, len(distinct_contexts(dataset)))]
+
+
 def dimension_count_check(model: Transformer, dataset, n: int) -> Check:
-    """k < n(ω − 1) ⇒ generic targets are out of reach, for any model with k parameters."""
+    """k < n(ω − 1) ⇒ generic targets are out of reach, for any model with k parameters.
+    Applies to target distributions only (:func:`dimension_count_checks`)."""
+    if not dataset.targets:
+        raise ValueError("the dimension count applies to target distributions, not labels")
     k = resources(model).dense_parameters
     omega = dataset.num_classes
     need = n * (omega - 1)
