@@ -27,11 +27,12 @@ from __future__ import annotations
 from flint import arb, arb_mat, ctx
 from gmpy2 import mpq
 
-from exactmem.balls import ball_bounds, gelu_ball, softmax_balls, to_ball
+from exactmem.balls import ball_bounds, softmax_balls, to_ball
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.reference import run as reference_run
-from exactmem.evaluate.softmax import affine_balls, decide, run_balls
+from exactmem.evaluate.softmax import decide, run_balls
 from exactmem.exact import format_rational
+from exactmem.mixtures import gelu_features_model
 from exactmem.model import MLP, Attention, PositionalEncoding, Transformer, resources
 from exactmem.verify import Check, ChecklistStructureError
 
@@ -198,13 +199,13 @@ def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
 
 
 def _feature_matrix(front, fnn, dataset, rows, precision) -> list[list[arb]]:
-    H = _hidden(front, dataset, rows, precision)
-    old = ctx.prec
-    ctx.prec = precision
-    try:
-        return [[gelu_ball(z) for z in affine_balls(fnn.layers[0], h)] for h in H]
-    finally:
-        ctx.prec = old
+    """Φ = σ(W₁h + b₁) per context: the ball evaluator on the model up to the FNN's first
+    layer and its activation (:func:`~exactmem.mixtures.gelu_features_model`), the
+    activation the file gives."""
+    derived = gelu_features_model(front, fnn.layers[0], fnn.activation)
+    seqs = [dataset.sequences[i] for i in rows]
+    trace = run_balls(derived, dataset.vocab, seqs, precision=precision, positions="last")
+    return [list(out[-1]) for out in trace.outputs]
 
 
 def feature_rank_check(front: Transformer, fnn: MLP, dataset, rows: list[int]) -> Check:
