@@ -429,7 +429,9 @@ def lower_bound_checks(
             Check(
                 "lower_bound.theorem_4_3",
                 result.holds is True,
-                f"W = {res.dense_parameters} ≥ √(nN/(9·log₂(48e·nN))) = {result.bound}",
+                f"W = {res.dense_parameters} {'≥' if result.holds else '<'} "
+                f"√(nN/(9·log₂(48e·nN))) = {result.bound}"
+                + ("" if result.holds is not None else " (undecided)"),
                 {"parameters": res.dense_parameters, "bound": result.bound},
             )
         )

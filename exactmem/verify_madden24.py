@@ -156,7 +156,7 @@ def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
             False,
             f"sequences[{pair[0]}] and sequences[{pair[1]}] are distinct contexts with exactly "
             "the same last-position output h(x) (the head's W_O·W_V is 0)",
-            {"contexts": len(rows)},
+            {"contexts": len(rows), "collision": list(pair)},
         )
     state: dict = {}
 
@@ -208,9 +208,32 @@ def _feature_matrix(front, fnn, dataset, rows, precision) -> list[list[arb]]:
     return [list(out[-1]) for out in trace.outputs]
 
 
-def feature_rank_check(front: Transformer, fnn: MLP, dataset, rows: list[int]) -> Check:
+def _dead_columns(Phi: list[list[arb]]) -> set[int]:
+    """Features that are exactly 0 on every context (σ(0) = 0 exactly: a unit whose weights
+    and bias are zero, or that every context drives to an exact 0) — they add no rank."""
+    if not Phi:
+        return set()
+    return {j for j in range(len(Phi[0])) if all(row[j].is_exact() and row[j] == 0 for row in Phi)}
+
+
+def feature_rank_check(
+    front: Transformer, fnn: MLP, dataset, rows: list[int], collision=None
+) -> Check:
+    """[Φ, 1] has full row rank n: a non-zero n × n determinant on balls, over the first n
+    features that are not identically 0 on the contexts (the bias column when fewer).
+    ``collision``: two contexts whose h(x) the injectivity check found exactly equal — their
+    rows of Φ are then equal and the rank is < n (balls could only leave it undecided)."""
     n, m = len(rows), fnn.layers[0].out_dim
     figures: dict = {"n": n, "width": m}
+    if collision:
+        i, j = collision
+        return Check(
+            "madden24.feature_rank",
+            False,
+            f"sequences[{i}] and sequences[{j}] have exactly the same h(x), so equal rows of "
+            f"[Φ, 1]: rank < n = {n}",
+            figures,
+        )
     if m + 1 < n:
         return Check(
             "madden24.feature_rank",
@@ -219,14 +242,26 @@ def feature_rank_check(front: Transformer, fnn: MLP, dataset, rows: list[int]) -
             f"targets cannot all be fitted (width m = {m} < n − 1 = {n - 1})",
             figures,
         )
-    which = "Φ" if m >= n else "[Φ, 1]"
+    dead = _dead_columns(_feature_matrix(front, fnn, dataset, rows, START))
+    live = [j for j in range(m) if j not in dead]
+    figures["dead_features"] = len(dead)
+    if len(live) + 1 < n:
+        return Check(
+            "madden24.feature_rank",
+            False,
+            f"{len(dead)} of the m = {m} features are exactly 0 on every context: [Φ, 1] has "
+            f"{len(live) + 1} live columns for n = {n} contexts, rank < n",
+            figures,
+        )
+    cols = live[:n]
+    which = "Φ" if len(cols) == n else "[Φ, 1]"
 
     def evaluate(precision):
         Phi = _feature_matrix(front, fnn, dataset, rows, precision)
         old = ctx.prec
         ctx.prec = precision
         try:
-            A = arb_mat([row[:n] if m >= n else row + [arb(1)] for row in Phi])
+            A = arb_mat([[row[j] for j in cols] + [arb(1)] * (n - len(cols)) for row in Phi])
             return A.det()
         finally:
             ctx.prec = old
@@ -246,12 +281,15 @@ def feature_rank_check(front: Transformer, fnn: MLP, dataset, rows: list[int]) -
         )
     if not verdict:
         return Check("madden24.feature_rank", False, f"{which} is exactly singular", figures)
-    cols = f"its first {n} columns" if m > n else "it"
+    if dead:
+        of = f"its live columns {cols[:3]}…" if len(cols) > 3 else f"its live columns {cols}"
+    else:
+        of = f"its first {n} columns" if m > n else "it"
     return Check(
         "madden24.feature_rank",
         True,
         f"{which} ({n} × {m if m >= n else m + 1}) has full row rank {n}: the determinant of "
-        f"{cols} excludes 0 (Arb, {precision} bits)",
+        f"{of} excludes 0 (Arb, {precision} bits)",
         figures,
     )
 
@@ -366,10 +404,9 @@ def madden_checks(model: Transformer, dataset, tolerance: mpq | None) -> list[Ch
     :func:`dimension_count_check`."""
     front, fnn = decoder_parts(model)
     rows = distinct_contexts(dataset)
-    checks = [
-        injectivity_check(front, dataset, rows),
-        feature_rank_check(front, fnn, dataset, rows),
-    ]
+    injective = injectivity_check(front, dataset, rows)
+    collision = injective.figures.get("collision") if injective.figures else None
+    checks = [injective, feature_rank_check(front, fnn, dataset, rows, collision)]
     if dataset.targets:
         checks.append(targets_check(model, dataset, mpq(tolerance)))
     return checks

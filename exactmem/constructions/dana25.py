@@ -34,11 +34,12 @@ from typing import Any
 from flint import arb_mat, ctx
 from gmpy2 import mpq
 
+from exactmem.attention_data import random_associations
 from exactmem.balls import ball_midpoint, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
-from exactmem.progress import Steps, counter
+from exactmem.progress import Steps
 
 __all__ = [
     "DanaWitness",
@@ -311,29 +312,4 @@ def _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options) -> Transfor
         unembed,
         meta,
         token_inputs=True,
-    )
-
-
-def random_associations(
-    N: int, S: int, T0: int, seed: int = 0, *, progress: Callable[..., Any] | None = None
-) -> Dataset:
-    """T₀ distinct sequences of S tokens over [N] with random targets (a random function g);
-    ``progress`` hears the associations drawn."""
-    if T0 > N**S:
-        raise InputError(f"only {N**S} distinct sequences of length {S} over {N} tokens")
-    drawn = counter(progress, "generating associations", T0)
-    rng = random.Random(seed)
-    seqs: dict = {}
-    while len(seqs) < T0:
-        s = tuple(rng.randrange(N) for _ in range(S))
-        seqs.setdefault(s, rng.randint(1, N))
-        drawn(len(seqs))
-    vocab = tuple((mpq(t),) for t in range(N))
-    return Dataset(
-        "next-token",
-        tuple(seqs.values()),
-        N,
-        vocab=vocab,
-        sequences=tuple(seqs),
-        meta={"generator": "random_associations"},
     )
