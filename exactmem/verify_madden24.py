@@ -134,6 +134,18 @@ def _head_is_zero(front: Transformer) -> bool:
     return True
 
 
+def _exact_outputs(front: Transformer, dataset, rows: list[int]) -> list[tuple] | None:
+    """h(x) of the contexts exactly, when the exact evaluator runs the attention (softmax with
+    every score of a column equal: weights exactly 1/n); None when it cannot."""
+    try:
+        trace = reference_run(
+            front, dataset.vocab, [dataset.sequences[i] for i in rows], positions="last"
+        )
+    except InconclusiveError:
+        return None
+    return [tuple(out[-1]) for out in trace.outputs]
+
+
 def _exact_collision(front: Transformer, dataset, rows: list[int]) -> tuple[int, int] | None:
     """Two distinct contexts with the same h(x), computed exactly when the head adds nothing
     (the stream before attention is exact rational arithmetic)."""
@@ -150,6 +162,9 @@ def _exact_collision(front: Transformer, dataset, rows: list[int]) -> tuple[int,
 
 
 def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
+    """h(x) pairwise distinct on the distinct contexts: decided exactly where the exact
+    evaluator runs the attention (a head adding nothing; every score of a column equal, e.g. a
+    zero query: token averaging), else by separating Arb balls at rising precision."""
     if _head_is_zero(front) and (pair := _exact_collision(front, dataset, rows)):
         return Check(
             "madden24.injectivity",
@@ -157,6 +172,27 @@ def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
             f"sequences[{pair[0]}] and sequences[{pair[1]}] are distinct contexts with exactly "
             "the same last-position output h(x) (the head's W_O·W_V is 0)",
             {"contexts": len(rows), "collision": list(pair)},
+        )
+    exact = _exact_outputs(front, dataset, rows)
+    if exact is not None:
+        seen: dict = {}
+        for r, h in zip(rows, exact, strict=True):
+            j = seen.setdefault(h, r)
+            if j != r:
+                return Check(
+                    "madden24.injectivity",
+                    False,
+                    f"sequences[{j}] and sequences[{r}] are distinct contexts with exactly the "
+                    "same last-position output h(x) (exact: every attention score of a column "
+                    "is equal)",
+                    {"contexts": len(rows), "collision": [j, r]},
+                )
+        return Check(
+            "madden24.injectivity",
+            True,
+            f"the {len(rows)} distinct contexts have pairwise distinct h(x) (exact: every "
+            "attention score of a column is equal)",
+            {"contexts": len(rows), "exact": True},
         )
     state: dict = {}
 

@@ -10,7 +10,7 @@ from support import certify_built
 
 from exactmem.cli import main
 from exactmem.constructions import madden24
-from exactmem.data import load_dataset
+from exactmem.data import Dataset, load_dataset
 from exactmem.errors import InputError
 from exactmem.io import save_model
 from exactmem.model import MLP, Affine, Attention, AttentionHead, resources
@@ -281,3 +281,31 @@ def test_verified_as_ks25_next_token_it_is_refuted_not_inconclusive():
     assert cert.verdict == "refuted"
     assert "lower_bound.theorem_4_2" in failed
     assert "columns differ after sub-layer 0" in failed["lower_bound.theorem_4_2"].detail
+
+
+def test_token_averaging_collides_on_permuted_contexts_exactly():
+    """A zero query map makes every score equal: the head averages its context (the TL;DR's
+    token averaging), so two contexts that permute their first tokens and end alike get exactly
+    the same h(x). The exact evaluator runs such attention, and the check fails on the exact
+    collision (balls could only leave it undecided)."""
+    from exactmem.verify_madden24 import decoder_parts
+
+    ds = Dataset(
+        "next-token",
+        (1, 2, 3),
+        3,
+        vocab=((mpq(0),), (mpq(1),), (mpq(2),)),
+        sequences=((0, 1, 2), (1, 0, 2), (2, 1, 0)),
+    )
+    model, _ = madden24.build(ds, {"d": 4})
+    att = model.sublayers[1]
+    q = att.heads[0].query
+    flat = replace(
+        att, heads=(replace(att.heads[0], query=Affine(q.in_dim, ((),) * q.out_dim, q.bias, 1)),)
+    )
+    averaging = replace(model, sublayers=(model.sublayers[0], flat, model.sublayers[2]))
+    front, _ = decoder_parts(averaging)
+    check = injectivity_check(front, ds, [0, 1, 2])
+    assert not check.passed and check.figures["collision"] == [0, 1]
+    honest_front, _ = decoder_parts(model)
+    assert injectivity_check(honest_front, ds, [0, 1, 2]).passed
