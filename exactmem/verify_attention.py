@@ -21,7 +21,7 @@ from exactmem.assumptions import (
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.softmax import ball_bounds, decide, run_balls
 from exactmem.exact import format_rational
-from exactmem.mixtures import attention_inputs_model, mixture_model
+from exactmem.mixtures import attention_inputs_model, mixture_model, stream_width
 from exactmem.model import Attention, PositionalEncoding
 from exactmem.verify import Check, ChecklistStructureError, _examples
 
@@ -490,14 +490,35 @@ def _map_rank(a) -> int:
     return rank_of(dense)
 
 
-def _skip_rank(model, att, S: int, run) -> int:
+def _skip_rank(model, att, S: int, run, chunk: int = 256) -> int:
     """d as the weights give it: the rank of the skip terms e(t) + pos_S over the vocabulary —
     the last column of the constant sequences (t, …, t) entering the attention, by the exact
-    evaluator (zero lanes padding the stream add nothing)."""
-    tokens = range(model.input_dim)
-    vocab = [(mpq(t),) for t in tokens]  # token ids: the embedding table reads the index
-    trace = run(attention_inputs_model(model, att), vocab, [[t] * S for t in tokens])
-    return rank_of([list(trace.outputs[i][-1]) for i in range(len(tokens))])
+    evaluator (zero lanes padding the stream add nothing). Read in chunks of tokens, stopping
+    once the rank reaches the stream's width (a large vocabulary is not read to the end)."""
+    front = attention_inputs_model(model, att)
+    width = stream_width(model)
+    basis: list[list[mpq]] = []
+    for start in range(0, model.input_dim, chunk):
+        tokens = range(start, min(start + chunk, model.input_dim))
+        vocab = [(mpq(0),)] * model.input_dim  # token ids: the embedding table reads the index
+        trace = run(front, vocab, [[t] * S for t in tokens])
+        rows = basis + [list(trace.outputs[i][-1]) for i in range(len(tokens))]
+        rank = rank_of(rows)
+        basis = [rows[j] for j in _independent_rows(rows, rank)]
+        if rank == width:
+            break
+    return len(basis)
+
+
+def _independent_rows(rows, rank: int) -> list[int]:
+    """Indices of ``rank`` linearly independent rows (the first such, greedily)."""
+    chosen: list[int] = []
+    for j in range(len(rows)):
+        if rank_of([rows[i] for i in chosen + [j]]) > len(chosen):
+            chosen.append(j)
+            if len(chosen) == rank:
+                break
+    return chosen
 
 
 def _dana_layer(model):
