@@ -19,6 +19,7 @@ from gmpy2 import mpq
 from exactmem.balls import ball_bounds
 from exactmem.data import Dataset
 from exactmem.evaluate.reference import Stream, Trace
+from exactmem.evaluate.softmax import _keys
 from exactmem.exact import format_rational
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 from exactmem.sequences import SequenceView, canonical_tokens
@@ -234,24 +235,18 @@ def _attention(model: Transformer, trace: Trace) -> Check:
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: scores not read (not one head of size 1)")
             continue
-        q, k, v = (_lin(m, stream)[stream.index] for m in (h.query, h.key, h.value))
-        scores = q[:, :, None] * k[:, None, :]  # (N, query, key), one positive denominator
-        top = scores.max(axis=2)
-        at_top = scores == top[:, :, None]
-        if at_top.all():
+        values, vis, top, at_top, second, mixed = _scores(s, stream)
+        if not mixed.any():
             continue
         mixing += 1
         if s.score not in ("hardmax", "softmax"):
             bad.append(f"sublayers[{si}]: {s.score} attention with unequal scores")
             continue
-        values = np.broadcast_to(v[:, None, :], scores.shape)
         rows, cols = np.indices(top.shape)
         first = values[rows, cols, at_top.argmax(axis=2)]  # the value of one maximiser
         unequal = (at_top & (values != first[:, :, None])).any(axis=2)
         for i, qk in np.argwhere(unequal)[: MAX_EXAMPLES + 1].tolist():
             bad.append(f"sublayers[{si}]: sequences[{i}] column {qk} ties unequal values")
-        second = np.where(at_top, scores.min(), scores).max(axis=2)
-        mixed = ~at_top.all(axis=2)
         gap = mpq(int((top - second)[mixed].min()), _score_den(h, stream))
         margin = gap if margin is None or gap < margin else margin
     detail = (
@@ -264,6 +259,34 @@ def _attention(model: Transformer, trace: Trace) -> Check:
         _examples(bad) if bad else detail,
         {"score_margin": None if margin is None else format_rational(margin)},
     )
+
+
+def _visible(mask: str, n: int) -> np.ndarray:
+    """(query, key) → the key is visible to the query under ``mask``: the evaluators' masks
+    (:func:`exactmem.evaluate.softmax._keys`), so every gap below is over visible keys only."""
+    vis = np.zeros((n, n), bool)
+    for q in range(n):
+        vis[q, _keys(mask, n, q)] = True
+    return vis
+
+
+def _scores(s: Attention, stream: Stream):
+    """(scores, values, visible, top, at_top, second, mixed) of a one-head size-1 layer on the
+    stream it reads, masked as the evaluators mask: per (sequence, query), the top visible
+    score, the visible keys at it, the best visible score below it, and whether the visible
+    scores are unequal."""
+    h = s.heads[0]
+    q, k, v = (_lin(m, stream)[stream.index] for m in (h.query, h.key, h.value))
+    scores = q[:, :, None] * k[:, None, :]  # (N, query, key), one positive denominator
+    vis = _visible(s.mask, scores.shape[2])[None, :, :]
+    low = scores.min() - 1 if scores.size else 0
+    masked = np.where(vis, scores, low)
+    top = masked.max(axis=2)
+    at_top = (masked == top[:, :, None]) & vis
+    second = np.where(at_top | ~vis, low, masked).max(axis=2)
+    mixed = (at_top != vis).any(axis=2)
+    values = np.broadcast_to(v[:, None, :], scores.shape)
+    return values, vis, top, at_top, second, mixed
 
 
 def _before(trace: Trace, si: int) -> Stream:
@@ -311,22 +334,18 @@ def _softmax(model: Transformer, trace: Trace) -> Check:
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: not one head of size 1")
             continue
-        q, k, v = (_lin(m, before)[before.index] for m in (h.query, h.key, h.value))
-        scores = q[:, :, None] * k[:, None, :]
-        top = scores.max(axis=2)
-        at_top = scores == top[:, :, None]
-        mixed = ~at_top.all(axis=2)
+        values, vis, top, at_top, second, mixed = _scores(s, before)
         if not mixed.any():
-            continue  # every column exactly uniform
+            continue  # every column exactly uniform over its visible keys
         layers += 1
-        values = np.broadcast_to(v[:, None, :], scores.shape)
         rows, cols = np.indices(top.shape)
         star = values[rows, cols, at_top.argmax(axis=2)]
-        spread = np.abs(values - star[:, :, None]).max()
-        second = np.where(at_top, scores.min(), scores).max(axis=2)
+        # the weights off the top, over the visible keys only, are ≤ e^{−gap} each
+        spread = np.where(vis, np.abs(values - star[:, :, None]), 0).max()
         gap = mpq(int((top - second)[mixed].min()), _score_den(h, before))
+        keys = int(vis.sum(axis=2).max())
         vden = before.den * h.value.denominator
-        eps = _epsilon(scores.shape[2], mpq(int(spread), vden), gap)
+        eps = _epsilon(keys, mpq(int(spread), vden), gap)
         worst = eps if worst is None or eps > worst else worst
         nxt = model.sublayers[si + 1] if si + 1 < len(model.sublayers) else None
         if not isinstance(nxt, MLP):

@@ -1,0 +1,91 @@
+"""kim23's checklist against crafted files (issue 26, file B and point 5): the softmax checks
+take score gaps over the visible keys only, the labels of a softmax model are judged on the
+model (its hardmax limit only where kim23.softmax certifies the two equal), and the lanes the
+checklist reads by name are validated against the evaluated values."""
+
+import itertools
+import random
+from dataclasses import replace
+
+from gmpy2 import mpq
+from support import certify_built
+
+from exactmem.certify import certify
+from exactmem.cli import main
+from exactmem.constructions import kim23
+from exactmem.data import Dataset, save_dataset
+from exactmem.io import save_model
+from exactmem.model import Affine, Attention, AttentionHead
+from exactmem.verify_kim23 import hardmax_limit
+
+V = 6  # the lane v of the softmax rounds (kim23_softmax.SOFT_LANES), reset by the first FFN
+
+
+def _data(keep=lambda seq: True) -> Dataset:
+    """Sequences (x, y, z*) of distinct tokens (k, 0), z* = (5, 1) always last; labels a
+    function of (token, multiset)."""
+    vocab = [(1, 0), (2, 0), (3, 0), (4, 0), (5, 1)]
+    rng = random.Random(5)
+    label: dict = {}
+    seqs, labels = [], []
+    for x, y in itertools.permutations(range(4), 2):
+        seq = (x, y, 4)
+        if not keep(seq):
+            continue
+        ms = tuple(sorted(seq))
+        seqs.append(seq)
+        labels.append(tuple(label.setdefault((ms, t), rng.randint(1, 3)) for t in seq))
+    return Dataset(
+        "seq2seq",
+        tuple(labels),
+        3,
+        vocab=tuple(tuple(mpq(v) for v in z) for z in vocab),
+        sequences=tuple(seqs),
+    )
+
+
+def _key(model, z) -> mpq:
+    row = model.embed.rows[1]  # the lane a: the token's key
+    return (sum((c * z[j] for j, c in row), mpq(0)) + model.embed.bias[1]) / model.embed.denominator
+
+
+def _file_b():
+    """The first max-read attends to all keys but the last (mask "context"), whose token z*
+    gets a key 199 above every score through the lane v (erased by the next FFN); the visible
+    keys are 1/1000 apart. The hardmax limit is right (z*'s key is never the maximum), the
+    softmax model is not."""
+    ds = _data()
+    model, _ = kim23.build(ds, {"seed": 0, "attention": "softmax"})
+    star = _key(model, ds.vocab[4])
+    ds = _data(lambda seq: max(_key(model, _data().vocab[t]) for t in seq[:2]) > star)
+    model, _ = kim23.build(ds, {"seed": 0, "attention": "softmax"})
+    assert _key(model, ds.vocab[4]) == star
+    embed = model.embed
+    rows = list(embed.rows)
+    rows[V] = ((1, 199_000 * embed.denominator),)  # v = 199000 at z* = (5, 1) only (the lane reads its second coordinate)
+    embed = replace(embed, rows=tuple(rows))
+    subs = list(model.sublayers)
+    head = subs[0].heads[0]
+    width = head.key.in_dim
+    head = AttentionHead(
+        Affine(width, (((5, 1),),), (0,), 1000),  # the query: the lane one, over 1000
+        Affine(width, (((1, 1), (V, 1)),), (0,)),  # the key: a + v
+        head.value,
+        head.output,
+    )
+    subs[0] = replace(subs[0], heads=(head,), mask="context")
+    return ds, replace(model, embed=embed, sublayers=tuple(subs))
+
+
+def test_file_b_a_masked_key_does_not_certify_the_softmax(tmp_path):
+    ds, model = _file_b()
+    assert certify(hardmax_limit(model), ds).verdict == "verified"  # the limit is right
+    save_model(model, tmp_path / "b.json")
+    save_dataset(ds, tmp_path / "d.json")
+    argv = ["verify", str(tmp_path / "b.json"), "--data", str(tmp_path / "d.json"), "--quiet"]
+    assert main(argv) == 1
+    assert main([*argv, "--construction", "kim23"]) == 1
+    cert = certify_built(model, ds)
+    failed = {c.name for c in cert.failed}
+    assert "kim23.softmax" in failed
+    assert not any(c.name == "labels" and c.passed for c in cert.checks)
