@@ -107,8 +107,8 @@ def check_kim23(trace: Trace, model: Transformer, ds: Dataset, sv: SequenceView)
         context = context.reshape(-1)
     else:
         context = np.asarray(sv.multiset_ids)
-    checks.append(_context(before, context, seq2seq))
     labels = np.array(ds.labels, dtype=object).reshape(ds.size, -1)
+    checks.append(_context(before, context, seq2seq, canon, labels, positional))
     mem = subs[-1]
     prefix = f"{mem.label}." if mem.label else ""
     key, kden, kindex = trace.lane_raw(prefix + "key")
@@ -150,9 +150,19 @@ def _architecture(model: Transformer, n: int) -> Check:
     )
 
 
-def _context(stream: Stream, context: np.ndarray, seq2seq: bool) -> Check:
-    """The context value S is one value per sequence (at every judged position) and the same
-    for equivalent sequences (equal multisets; equal sequences with positions)."""
+def _context(
+    stream: Stream,
+    context: np.ndarray,
+    seq2seq: bool,
+    canon: np.ndarray,
+    labels: np.ndarray,
+    positional: bool = False,
+) -> Check:
+    """The context value S is one value per sequence (at every judged position), the same for
+    equivalent sequences (equal multisets; equal sequences with positions), and tells the
+    contexts apart wherever the data needs it: two judged items with one S and one token carry
+    one label (the memorizer reads only (S, token)). The lane is found by its name, so these
+    are also what validates it: a lane renamed S that is not the context value fails them."""
     S = np.asarray(stream.numerators("S"), dtype=object)[stream.index]  # (N, P)
     bad = []
     if seq2seq:
@@ -168,11 +178,33 @@ def _context(stream: Stream, context: np.ndarray, seq2seq: bool) -> Check:
                 f"{format_rational(mpq(int(value[j]), stream.den))} and "
                 f"{format_rational(mpq(int(value[i]), stream.den))}"
             )
+    # distinct where the data needs it: (S, token) must determine the label (with positions,
+    # the token's key carries its position)
+    positions = range(canon.shape[1]) if seq2seq else [canon.shape[1] - 1]
+    seen: dict = {}
+    merged = 0
+    for i in range(len(value)):
+        for k in positions:
+            y = labels[i, k] if seq2seq else labels[i, -1]
+            key = (value[i], int(canon[i, k]), k if positional else 0)
+            j, m, z = seen.setdefault(key, (i, k, y))
+            if z != y:
+                merged += 1
+                if len(bad) <= MAX_EXAMPLES:
+                    bad.append(
+                        f"sequences[{j}][{m}] and sequences[{i}][{k}] share the context value "
+                        f"{format_rational(mpq(int(value[i]), stream.den))} and their token but "
+                        f"are labelled {z} and {y}: the contexts are not told apart"
+                    )
     distinct_values = len({value[j] for j in owner.values()})
-    figures = {"contexts": len(owner), "distinct_context_values": distinct_values}
+    figures = {
+        "contexts": len(owner),
+        "distinct_context_values": distinct_values,
+        "merged_items": merged,
+    }
     detail = (
-        f"one context value per sequence, equal across equivalent sequences; {len(owner)} "
-        f"contexts, {distinct_values} distinct values"
+        f"one context value per sequence, equal across equivalent sequences, apart wherever a "
+        f"token's labels differ; {len(owner)} contexts, {distinct_values} distinct values"
     )
     return Check("kim23.context", not bad, _examples(bad) if bad else detail, figures)
 

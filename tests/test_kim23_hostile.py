@@ -89,3 +89,44 @@ def test_file_b_a_masked_key_does_not_certify_the_softmax(tmp_path):
     failed = {c.name for c in cert.failed}
     assert "kim23.softmax" in failed
     assert not any(c.name == "labels" and c.passed for c in cert.checks)
+
+
+# --------------------------------------------------------------------------- lanes by name
+
+
+def _renamed(model, names: dict):
+    """The model with lanes of its embedding (whose names the residual stream carries)
+    renamed: ``names`` maps old → new."""
+    new = tuple(names.get(x, x) for x in model.embed.names)
+    return replace(model, embed=replace(model.embed, names=new))
+
+
+def _honest():
+    from test_kim23 import seq2seq
+
+    ds = seq2seq(N=30, n=3, vocab=5, C=3, seed=2)
+    model, _ = kim23.build(ds, {"seed": 0})
+    return ds, model
+
+
+def test_the_constant_lane_renamed_s_is_refuted_by_the_context_check():
+    """Issue 26 point 5: the constant lane named S gave `ok kim23.context … 1 distinct value`."""
+    ds, model = _honest()
+    assert certify_built(model, ds).verdict == "verified"
+    cert = certify_built(_renamed(model, {"one": "S", "S": "x"}), ds)
+    assert cert.verdict == "refuted"
+    context = next(c for c in cert.checks if c.name == "kim23.context")
+    assert not context.passed and "the contexts are not told apart" in context.detail
+
+
+def test_swapping_two_lane_names_never_verifies_falsely():
+    """Two names of an honest model swapped: judged as the honest one, or refuted."""
+    ds, model = _honest()
+    for a, b in itertools.combinations(model.embed.names, 2):
+        swapped = _renamed(model, {a: b, b: a})
+        cert = certify_built(swapped, ds)
+        if cert.verdict == "verified":
+            honest = certify_built(model, ds)
+            assert [(c.name, c.passed) for c in cert.checks] == [
+                (c.name, c.passed) for c in honest.checks
+            ], (a, b)
