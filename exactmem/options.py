@@ -197,6 +197,11 @@ OPTIONS = {
             "hidden layer, F(z) = z + W₂ReLU(W₁z + b₁) + b₂; labels within --tolerance only)",
             _choice("requantized", "residual"),
         ),
+        "tolerance": (
+            "allowed |output − label| a claim file certifies (the build ignores it; verify "
+            "takes --tolerance): the residual form's outputs are enclosures, never exact",
+            lambda k, v: str(_rational_option(k, v)),
+        ),
         "precision": (
             "the most bits the build may use to certify the gap (default 4096)",
             _positive,
