@@ -194,13 +194,8 @@ OPTIONS = {
         ),
         "ffn": (
             "requantized (default: ramps, a label lane and exact 0/1 steps) or residual (one "
-            "hidden layer, F(z) = z + W₂ReLU(W₁z + b₁) + b₂; labels within --tolerance only)",
+            "hidden layer, F(z) = z + W₂ReLU(W₁z + b₁) + b₂, labels on lane 0)",
             _choice("requantized", "residual"),
-        ),
-        "tolerance": (
-            "allowed |output − label| a claim file certifies (the build ignores it; verify "
-            "takes --tolerance): the residual form's outputs are enclosures, never exact",
-            lambda k, v: str(_rational_option(k, v)),
         ),
         "precision": (
             "the most bits the build may use to certify the gap (default 4096)",

@@ -14,7 +14,7 @@ It is a shortcut of the ball evaluator (:mod:`exactmem.evaluate.softmax`), kept 
 token costs O(log K) instead of O(K·d)) and taken only where it computes the same function:
 :func:`shortcut` refuses every model outside the one shape it evaluates — an activation other
 than ReLU (GELU is not piecewise linear), an embedding or read-out map, token ids, a first layer
-not of rank one — and honours the FFN's residual connection. ``tests/test_rank_one.py`` checks
+not of rank one — and honours the FFN's residual connection and the read-out map. ``tests/test_rank_one.py`` checks
 it against the ball evaluator over those features (masks, scores, activations, residual).
 """
 
@@ -142,8 +142,9 @@ class RankOneFFN:
 
 def shortcut(model: Transformer) -> RankOneFFN | None:
     """The :class:`RankOneFFN` of a model that is one softmax or uniform attention layer and one
-    ReLU FFN with a rank-one first layer on raw tokens, else None (evaluate it with the ball
-    evaluator). The attention itself is the ball evaluator's (every mask and score kind)."""
+    ReLU FFN with a rank-one first layer on raw tokens (and an optional read-out map), else None
+    (evaluate it with the ball evaluator). The attention and the read-out map are the ball
+    evaluator's own (every mask and score kind)."""
     subs = model.sublayers
     if (
         len(subs) != 2
@@ -153,7 +154,6 @@ def shortcut(model: Transformer) -> RankOneFFN | None:
         or subs[1].activation != "relu"
         or len(subs[1].layers) < 2
         or model.embed is not None
-        or model.unembed is not None
         or model.token_inputs
     ):
         return None

@@ -37,6 +37,7 @@ from exactmem.evaluate.softmax import (
     BallTrace,
     _attention,
     _mlp,
+    affine_balls,
     ball_bounds,
     decide,
     run_balls,
@@ -149,7 +150,10 @@ def _shortcut(model, ds, precision: int, fast: RankOneFFN, values: _Balls) -> No
             ]
             ids.append(xs)
             hidden.append([token[-2] if len(token) > 1 else None for token in layers])
-            outputs.append([token[-1] for token in layers])
+            outs = [token[-1] for token in layers]
+            if model.unembed is not None:
+                outs = [affine_balls(model.unembed, c) for c in outs]
+            outputs.append(outs)
         values.ids, values.outputs = ids, outputs
         if len(ffn.layers) > 2:
             values.hidden = hidden

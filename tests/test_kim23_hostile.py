@@ -62,7 +62,9 @@ def _file_b():
     assert _key(model, ds.vocab[4]) == star
     embed = model.embed
     rows = list(embed.rows)
-    rows[V] = ((1, 199_000 * embed.denominator),)  # v = 199000 at z* = (5, 1) only (the lane reads its second coordinate)
+    rows[V] = (
+        (1, 199_000 * embed.denominator),
+    )  # v = 199000 at z* = (5, 1) only (the lane reads its second coordinate)
     embed = replace(embed, rows=tuple(rows))
     subs = list(model.sublayers)
     head = subs[0].heads[0]
