@@ -13,9 +13,10 @@ function, rearranged exactly (the sums are rational), then enclosed.
 It is a shortcut of the ball evaluator (:mod:`exactmem.evaluate.softmax`), kept for speed (a
 token costs O(log K) instead of O(K·d)) and taken only where it computes the same function:
 :func:`shortcut` refuses every model outside the one shape it evaluates — an activation other
-than ReLU (GELU is not piecewise linear), an embedding or read-out map, token ids, a first layer
-not of rank one — and honours the FFN's residual connection and the read-out map. ``tests/test_rank_one.py`` checks
-it against the ball evaluator over those features (masks, scores, activations, residual).
+than ReLU (GELU is not piecewise linear), an embedding, token ids, a first layer not of rank
+one — and honours the FFN's residual connection and the read-out map. ``tests/test_rank_one.py``
+checks it against the ball evaluator over those features (masks, scores, activations,
+residual).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from exactmem.cli import main
 from exactmem.constructions import kim23
 from exactmem.data import Dataset, save_dataset
 from exactmem.io import save_model
-from exactmem.model import Affine, Attention, AttentionHead
+from exactmem.model import Affine, AttentionHead
 from exactmem.verify_kim23 import hardmax_limit
 
 V = 6  # the lane v of the softmax rounds (kim23_softmax.SOFT_LANES), reset by the first FFN

@@ -14,7 +14,7 @@ from exactmem.evaluate.reference import run
 from exactmem.evaluate.softmax import run_balls
 from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
 from exactmem.rank_one import shortcut
-from exactmem.verify_ks24 import _balls, _LAST_RUN
+from exactmem.verify_ks24 import _LAST_RUN, _balls
 
 
 def _model(rng, d, score, mask, activation, residual, depth):
