@@ -132,3 +132,19 @@ def test_swapping_two_lane_names_never_verifies_falsely():
             assert [(c.name, c.passed) for c in cert.checks] == [
                 (c.name, c.passed) for c in honest.checks
             ], (a, b)
+
+
+def test_no_label_line_from_the_limit_when_the_structure_is_refuted():
+    """Issue 26 point 7: a softmax model's labels were judged on its hardmax limit and printed
+    as reproduced although the checklist (here its structure) was refuted."""
+    from test_kim23 import seq2seq
+
+    ds = seq2seq(N=10)
+    model, _ = kim23.build(ds, {"seed": 0, "attention": "softmax"})
+    honest = certify_built(model, ds)
+    assert honest.verdict == "verified" and "kim23.softmax" in honest.checks[0].detail
+    broken = _renamed(model, {"S": "T"})  # the checklist finds no lane S: structure refuted
+    cert = certify_built(broken, ds)
+    assert cert.verdict == "refuted"
+    assert "kim23.structure" in {c.name for c in cert.failed}
+    assert not any(c.name == "labels" and c.passed for c in cert.checks)
