@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -294,6 +295,15 @@ def build(
     else:
         if given is not None:  # the user's λ is kept: classes it does not separate are merged
             found = _merged(projected, keys, labels, beta, given, limit)
+            if found is not None:
+                classes = len({k for row in keys for k in row})
+                warnings.warn(
+                    f"ks24: at temperature {given} the context ids of {classes} (multiset, "
+                    f"token) classes fall in {len(found[2])} groups not certified apart; each "
+                    "group was merged under its lowest class's label (the verifier refutes where "
+                    "merged labels differ, or leaves ids it cannot tell apart undecided)",
+                    stacklevel=2,
+                )
     if found is None:
         scale = max((abs(x) for x in s_of), default=mpq(1)) or mpq(1)
         raise InconclusiveError(
