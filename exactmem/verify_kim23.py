@@ -6,6 +6,10 @@ labels differ), the attention scores (hardmax ties only between equal values, th
 measured), and every Lemma C.1 stage of the memorizer.
 
 Every figure comes from the trace and the weights; nothing the model says about itself is read.
+The two lanes found by name — the stream's S and the memorizer's key — are validated by their
+values: S must be one value per sequence, equal on equivalent sequences and apart wherever a
+token's labels differ; the keys equal only where the labels are. A lane that merely carries the
+name fails them.
 """
 
 from __future__ import annotations
@@ -349,8 +353,9 @@ def _softmax(model: Transformer, trace: Trace) -> Check:
     reconstruction of Kim et al.'s softmax regime), certified layer by layer:
 
     * a softmax layer's output differs from the limit's (the maximisers' common value v*) by at
-      most ε = (n − 1)·max|v_k − v*|·e^{−g}, g the least gap between the top score and the
-      next (weights off the top are ≤ e^{−gap}); ε is bounded above on Arb balls;
+      most ε = (k − 1)·max|v_k − v*|·e^{−g}, g the least gap between the top score and the
+      next, k the keys a query sees — all over the visible keys only, as the evaluators mask
+      (weights off the top are ≤ e^{−gap}); ε is bounded above on Arb balls;
     * the next sub-layer is an FFN that is constant on the segment the error moves the stream
       along: evaluated exactly at both ends (limit ∓ ε along W_O), no unit changes sign
       between them (so the FFN is affine on the segment) and both ends give the limit's output.

@@ -1,26 +1,32 @@
-"""Kajitsuka & Sato 2024's checklist, measured on the model (Arb balls), and seq-to-seq labels of
-softmax models certified on balls.
+"""Kajitsuka & Sato 2024's checklist, measured on the model, and seq-to-seq labels of softmax
+models certified on balls.
 
 The model the checklist reads is one softmax self-attention layer with a single head of rank
-one (W_Q, W_K, W_V of one row, W_O of one column) followed by one token-wise FFN, on the raw
-tokens. Its *context id* of a token is what the FFN's first layer reads: wᵀz after the
-attention, w the common direction of that layer's rows (every row a multiple of w, else the
-model has not the structure the checklist reads).
+one (W_Q, W_K, W_V of one row, W_O of one column) followed by one token-wise FFN — plain or
+residual, of one hidden layer or more — on the raw tokens, with an optional read-out map. Its
+*context id* of a token is what the FFN's first layer reads: wᵀz after the attention, w the
+common direction of that layer's rows (every row a multiple of w, else the model has not the
+structure the checklist reads).
 
-* ``ks24.separation``: tokenwise (r_min, r_max, ε)-separatedness, exact (r_min > 0);
-* ``ks24.contextual_mapping``: the tokens of every sequence are pairwise distinct (equal tokens
-  of one sequence get one id: refuted) and the ids of different (multiset, token) classes are
-  certified apart — the least distance between the enclosures of two classes, against their
-  widest enclosure — reported beside the paper's worst-case margin δ, which is exponentially
-  small and not what the model is held to;
-* ``ks24.requantization``: every unit of the FFN's last hidden layer takes an exact value in
-  {0, 1} at every token (the ball of an id off every ramp gives exact steps), so the outputs
-  after it are exact.
+* ``ks24.separation``: the hypothesis — tokenwise (r_min, r_max, ε)-separatedness, exact
+  (r_min > 0), the tokens of every sequence pairwise distinct — and the projection step:
+  s = W_K z distinct on the distinct tokens;
+* ``ks24.boltzmann``: the head is the Boltzmann operator, W_Q = λ·W_K with λ > 0, W_V a non-zero
+  multiple of W_K, and the ids read the head (β = μ·wᵀW_O ≠ 0), from the weights;
+* ``ks24.contextual_mapping``: the ids of different (multiset, token) classes are certified
+  apart — the least distance between the enclosures of two classes, against their widest
+  enclosure — reported beside the paper's worst-case margin δ, which is exponentially small and
+  not what the model is held to; two classes with one exact id refute;
+* ``ks24.requantization`` (an FFN of two hidden layers or more, the construction's form): every
+  unit of the FFN's last hidden layer takes an exact value in {0, 1} at every token.
 
-A figure that stays undecided up to the precision limit is *inconclusive* (exit 4), naming the
-precision tried. Models of this shape are evaluated through the FFN's rank-one first layer
-(:mod:`exactmem.rank_one`: the same function, O(log K) per token); any other seq-to-seq softmax
-model through the plain ball evaluator.
+Every value comes from the trusted evaluators on the model as its file defines it: exactly
+(:func:`exactmem.evaluate.reference.run`) where the head's scores are equal in every column, as
+with λ = 0, else on Arb balls (:func:`exactmem.evaluate.softmax.run_balls`, on the model, its
+prefix up to the attention, or its FFN cut after the last hidden layer) — or, for a ReLU FFN
+with a rank-one first layer, through :func:`exactmem.rank_one.shortcut`, the same function
+exactly rearranged (O(log K) per token; tested against the ball evaluator). A figure left
+undecided up to the precision limit is *inconclusive* (exit 4), unless another check failed.
 """
 
 from __future__ import annotations
