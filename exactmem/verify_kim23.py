@@ -112,7 +112,17 @@ def check_kim23(trace: Trace, model: Transformer, ds: Dataset, sv: SequenceView)
     else:
         context = np.asarray(sv.multiset_ids)
     labels = np.array(ds.labels, dtype=object).reshape(ds.size, -1)
-    checks.append(_context(before, context, seq2seq, canon, labels, positional))
+    context_check = _context(before, context, seq2seq, canon, labels, positional)
+    read = {c for row in subs[-1].layers[0].rows for c, _ in row}
+    if before.names.index("S") not in read:  # a lane named S the memorizer never reads
+        why = (
+            "the memorizer's first layer does not read the lane named S: the context value "
+            "checked is not the one the ids are made of"
+        )
+        if not context_check.passed:
+            why += "; " + context_check.detail
+        context_check = Check("kim23.context", False, why, context_check.figures)
+    checks.append(context_check)
     mem = subs[-1]
     prefix = f"{mem.label}." if mem.label else ""
     key, kden, kindex = trace.lane_raw(prefix + "key")

@@ -148,3 +148,13 @@ def test_no_label_line_from_the_limit_when_the_structure_is_refuted():
     assert cert.verdict == "refuted"
     assert "kim23.structure" in {c.name for c in cert.failed}
     assert not any(c.name == "labels" and c.passed for c in cert.checks)
+
+
+def test_a_lane_named_s_that_the_memorizer_does_not_read_fails():
+    """The name S moved to a lane that is constant per sequence and apart where needed would
+    still not be the context value the ids are made of: the memorizer must read it."""
+    ds, model = _honest()
+    cert = certify_built(_renamed(model, {"S": "m", "m": "S"}), ds)  # S: the lane m (all 0)
+    context = next(c for c in cert.checks if c.name == "kim23.context")
+    assert not context.passed
+    assert "does not read the lane named S" in context.detail
