@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from exactmem.checklist import Breaker, CheckSpec
 from exactmem.data import Dataset
-from exactmem.model import Attention, Transformer
+from exactmem.model import MLP, Affine, Attention, Transformer
 from exactmem.sequences import random_sequences
 
 PAPER = "Kim, Kim & Mozafari, ICLR 2023 (arXiv 2210.12339)"
@@ -28,6 +28,19 @@ def example() -> Dataset:
     return random_sequences(20, 4, 2, 5, 3, seed=1, task="seq2seq", labels_by="key")
 
 
+def _embed(model: Transformer) -> Affine:
+    if model.embed is None:
+        raise ValueError("not a kim23 model: no token projection E_in")
+    return model.embed
+
+
+def _memorizer(model: Transformer) -> MLP:
+    mem = model.sublayers[-1]
+    if not isinstance(mem, MLP):
+        raise ValueError("not a kim23 model: the last sub-layer is not the memorizer")
+    return mem
+
+
 def _sub(model: Transformer, i: int, sub) -> Transformer:
     subs = list(model.sublayers)
     subs[i] = sub
@@ -36,15 +49,19 @@ def _sub(model: Transformer, i: int, sub) -> Transformer:
 
 def _second_head(model: Transformer, ds: Dataset) -> Transformer:
     """A count layer given a second (idle) head: no longer one head of size 1."""
-    i = next(j for j, s in enumerate(model.sublayers) if s.label == "count0")
-    att = model.sublayers[i]
+    i, att = next(
+        (j, s)
+        for j, s in enumerate(model.sublayers)
+        if isinstance(s, Attention) and s.label == "count0"
+    )
     return _sub(model, i, replace(att, heads=att.heads * 2))
 
 
 def _renamed(old: str, new: str) -> Callable[[Transformer, Dataset], Transformer]:
     def rename(model: Transformer, ds: Dataset) -> Transformer:
-        names = tuple({old: new, new: old}.get(x, x) for x in model.embed.names)
-        return replace(model, embed=replace(model.embed, names=names))
+        embed = _embed(model)
+        names = tuple({old: new, new: old}.get(x, x) for x in embed.names)
+        return replace(model, embed=replace(embed, names=names))
 
     rename.__doc__ = f"the embedding's lanes {old!r} and {new!r} swapped by name"
     return rename
@@ -53,16 +70,16 @@ def _renamed(old: str, new: str) -> Callable[[Transformer, Dataset], Transformer
 def _uniform_max_read(model: Transformer, ds: Dataset) -> Transformer:
     """The first max-read's scores kept, its score kind made uniform: a plain mean where the
     mapping needs the maximum."""
-    i = next(j for j, s in enumerate(model.sublayers) if isinstance(s, Attention))
-    return _sub(model, i, replace(model.sublayers[i], score="uniform"))
+    i, att = next((j, s) for j, s in enumerate(model.sublayers) if isinstance(s, Attention))
+    return _sub(model, i, replace(att, score="uniform"))
 
 
 def _weak_multiplier(model: Transformer, ds: Dataset) -> Transformer:
     """The memorizer's id z = A(S − S_min) + t read with A = 0 on S: ids of one token in two
     contexts coincide."""
-    mem = model.sublayers[-1]
+    mem = _memorizer(model)
     first = mem.layers[0]
-    S = model.embed.names.index("S")
+    S = _embed(model).names.index("S")
     rows = list(first.rows)
     rows[0] = tuple((c, x) for c, x in rows[0] if c != S)
     first = replace(first, rows=tuple(rows))
@@ -71,7 +88,7 @@ def _weak_multiplier(model: Transformer, ds: Dataset) -> Transformer:
 
 def _moved_bias(model: Transformer, ds: Dataset) -> Transformer:
     """A memorizer stage's bias moved: the key projection (Stage I) shifted by one step."""
-    mem = model.sublayers[-1]
+    mem = _memorizer(model)
     first = mem.layers[0]
     bias = list(first.bias)
     bias[0] += first.denominator
@@ -80,8 +97,9 @@ def _moved_bias(model: Transformer, ds: Dataset) -> Transformer:
 
 
 def _no_lane_s(model: Transformer, ds: Dataset) -> Transformer:
-    names = tuple("T" if x == "S" else x for x in model.embed.names)
-    return replace(model, embed=replace(model.embed, names=names))
+    embed = _embed(model)
+    names = tuple("T" if x == "S" else x for x in embed.names)
+    return replace(model, embed=replace(embed, names=names))
 
 
 CHECKS: dict[str, tuple[CheckSpec, ...]] = {

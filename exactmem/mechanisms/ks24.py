@@ -17,7 +17,7 @@ from gmpy2 import mpq
 
 from exactmem.checklist import Breaker, CheckSpec
 from exactmem.data import Dataset
-from exactmem.model import Affine, Transformer
+from exactmem.model import MLP, Affine, Attention, Transformer
 
 PAPER = "Kajitsuka & Sato, ICLR 2024 (arXiv 2307.14023)"
 
@@ -40,28 +40,36 @@ def example(N: int = 16, n: int = 3, d: int = 2, vocab: int = 8, C: int = 3, see
     return Dataset("seq2seq", labels, C, vocab=tuple(table), sequences=tuple(seqs))
 
 
+def _parts(model: Transformer) -> tuple[Attention, MLP]:
+    """The head's layer and the FFN of an honest ks24 model."""
+    att, ffn = model.sublayers
+    if not isinstance(att, Attention) or not isinstance(ffn, MLP):
+        raise ValueError("not a ks24 model: one attention layer, then one FFN")
+    return att, ffn
+
+
 def _head(model: Transformer, **maps: Affine) -> Transformer:
-    att, *rest = model.sublayers
+    att, ffn = _parts(model)
     head = replace(att.heads[0], **maps)
-    return replace(model, sublayers=(replace(att, heads=(head,)), *rest))
+    return replace(model, sublayers=(replace(att, heads=(head,)), ffn))
 
 
 def _zero_query(model: Transformer, ds: Dataset) -> Transformer:
     """W_Q = 0: every score 0, plain averaging."""
-    q = model.sublayers[0].heads[0].query
+    q = _parts(model)[0].heads[0].query
     return _head(model, query=Affine(q.in_dim, ((),), (0,)))
 
 
 def _zero_output(model: Transformer, ds: Dataset) -> Transformer:
     """W_O = 0: the ids are the tokens' own projections, one per token whatever its context."""
-    o = model.sublayers[0].heads[0].output
+    o = _parts(model)[0].heads[0].output
     return _head(model, output=Affine(o.in_dim, tuple(() for _ in o.rows), (0,) * o.out_dim))
 
 
 def _merging_key(model: Transformer, ds: Dataset) -> Transformer:
     """W_K (and W_Q = λ·W_K with it) orthogonal to the difference of two distinct tokens: the
     projection s = W_K z merges them."""
-    head = model.sublayers[0].heads[0]
+    head = _parts(model)[0].heads[0]
     a, b = (ds.vocab[t] for t in ds.sequences[0][:2])
     diff = [x - y for x, y in zip(a, b, strict=True)]
     i = next(j for j, x in enumerate(diff) if x)
@@ -79,7 +87,7 @@ def _merging_key(model: Transformer, ds: Dataset) -> Transformer:
 def _shift_steps(model: Transformer, ds: Dataset) -> Transformer:
     """The re-quantizer's step units g_c = ReLU(1 − h_c) moved to ReLU(3/2 − h_c): their bias
     off by ½, so g_c is 3/2 where it should be 1."""
-    att, ffn = model.sublayers
+    att, ffn = _parts(model)
     steps = ffn.layers[-2]
     moved = replace(
         steps,
@@ -94,7 +102,7 @@ def _shift_steps(model: Transformer, ds: Dataset) -> Transformer:
 def _two_directions(model: Transformer, ds: Dataset) -> Transformer:
     """One row of the FFN's first layer turned off the common direction: it reads no single
     context id."""
-    att, ffn = model.sublayers
+    att, ffn = _parts(model)
     first = ffn.layers[0]
     rows = list(first.rows)
     row = dict(rows[0])
