@@ -19,13 +19,15 @@ FLAGS = ELLIPSIS | NORMALIZE_WHITESPACE
 
 
 def _setup(namespace):
-    namespace["tmp"] = Path(tempfile.mkdtemp(prefix="exactmem-docs-"))
+    # the console blocks' folder; a page's Python examples make their own (`tmp = ...`)
+    namespace["tmp"] = namespace["console_tmp"] = Path(tempfile.mkdtemp(prefix="exactmem-docs-"))
     namespace["examples"] = Path(__file__).parent / "examples"
     # pages skip their training examples cleanly without PyTorch (the [train] extra)
     namespace["torch_available"] = importlib.util.find_spec("torch") is not None
 
 
 def _teardown(namespace):
+    shutil.rmtree(namespace["console_tmp"], ignore_errors=True)
     shutil.rmtree(namespace["tmp"], ignore_errors=True)
 
 
@@ -55,7 +57,7 @@ def _console_env(namespace) -> dict[str, str]:
     exactmem with the interpreter that runs the tests (an `exactmem` script on PATH may belong to
     another install)."""
     if "console_env" not in namespace:
-        bin_dir = namespace["tmp"] / ".bin"
+        bin_dir = namespace["console_tmp"] / ".bin"
         bin_dir.mkdir()
         shim = bin_dir / "exactmem"
         shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m exactmem "$@"\n')
@@ -82,7 +84,7 @@ def evaluate_console(example) -> str | None:
     for command, expected in console_commands(example.parsed):
         done = subprocess.run(
             ["bash", "-c", command],
-            cwd=namespace["tmp"],
+            cwd=namespace["console_tmp"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
