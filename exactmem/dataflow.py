@@ -37,7 +37,10 @@ __all__ = [
     "cut_check",
     "graph",
     "lane_units",
+    "memorizer_cut",
+    "memorizer_dataflow",
     "memorizer_readout",
+    "merged",
     "probe_unit",
 ]
 
@@ -93,7 +96,9 @@ def graph(model: Transformer) -> Graph:
         if isinstance(s, MLP):
             for j, layer in enumerate(s.layers[:-1]):
                 levels.append(
-                    Level(f"sub-layer {p} hidden layer {j}", layer.out_dim, _rows(layer), layer.names)
+                    Level(
+                        f"sub-layer {p} hidden layer {j}", layer.out_dim, _rows(layer), layer.names
+                    )
                 )
                 mine.append(len(levels) - 1)
             last = s.layers[-1]
@@ -180,6 +185,26 @@ def memorizer_readout(
     return units, missing
 
 
+def memorizer_cut(g: Graph, sublayer: int, mlp: MLP) -> tuple[set[Unit], list[str]]:
+    """:func:`memorizer_readout` of the memorizer at ``sublayer``, or the union over the
+    sub-networks of a Theorem F.1 split one (probes ``net{j}.``; their layouts in the MLP's
+    ``subnetworks``). The layouts come from the file: the stage checks validate them against
+    the probes, and a layout that names fewer read-out units only makes the cut harder to pass."""
+    meta = mlp.meta if isinstance(mlp.meta, Mapping) else {}
+    if any(p.name.startswith("net0.") for p in mlp.probes):
+        subs = meta.get("subnetworks")
+        if not isinstance(subs, list) or not subs:
+            return set(), ["the sub-networks' layouts"]
+        units: set[Unit] = set()
+        missing: list[str] = []
+        for j, layout in enumerate(subs):
+            u, m = memorizer_readout(g, sublayer, mlp, layout, f"net{j}.")
+            units |= u
+            missing += m
+        return units, missing
+    return memorizer_readout(g, sublayer, mlp, meta)
+
+
 def _bypass(g: Graph, targets: Mapping[int, set[int]], cut: set[Unit]):
     """Walk back from ``targets`` without crossing ``cut``: (the input units reached, the cut
     units reached, the first level after the input with units reached, and those units)."""
@@ -213,10 +238,12 @@ def cut_check(
     targets: Iterable[Unit] | None = None,
     missing: Sequence[str] = (),
     g: Graph | None = None,
+    require_use: bool = True,
 ) -> Check:
     """``name`` passes when every path from the input to ``targets`` (default: every output)
-    crosses ``cut`` and the targets read at least one cut unit; ``what`` names the cut in the
-    message. ``missing``: probes the cut should hold but the model lacks (a failure)."""
+    crosses ``cut`` and (with ``require_use``) the targets read at least one cut unit; ``what``
+    names the cut in the message. ``missing``: probes the cut should hold but the model lacks
+    (a failure)."""
     from exactmem.verify import Check
 
     g = g or graph(model)
@@ -240,8 +267,38 @@ def cut_check(
             f"{len(leak)} input lanes ({lanes}) reach the output other than through {what}: "
             f"{len(units)} units of {g.levels[level].name} bypass it ({shown})"
         )
-    elif not hit and not missing:
+    elif require_use and not hit and not missing:
         bad.append(f"the output reads none of {what}: the probed stages are dead code")
-    detail = "; ".join(bad) if bad else f"every path from the input to the output crosses {what}"
+    goal_name = "the output" if targets is None else "the checked lanes"
+    detail = "; ".join(bad) if bad else f"every path from the input to {goal_name} crosses {what}"
     return Check(name, not bad, detail, figures)
 
+
+def memorizer_dataflow(name: str, model: Transformer, sublayer: int) -> Check:
+    """The output of ``model`` is computed from the checked read-out (matches and selected
+    labels, Lemma C.1 Stage III) of the memorizer at ``sublayer``: a parallel circuit beside
+    it, or a memorizer left as dead code, fails ``name``."""
+    g = graph(model)
+    mlp = model.sublayers[sublayer]
+    assert isinstance(mlp, MLP)
+    cut, missing = memorizer_cut(g, sublayer, mlp)
+    return cut_check(
+        name,
+        model,
+        cut,
+        what=f"the memorizer's checked read-out ({len(cut)} match and label units)",
+        missing=missing,
+        g=g,
+    )
+
+
+def merged(name: str, checks: Sequence[Check]) -> Check:
+    """One check that passes when all of ``checks`` pass (their details joined)."""
+    from exactmem.verify import Check
+
+    failed = [c for c in checks if not c.passed]
+    shown = failed or list(checks)
+    figures: dict = {}
+    for c in checks:
+        figures.update(c.figures)
+    return Check(name, not failed, "; ".join(c.detail for c in shown), figures)
