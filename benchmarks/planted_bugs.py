@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -74,31 +75,52 @@ def apply(bug: dict, root: Path) -> None:
     path.write_text("".join(lines))
 
 
+SLOTS: queue.Queue[int] = queue.Queue()
+
+
 def run(bug: dict) -> dict:
-    with tempfile.TemporaryDirectory(prefix="planted-") as tmp:
-        root = Path(tmp)
-        shutil.copytree(
-            ROOT / "exactmem", root / "exactmem", ignore=shutil.ignore_patterns("__pycache__")
+    """Run one bug in a free slot: a fixed directory per worker, refreshed from the checkout
+    before each bug (file times kept), so that numba's cache of compiled kernels, filed under
+    each source file's path, is reused from one bug to the next."""
+    slot = SLOTS.get()
+    try:
+        return _run(
+            bug, Path(tempfile.gettempdir()) / f"exactmem-planted-{os.getuid()}" / str(slot)
         )
-        # the registry reads the built-ins' entry points from the installed distribution,
-        # which names modules, not paths: the copy first on sys.path is the one imported
-        try:
-            apply(bug, root)
-        except ValueError as exc:
-            return {**bug, "got": "not applied", "failed": [], "note": str(exc)}
-        env = {**os.environ, "PYTHONPATH": str(root)}
+    finally:
+        SLOTS.put(slot)
+
+
+def _run(bug: dict, root: Path) -> dict:
+    # the pristine package (copy2 keeps modification times: the cache stays valid), then the bug
+    shutil.copytree(
+        ROOT / "exactmem",
+        root / "exactmem",
+        ignore=shutil.ignore_patterns("__pycache__"),
+        dirs_exist_ok=True,
+    )
+    # the registry reads the built-ins' entry points from the installed distribution, which
+    # names modules, not paths: the copy first on sys.path is the one imported
+    try:
+        apply(bug, root)
+    except ValueError as exc:
+        return {**bug, "got": "not applied", "failed": [], "note": str(exc)}
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    try:
         proc = subprocess.run(
             [sys.executable, "-c", CHILD, bug["construction"]],
             capture_output=True,
             text=True,
             env=env,
             cwd=root,
-            timeout=600,
+            timeout=1200,
         )
-        if proc.returncode != 0 or not proc.stdout.strip():
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            return {**bug, "got": "crashed", "failed": [], "note": last[:160]}
-        return {**bug, **json.loads(proc.stdout.strip().splitlines()[-1])}
+    finally:
+        shutil.copy2(ROOT / bug["file"], root / bug["file"])  # the slot clean for the next
+    if proc.returncode != 0 or not proc.stdout.strip():
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {**bug, "got": "crashed", "failed": [], "note": last[:160]}
+    return {**bug, **json.loads(proc.stdout.strip().splitlines()[-1])}
 
 
 def caught(result: dict) -> bool:
@@ -133,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="bugs run at once")
     args = parser.parse_args(argv)
     bugs = load(args.construction)
+    for slot in range(max(1, args.jobs)):
+        SLOTS.put(slot)
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         results = list(pool.map(run, bugs))
     print(table(results))
