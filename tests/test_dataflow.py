@@ -86,3 +86,38 @@ def test_a_zero_valued_bypass_is_refuted_and_a_dead_memorizer_too(honest):
     assert not cut_check("c", bypass, cut, what="the read-out", g=g).passed
     g = graph(model)
     assert not cut_check("c", model, set(), what="nothing", g=g).passed  # leaks
+
+
+def test_ks25_lanes_located_by_name_are_tied_to_the_weights():
+    """Issue 26, point 5: the ks25 checks read φ̃, the token id and the sequence id by the
+    names the file gives the stream's lanes. Swapping two names (φ̃ ↔ token id) makes the
+    checks read the wrong columns: the dataflow ties the named lanes to the weights, so the
+    renamed model is refuted, never verified."""
+    from dataclasses import replace
+
+    from exactmem.mechanisms.ks25 import EXAMPLES
+
+    ds = EXAMPLES["ks25-next-token"]()
+    model = build(ds, "ks25-next-token")
+    f1 = model.sublayers[0]
+    last = f1.layers[-1]
+    renamed = replace(last, names=("tid", "phi", "seq"))
+    swapped = replace(
+        model, sublayers=(replace(f1, layers=(*f1.layers[:-1], renamed)), *model.sublayers[1:])
+    )
+    cert = certify(swapped, ds, construction="ks25-next-token")
+    assert cert.verdict == "refuted"
+    assert {"ks25.dataflow.f1"} <= {c.name for c in cert.failed}
+
+
+def test_memorizer_probes_renamed_are_refuted(honest):
+    """Two read-out probes' names swapped (label[0] ↔ match[0]): the stage checks read each
+    other's lanes and refute."""
+    from dataclasses import replace
+
+    ds, model = honest
+    mlp = model.sublayers[0]
+    names = {"label[0]": "match[0]", "match[0]": "label[0]"}
+    probes = tuple(replace(p, name=names.get(p.name, p.name)) for p in mlp.probes)
+    broken = replace(model, sublayers=(replace(mlp, probes=probes),))
+    assert certify(broken, ds, construction="vys").verdict == "refuted"
