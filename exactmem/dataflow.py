@@ -138,8 +138,8 @@ def graph(model: Transformer) -> Graph:
             Level("the output", model.unembed.out_dim, _rows(model.unembed), model.unembed.names)
         )
     else:
-        last = levels[-1]
-        levels.append(Level("the output", width, tuple((i,) for i in range(width)), last.names))
+        final = levels[-1]
+        levels.append(Level("the output", width, tuple((i,) for i in range(width)), final.names))
     return Graph(tuple(levels), tuple(streams), tuple(hidden))
 
 

@@ -114,7 +114,9 @@ def positional(model: Transformer, dataset: Dataset) -> Transformer:
     permutation-equivariant on constant sequences)."""
     at = _attention_at(model)
     n = len(dataset.sequences[0])
-    width = model.sublayers[at].heads[0].query.in_dim
+    att = model.sublayers[at]
+    assert isinstance(att, Attention)
+    width = att.heads[0].query.in_dim
     table = tuple(
         tuple(mpq(k) if j == LANES["seq"] else mpq(0) for j in range(width)) for k in range(n)
     )

@@ -226,6 +226,7 @@ def two_sublayers(model: Transformer, dataset: Dataset) -> Transformer:
 def no_layout(model: Transformer, dataset: Dataset) -> Transformer:
     """The memorizer's layout (group size, bit widths, gadget) stripped from the file."""
     mlp = model.sublayers[0]
+    assert isinstance(mlp, MLP)
     return with_sublayer(model, 0, replace(mlp, meta={}))
 
 
@@ -234,6 +235,7 @@ def rho_overstated(sublayer: int) -> Callable:
 
     def broken(model: Transformer, dataset: Dataset) -> Transformer:
         mlp = model.sublayers[sublayer]
+        assert isinstance(mlp, MLP)
         meta = {**mlp.meta, "key_bits": int(mlp.meta["key_bits"]) + 1}
         return with_sublayer(model, sublayer, replace(mlp, meta=meta))
 
