@@ -43,7 +43,8 @@ try:
 except InputError as exc:
     print(json.dumps({"got": "build refused", "failed": [], "note": str(exc)[:120]}))
     sys.exit(0)
-cert = certify(model, dataset, construction=c.name)
+# the user's criterion an example states beside the builder options (selftest does the same)
+cert = certify(model, dataset, construction=c.name, tolerance=c.example_options.get("tolerance"))
 print(json.dumps({"got": cert.verdict, "failed": [x.name for x in cert.failed], "note": ""}))
 """
 

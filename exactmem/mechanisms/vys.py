@@ -17,9 +17,17 @@ from gmpy2 import mpq
 
 from exactmem.checklist import Breaker, CheckSpec
 from exactmem.data import Dataset, random_points
+from exactmem.mechanisms.lower_bounds import CHECKS as LOWER_BOUNDS
 from exactmem.model import MLP, Affine, Transformer
 
 PAPER = "Vardi, Yehudai & Shamir 2022 (Theorem 3.1); Kajitsuka & Sato 2025 (Lemma C.1)"
+
+
+def lower_bound(name: str) -> CheckSpec:
+    """The shared spec of a construction-independent lower-bound check
+    (:mod:`exactmem.mechanisms.lower_bounds`)."""
+    return next(s for s in LOWER_BOUNDS if s.name == name)
+
 
 # --------------------------------------------------------------------------- IR surgery
 
@@ -347,20 +355,7 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             "the network's output is every point's label, exactly",
             (Breaker("output + 1", "the selected label as output", "labels", output_plus_one),),
         ),
-        CheckSpec(
-            "lower_bound.bit_count",
-            "Kajitsuka & Sato 2025, Remarks 4.4/4.6 (Vardi et al. 2022, Theorem 4.1)",
-            "parameters × bits ≥ N",
-            "a network that memorizes N labels has at least N bits of parameters",
-            (
-                Breaker(
-                    "one affine map",
-                    "the network's capacity",
-                    "lower_bound.bit_count",
-                    one_layer,
-                ),
-            ),
-        ),
+        lower_bound("lower_bound.bit_count"),
         CheckSpec(
             "vys.structure",
             PAPER,
