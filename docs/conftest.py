@@ -1,6 +1,8 @@
 """Execute the Markdown docs: every ```python block runs, and its printed output is checked;
 every ```console block runs its `$ ` lines in a shell, in the page's temporary folder, and its
-output is checked the same way (`...` matches anything)."""
+output is checked the same way (`...` matches anything). A console block that cannot run there
+(it needs the checkout, a virtual environment or many minutes) is preceded by
+`<!-- skip: next -->`, which the page's reader does not see."""
 
 import importlib.util
 import os
