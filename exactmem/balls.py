@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from flint import arb, fmpq
 from gmpy2 import mpq
 
-__all__ = ["ball_bounds", "ball_midpoint", "gelu_ball", "softmax_balls", "to_ball"]
+__all__ = [
+    "ball_bounds",
+    "ball_midpoint",
+    "gelu_ball",
+    "hardmax_balls",
+    "softmax_balls",
+    "to_ball",
+]
 
 
 def to_ball(value: mpq) -> arb:
@@ -50,6 +57,38 @@ def softmax_balls(scores: Sequence[arb]) -> list[arb]:
     exps = [(s - top).exp() for s in scores]
     total = sum(exps[1:], exps[0])
     return [e / total for e in exps]
+
+
+def hardmax_balls(scores: Sequence[arb], values: Sequence[Sequence[arb]]) -> list[arb]:
+    """An enclosure of Σ_k a_k·values[k] with a the hardmax weights of ``scores``: 1/|I| on
+    the maximisers I, ties averaged (Kajitsuka & Sato 2025, eq. (1)).
+
+    A key whose score is certainly below another's is no maximiser. One key left: its value.
+    Keys left whose scores are all exact (radius 0) and so equal: the mean of their values.
+    Otherwise the balls cannot tell which keys maximise: the mean over any non-empty subset of
+    the keys left lies in the hull of their values, returned lane by lane — an enclosure too
+    wide to decide much, which the caller raises the precision on or calls inconclusive."""
+    if not all(s.is_finite() for s in scores):
+        left = list(range(len(scores)))
+    else:
+        bounds = [ball_bounds(s) for s in scores]
+        floor = max(lo for lo, _ in bounds)  # some maximiser's score is at least this
+        left = [k for k, (_, hi) in enumerate(bounds) if hi >= floor]
+    width = len(values[0]) if values else 0
+    if len(left) == 1:
+        return list(values[left[0]])
+    if all(scores[k].is_exact() for k in left):  # all ≥ floor and ≤ the largest: all equal
+        return [
+            sum((values[k][j] for k in left[1:]), values[left[0]][j]) / len(left)
+            for j in range(width)
+        ]
+    hull = []
+    for j in range(width):
+        ball = values[left[0]][j]
+        for k in left[1:]:
+            ball = ball.union(values[k][j])
+        hull.append(ball)
+    return hull
 
 
 def gelu_ball(x: arb) -> arb:
