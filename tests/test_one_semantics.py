@@ -476,3 +476,23 @@ def test_a_positional_table_after_the_last_attention_reads_the_last_position():
     every = run_balls(model, vocab, [[0, 1]], precision=128).outputs[0][-1][0]
     last = run_balls(model, vocab, [[0, 1]], precision=128, positions="last").outputs[0][-1][0]
     assert last.overlaps(every) and ball_bounds(last)[0] > 100
+
+
+def test_a_masked_model_is_not_held_to_permutation_equivariance():
+    """A causal mask tells (1, 2, 2) from (2, 1, 2): labels that differ on them are what the
+    model computes, not a conflict to refuse with exit 2 (the consistency check assumed a
+    permutation-equivariant model whatever the mask)."""
+    one, zero = Affine.from_dense([[1]]), Affine.from_dense([[0]])
+
+    def mean(label):  # position k gets the mean of positions 0..k added
+        return Attention((AttentionHead(zero, zero, one, one),), "uniform", label, "causal")
+
+    # last positions 121/18 and 127/18: logit 1 = output − 124/18, logit 2 its negative
+    model = Transformer(
+        1, (mean("a"), mean("b")), unembed=Affine.from_dense([[18], [-18]], [-124, 124], 18)
+    )
+    vocab = ((mpq(1),), (mpq(2),))
+    ds = Dataset("next-token", (2, 1), 2, vocab=vocab, sequences=((0, 1, 1), (1, 0, 1)))
+    assert certify(model, ds).verdict == "verified"
+    wrong = Dataset("next-token", (1, 1), 2, vocab=vocab, sequences=((0, 1, 1), (1, 0, 1)))
+    assert certify(model, wrong).verdict == "refuted"
