@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from flint import arb, fmpq
 from gmpy2 import mpq
 
+from exactmem.errors import InconclusiveError
+
 __all__ = [
     "ball_bounds",
     "ball_midpoint",
@@ -38,10 +40,29 @@ def ball_midpoint(x: arb) -> mpq:
     return _dyadic(x.mid())
 
 
+FINEST = 1 << 18
+"""Bounds are rounded outward to multiples of 2^-FINEST: a softmax weight exp(−2^64) is a ball
+whose exponent has 20 digits, and its exact bound 2^-(2^64) could never be written down."""
+
+
+def _outward(x: arb, up: bool) -> mpq:
+    """A dyadic ``x`` (radius 0) exactly, or rounded to the multiple of 2^-FINEST below it
+    (``up``: above it) when finer."""
+    man, exp = x.man_exp()
+    man, exp = int(man), int(exp)
+    if exp > FINEST:  # (no exp() of the evaluators grows: softmax exponentiates s − max ≤ 0)
+        raise InconclusiveError(f"a ball's magnitude exceeds 2^{FINEST}: no bounds are written")
+    if exp >= -FINEST:
+        return mpq(man) * (mpq(2) ** exp) if exp >= 0 else mpq(man, 1 << -exp)
+    shift = -FINEST - exp
+    return mpq(-((-man) >> shift) if up else man >> shift, 1 << FINEST)
+
+
 def ball_bounds(x: arb) -> tuple[mpq, mpq]:
-    """Exact rational lower and upper bounds of a ball (its midpoint and radius are dyadic)."""
-    mid, rad = _dyadic(x.mid()), _dyadic(x.rad())
-    return mid - rad, mid + rad
+    """Rational lower and upper bounds of a ball: exact (its midpoint and radius are dyadic)
+    except below 2^-FINEST, where they are rounded outward."""
+    rad = _outward(x.rad(), True)
+    return _outward(x.mid(), False) - rad, _outward(x.mid(), True) + rad
 
 
 def softmax_balls(scores: Sequence[arb]) -> list[arb]:

@@ -92,10 +92,10 @@ def _affine(a: Affine, v) -> list[arb]:
         return [(product[i, 0] + b) / den for i, b in enumerate(a.bias)]
     out = []
     for row, b in zip(a.rows, a.bias, strict=True):
-        acc = arb(b)
+        total = arb(b)
         for col, coeff in row:
-            acc = acc + v[col] * coeff
-        out.append(acc / den)
+            total = total + v[col] * coeff
+        out.append(total / den)
     return out
 
 
@@ -201,7 +201,8 @@ def _exact_prefix(model: Transformer, vocab, sequences, stop: int):
     from exactmem.evaluate import reference
     from exactmem.evaluate.layernorm import layer_norm_exact
 
-    if model.token_inputs:
+    seqs: list[list[tuple[mpq, ...]]]
+    if model.token_inputs and model.embed is not None:  # (token ids always have a table)
         seqs = [[_embedded_token(model.embed, t) for t in seq] for seq in sequences]
     else:
         seqs = [[tuple(mpq(x) for x in vocab[t]) for t in seq] for seq in sequences]
@@ -305,12 +306,13 @@ def run_balls(
             i for i, s in enumerate(subs) if isinstance(s, Attention) and s.score == "hardmax"
         ]
         begin = 0
+        seqs: list[list] = []
         if hardmax:
             exact, begin = _exact_prefix(model, vocab, sequences, hardmax[-1] + 1)
             seqs = [[[to_ball(x) for x in c] for c in cols] for cols in exact]
         else:
-            seqs = []
             for seq in sequences:
+                cols: list
                 if model.token_inputs:
                     cols = [_OneHotBall(t) for t in seq]  # read only where the table reads it
                 else:
