@@ -529,3 +529,28 @@ def test_saturated_softmax_weights_have_bounds():
     assert certify(model, ds).verdict == "verified"
     flipped = Dataset("next-token", (2, 2), 2, vocab=vocab, sequences=((0, 1), (1, 0)))
     assert certify(model, flipped).verdict == "refuted"
+
+
+def test_weights_beyond_the_doubles_give_a_float_report_not_an_error():
+    """The float evaluation beside a certificate holds a weight beyond 1.8·10^308 as inf (it
+    stopped certify with an OverflowError: exit 3); the verdict comes from the balls."""
+    one = Affine.from_dense([[1]])
+    huge = Affine.from_dense([[2**2000]])
+    att = Attention((AttentionHead(huge, one, one, one),), "softmax", "a")
+    model = Transformer(1, (att,), unembed=Affine.from_dense([[2], [0]], [0, 7], 2))
+    vocab = ((mpq(1),), (mpq(2),))
+    ds = Dataset("next-token", (1, 2), 2, vocab=vocab, sequences=((0, 1), (1, 0)))
+    cert = certify(model, ds)
+    assert cert.verdict == "verified"
+    assert "float64 says" in cert.checks[0].detail
+
+
+@pytest.mark.parametrize("step", [reference._mlp, fast.mlp])
+def test_an_exact_mlp_step_refuses_gelu(step):
+    """The exact MLP steps compute ReLU: handed a GELU MLP directly (not through ``run``, which
+    refuses it first) they stop rather than read GELU as ReLU."""
+    import numpy as np
+
+    mlp = MLP((Affine.from_dense([[1]]), Affine.from_dense([[1]])), activation="gelu")
+    with pytest.raises(InconclusiveError, match="gelu"):
+        step(mlp, [np.array([1], dtype=object)], 1, 1, 0, lambda *a: None, [])
