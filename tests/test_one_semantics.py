@@ -290,8 +290,8 @@ def _certify_agrees(model, vocab, sequences, task: str) -> str | None:
     return verdicts[0]
 
 
-def _rank_one_ffn(rng, d: int, C: int, activation: str) -> MLP:
-    """A plain FFN whose first layer's rows are multiples of one vector (ks24's shape)."""
+def _rank_one_ffn(rng, d: int, C: int, activation: str, residual: bool = False) -> MLP:
+    """An FFN whose first layer's rows are multiples of one vector (ks24's shape)."""
     w = [rng.choice([-2, -1, 1, 2]) for _ in range(d)]
     hidden = rng.randint(2, 4)
     first = Affine.from_dense(
@@ -299,17 +299,20 @@ def _rank_one_ffn(rng, d: int, C: int, activation: str) -> MLP:
         [rng.randint(-3, 3) for _ in range(hidden)],
         rng.choice([1, 2]),
     )
-    return MLP((first, _affine(rng, C, hidden)), residual=False, activation=activation)
+    return MLP((first, _affine(rng, C, hidden)), residual=residual, activation=activation)
 
 
 def checklist_shaped(rng: random.Random, n: int) -> tuple[Transformer, list, list]:
     """The shapes the checklists build: one softmax layer and a rank-one FFN (ks24, ReLU or
-    GELU), or causal softmax and a GELU FFN (madden24), on token vectors, C outputs."""
+    GELU, plain or residual), or causal softmax and a GELU FFN (madden24), on token vectors,
+    C outputs."""
     d, C = rng.randint(1, 3), rng.randint(2, 3)
     vocab = [tuple(_rational(rng) for _ in range(d)) for _ in range(4)]
     if rng.random() < 0.5:
         att = _attention(rng, d, "softmax", rng.choice(["none", "none", "causal", "context"]))
-        ffn = _rank_one_ffn(rng, d, C, rng.choice(["relu", "gelu"]))
+        residual = d >= 2 and rng.random() < 0.4  # F(Z) = Z + W₂σ(W₁Z + b₁) + b₂: C = d
+        C = d if residual else C
+        ffn = _rank_one_ffn(rng, d, C, rng.choice(["relu", "gelu"]), residual)
     else:
         att = _attention(rng, d, "softmax", "causal")
         ffn = _mlp(rng, d, "gelu")
