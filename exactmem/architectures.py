@@ -8,9 +8,9 @@ others imply, and each error names the tensor. Linear maps follow PyTorch's ``nn
 convention: ``weight`` has shape ``[out, in]``; embedding tables ``nn.Embedding``'s
 ``[tokens, width]``.
 
-Attention scores are ``(W_K x)ᵀ(W_Q y)`` exactly: a model trained with scores scaled by
-``1/√d_h`` must fold the scale into its query weights before saving (the irrational factor has
-no exact reading of its own).
+Attention scores of the per-head tensor names (``attn.{h}.query.weight``, …) are
+``(W_K x)ᵀ(W_Q y)`` exactly: a model trained with scores scaled by ``1/√d_h`` folds the scale
+into its query weights before saving, or is saved as ``nn.MultiheadAttention`` (which scales).
 
 ``mahdavi24`` — Mahdavi, Liao & Thrampoulidis 2024: one multi-head softmax attention layer on
 input vectors in Q^d; a sequence is the context tokens followed by the query, the query attends
@@ -79,9 +79,17 @@ when ``lm_head.weight`` is absent:
 * ``transformer.ln_f.weight``, ``.bias`` ``[d]``; ``lm_head.weight`` ``[V, d]`` (optional).
 
 The number of heads H is not in the shapes: ``heads`` (``--heads``) or the header's
-``__metadata__`` entry ``n_head``. The 1/√d_h score scale is applied exactly, so d_h must be a
-perfect square (4, 16, 64, …; otherwise fold the scale into the query weights and save with
-d_h's scale 1, ``n_head`` alone: 1 to 6 ASCII digits). Layer norms use eps = 1/100000
+``__metadata__`` entry ``n_head`` (1 to 6 ASCII digits). The 1/√d_h score scale is folded into
+the query weights exactly when d_h is a square, and is otherwise the attention's ``scale``
+(enclosed on Arb balls). Absent biases (nanoGPT's ``bias=False``), the tied weight stored as
+``lm_head.weight`` and the ``attn.bias`` causal-mask buffers are read as
+:mod:`exactmem.gpt_import` says.
+
+``gpt2`` — Hugging Face GPT-2 as ``save_pretrained`` writes it (a folder: ``config.json`` and
+the weights, sharded or not; :mod:`exactmem.checkpoint_files`, :mod:`exactmem.gpt_import`).
+
+``mahdavi24`` and ``dana25`` also read a ``torch.nn.MultiheadAttention`` state dict in place of
+the per-head tensors (:mod:`exactmem.mha_import`). Layer norms use eps = 1/100000
 (PyTorch's default 1e-5) unless the metadata gives ``ln_eps`` (an exact decimal or fraction,
 read as every number of a file is: ASCII, within ``--max-digits`` and ``--max-exponent``,
 never cut). In the IR the stream has 2d + 1 lanes: the residual in the first d, each layer
