@@ -80,7 +80,12 @@ def _json(path: Path, what: str) -> tuple[object, object]:
     """``path`` parsed strictly (bounded), and again with its numbers kept as text."""
     raw = limits.read_limited(path, what)
     obj = parse_json(raw, f"{what} file {path}")
-    exact = json.loads(bytes(raw).decode("utf-8"), parse_float=_Number)  # checked above
+    # checked above; numbers kept as text where an int could be long (a size is ≤ 10⁹ anyway)
+    exact = json.loads(
+        bytes(raw).decode("utf-8"),
+        parse_float=_Number,
+        parse_int=lambda t: int(t) if len(t) <= 18 else _Number(t),
+    )
     return obj, exact
 
 

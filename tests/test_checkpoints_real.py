@@ -192,6 +192,8 @@ def test_config_fields_are_typed_and_checked_against_the_tensors(tmp_path):
         ({"tie_word_embeddings": False}, "'lm_head.weight' is missing"),
         ({"model_type": "llama"}, "model_type = 'llama', not 'gpt2'"),
         ({"add_cross_attention": True}, "cross-attention"),
+        ({"n_head": 10**600}, "n_head = 1000000000000000000000000000000000000000 is not a pos"),
+        ({"layer_norm_epsilon": "1e-99999999999"}, "layer_norm_epsilon"),
     ):
         shutil.copy(DATA / "hf_gpt2_lm" / "config.json", folder / "config.json")
         _config(folder, **change)
