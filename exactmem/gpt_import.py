@@ -80,12 +80,19 @@ class _Reader:
         if not self.form.conv1d:
             return self.ts.take(name, (rows, cols))
         t = self.ts.tensors.get(name)
-        if t is not None and len(t.shape) == 2 and t.shape[0] != cols:
+        if t is not None and (
+            len(t.shape) != 2 or t.shape[0] != cols or rows is not None and t.shape[1] != rows
+        ):
+            flipped = len(t.shape) == 2 and t.shape[1] == cols and rows in (None, t.shape[0])
             raise InputError(
                 f"{self.ts.where}: tensor {name!r}: shape {list(t.shape)}, expected "
                 f"[{cols}, {'?' if rows is None else rows}]: Hugging Face Conv1D stores its "
-                "weight as [in, out]; this one is not (a hand conversion to nn.Linear's "
-                "[out, in]?)"
+                "weight as [in, out]"
+                + (
+                    "; this one is [out, in] (a hand conversion to nn.Linear's layout?)"
+                    if flipped
+                    else ""
+                )
             )
         return _transposed(self.ts.take(name, (cols, rows)))
 

@@ -266,5 +266,30 @@ def test_shape_lies_are_refused_naming_the_tensor(tmp_path):
     _rewrite(folder / "model.safetensors", short_bias)
     with pytest.raises(InputError, match=r"'transformer.h.0.mlp.c_fc.bias': shape \[20\]"):
         import_checkpoint(folder, "gpt2")
+    folder = _copy("hf_gpt2_lm", tmp_path / "narrow")
+
+    def narrow(t):
+        t["transformer.h.0.attn.c_attn.weight"] = t["transformer.h.0.attn.c_attn.weight"][:, :40]
+
+    _rewrite(folder / "model.safetensors", narrow)
+    with pytest.raises(InputError, match=r"\[16, 40\], expected \[16, 48\]: .*Conv1D stores"):
+        import_checkpoint(folder, "gpt2")
+
+
+def test_an_encoder_layers_other_tensors_are_no_part_of_the_attention(tmp_path):
+    tensors = safetensors_numpy.load_file(str(DATA / "mha_mahdavi" / "model.safetensors"))
+    layer = {f"self_attn.{k}": v for k, v in tensors.items()}
+    layer["linear1.weight"] = np.ones((12, 6), np.float32)
+    safetensors_numpy.save_file(layer, str(tmp_path / "enc.safetensors"))
+    with pytest.raises(InputError, match="'linear1.weight' is not part of this architecture"):
+        import_checkpoint(tmp_path / "enc.safetensors", "mahdavi24", heads=2)
+    del layer["linear1.weight"]
+    safetensors_numpy.save_file(layer, str(tmp_path / "enc.safetensors"))
+    assert (
+        largest_excess(
+            import_checkpoint(tmp_path / "enc.safetensors", "mahdavi24", heads=2), "mha_mahdavi"
+        )
+        <= 0
+    )
     with pytest.raises(InputError, match="head count is not in its shapes"):
         import_checkpoint(DATA / "mha_dana" / "model.safetensors", "dana25")
