@@ -584,6 +584,11 @@ def import_checkpoint(
                 f"{ckpt.where}: no config.json names its architecture: give --arch "
                 f"({', '.join(ARCHITECTURES)})"
             )
+    elif ckpt.config is not None and arch != "gpt2":
+        raise InputError(
+            f"{ckpt.config_where}: --arch {arch} reads no config.json, whose settings would be "
+            "ignored (a save_pretrained folder is --arch gpt2)"
+        )
     ts = _Tensors(ckpt.tensors, f"{ckpt.where} (--arch {arch})")
     token = _OUTPUT.set(_Output(ts.where, ckpt.size))
     try:

@@ -119,6 +119,18 @@ def test_import_names_the_folder_form_and_says_what_it_read_otherwise(tmp_path, 
     assert "note: token embedding read from lm_head.weight (tied)" in text
     assert main(["import", str(path), "--out", str(out), "--quiet"]) == 2  # no config.json
     assert "give --arch" in capsys.readouterr().err
+    folder = DATA / "hf_gpt2_lm"
+    assert main(["import", str(folder), "--arch", "gpt", "--out", str(out), "--quiet"]) == 2
+    assert "--arch gpt reads no config.json" in capsys.readouterr().err
+
+
+def test_import_never_writes_over_a_file_of_the_folder(tmp_path, capsys):
+    folder = _copy("hf_gpt2_lm", tmp_path)
+    before = (folder / "model.safetensors").read_bytes()
+    out = folder / "model.safetensors"
+    assert main(["import", str(folder), "--out", str(out), "--quiet"]) == 2
+    assert "is the input file" in capsys.readouterr().err
+    assert (folder / "model.safetensors").read_bytes() == before
 
 
 # --------------------------------------------------------------------------- hostile variants

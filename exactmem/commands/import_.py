@@ -5,6 +5,7 @@ judged by ``verify``."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from exactmem.errors import EXIT_VERIFIED
 
@@ -16,7 +17,10 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.outputs import check_output
     from exactmem.progress import Progress
 
-    check_output(args.out, "--out", [args.checkpoint])
+    checkpoint = Path(args.checkpoint)
+    # a save_pretrained folder: none of its files may be the output
+    inputs = sorted(checkpoint.iterdir()) if checkpoint.is_dir() else [checkpoint]
+    check_output(args.out, "--out", inputs)
     progress = Progress(not args.quiet)
     with progress.phase(f"reading {args.checkpoint} as {args.arch or 'its config.json says'}"):
         model = import_checkpoint(args.checkpoint, args.arch, heads=getattr(args, "heads", None))
