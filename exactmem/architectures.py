@@ -507,6 +507,11 @@ def _gpt2(ts: _Tensors, meta: dict, config, heads: int | None = None) -> Transfo
         },
     )
     meta["options"]["model"] = "GPT2LMHeadModel" if prefix else "GPT2Model"
+    if not prefix and "lm_head.weight" not in ts.tensors and c.tied:
+        form.notes.append(
+            "GPT2Model has no head: the logits are read through the tied token embedding, as "
+            "GPT2LMHeadModel's"
+        )
     return import_gpt(ts, meta, form)
 
 

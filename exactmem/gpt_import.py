@@ -54,6 +54,7 @@ class GptForm:
     scale_weights: bool = True  # scores scaled by 1/√d_h
     by_layer: bool = False  # and by 1/(layer index + 1)
     sizes: dict = field(default_factory=dict)  # config.json's n_embd, n_layer, … to check
+    notes: list = field(default_factory=list)  # what the import report says it read otherwise
 
 
 def _transposed(t: DyadicTensor) -> DyadicTensor:
@@ -187,6 +188,7 @@ def import_gpt(ts, meta: dict, form: GptForm) -> Transformer:
 
     r, p = _Reader(ts, form), form.prefix
     wte, head, notes = _embeddings(r, p)
+    notes = [*form.notes, *notes]
     V, d = wte.shape
     wpe = ts.take(f"{p}wpe.weight", (None, d))
     H = form.heads

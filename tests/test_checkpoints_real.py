@@ -99,6 +99,7 @@ def test_what_each_checkpoint_is_read_as():
     assert opts["eps"] == "1/100000" and opts["layout"] == "Conv1D [in, out]"
     base = _import("hf_gpt2_base")
     assert base.meta["options"]["model"] == "GPT2Model"
+    assert base.meta["options"]["notes"][0].startswith("GPT2Model has no head")
     assert {s.activation for s in base.sublayers if isinstance(s, MLP)} == {"relu"}
     assert {s.scale for s in base.sublayers if isinstance(s, Attention)} == {1}  # d_h = 4: 1/2
     nano = _import("nanogpt_nobias").meta["options"]
