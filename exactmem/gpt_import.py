@@ -20,7 +20,7 @@ They differ in how the weights are saved, and every difference is read, never gu
 * **The tied weight.** Stored as ``transformer.wte.weight``, or once as ``lm_head.weight``
   (what ``safetensors.torch.save_model`` keeps of nanoGPT's shared tensor), or both.
 * **Mask buffers.** nanoGPT's non-flash path registers ``attn.bias``, the causal mask, as a
-  ``[1, 1, n, n]`` buffer: accepted after checking it is exactly the lower-triangular ones.
+  ``[1, 1, S, S]`` buffer (S the rows of ``wpe``): accepted after checking it is exactly the lower-triangular ones.
 
 The score scale 1/√d_h is folded into the query rows exactly when d_h is a square, and is
 otherwise the attention's ``scale`` field (scores divided by √d_h, enclosed by Arb).
@@ -120,17 +120,17 @@ class _Reader:
             tuple(gain.values()), tuple(bias.values()), self.form.eps, label, source=0, target=d
         )
 
-    def mask(self, name: str) -> None:
-        """nanoGPT's ``attn.bias`` buffer: exactly the causal mask, or refused."""
+    def mask(self, name: str, n: int) -> None:
+        """nanoGPT's ``attn.bias`` buffer: exactly the causal mask over the ``n`` positions
+        (its ``block_size``, the rows of ``wpe``), or refused."""
         t = self.ts.tensors.get(name)
         if t is None:
             return
-        if len(t.shape) != 4 or t.shape[:2] != (1, 1) or t.shape[2] != t.shape[3]:
+        if t.shape != (1, 1, n, n):
             raise InputError(
-                f"{self.ts.where}: tensor {name!r}: shape {list(t.shape)}, expected [1, 1, n, n] "
-                "(nanoGPT's causal-mask buffer)"
+                f"{self.ts.where}: tensor {name!r}: shape {list(t.shape)}, expected "
+                f"[1, 1, {n}, {n}] (nanoGPT's causal-mask buffer over the {n} positions of wpe)"
             )
-        n = t.shape[2]
         values = np.ldexp(t.mantissa.astype(np.float64), t.exponent).reshape(n, n)  # exact
         causal = np.tril(np.ones((n, n)))
         if not np.array_equal(values, causal):
@@ -206,7 +206,7 @@ def import_gpt(ts, meta: dict, form: GptForm) -> Transformer:
     while f"{p}h.{i}.ln_1.weight" in ts.tensors:
         at = f"{p}h.{i}"
         sublayers.append(r.norm(f"{at}.ln_1", d, f"h.{i}.ln_1"))
-        r.mask(f"{at}.attn.bias")
+        r.mask(f"{at}.attn.bias", wpe.shape[0])
         qkv = r.linear(f"{at}.attn.c_attn", d, 3 * d)
         proj = r.linear(f"{at}.attn.c_proj", d, d)
         fold = (root if square else 1) if form.scale_weights else 1

@@ -241,7 +241,7 @@ def test_a_mask_buffer_that_is_not_causal_is_refused_naming_it(tmp_path):
         t[name] = np.tril(np.ones((8, 8), np.float32))
 
     _rewrite(folder / "model.safetensors", reshape)
-    with pytest.raises(InputError, match=rf"'{name}': shape \[8, 8\], expected \[1, 1, n, n\]"):
+    with pytest.raises(InputError, match=rf"'{name}': shape \[8, 8\], expected \[1, 1, 8, 8\]"):
         import_checkpoint(folder / "model.safetensors", "gpt", heads=2)
 
 
