@@ -20,7 +20,8 @@ They differ in how the weights are saved, and every difference is read, never gu
 * **The tied weight.** Stored as ``transformer.wte.weight``, or once as ``lm_head.weight``
   (what ``safetensors.torch.save_model`` keeps of nanoGPT's shared tensor), or both.
 * **Mask buffers.** nanoGPT's non-flash path registers ``attn.bias``, the causal mask, as a
-  ``[1, 1, S, S]`` buffer (S the rows of ``wpe``): accepted after checking it is exactly the lower-triangular ones.
+  ``[1, 1, S, S]`` buffer (S the rows of ``wpe``): accepted after checking it is exactly the
+  lower-triangular ones.
 
 The score scale 1/√d_h is folded into the query rows exactly when d_h is a square, and is
 otherwise the attention's ``scale`` field (scores divided by √d_h, enclosed by Arb).
