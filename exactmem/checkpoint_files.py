@@ -97,16 +97,19 @@ def _shards(folder: Path, index: Path) -> tuple[dict[str, DyadicTensor], dict, i
     weight_map = obj["weight_map"]
     if not weight_map:
         raise InputError(f"{where}: weight_map is empty")
-    files = sorted(set(weight_map.values()), key=str)
+    for tensor, name in weight_map.items():
+        if not isinstance(name, str):
+            raise InputError(f"{where}: weight_map[{tensor[:60]!r}] is not a file name")
+    files = sorted(set(weight_map.values()))
     if len(files) > MAX_SHARDS:
         raise InputError(f"{where}: {len(files)} shards, more than {MAX_SHARDS}")
     tensors: dict[str, DyadicTensor] = {}
     meta: dict[str, str] = {}
     size = 0
     for name in files:
-        if not isinstance(name, str) or not _SHARD.fullmatch(name) or ".." in name:
+        if not _SHARD.fullmatch(name) or ".." in name:
             raise InputError(
-                f"{where}: weight_map names the shard {str(name)[:60]!r}: a shard is a plain "
+                f"{where}: weight_map names the shard {name[:60]!r}: a shard is a plain "
                 "file name ending in .safetensors, in the index's folder"
             )
         shard = folder / name

@@ -259,6 +259,15 @@ def test_shards_must_hold_what_the_index_says(tmp_path):
     (folder / "model.safetensors.index.json").write_text(json.dumps(outside))
     with pytest.raises(InputError, match="a shard is a plain file name"):
         import_checkpoint(folder, None)
+    for value in ([], 3, None, {"a": 1}):
+        odd = dict(index, weight_map={**index["weight_map"], name: value})
+        (folder / "model.safetensors.index.json").write_text(json.dumps(odd))
+        with pytest.raises(InputError, match=r"weight_map\[.*\] is not a file name"):
+            import_checkpoint(folder, None)
+    for body in ("[]", '{"weight_map": []}', '{"weight_map": {}}', '{"weight_map": {"a": "b"}'):
+        (folder / "model.safetensors.index.json").write_text(body)
+        with pytest.raises(InputError, match="index file"):
+            import_checkpoint(folder, None)
 
 
 def test_shape_lies_are_refused_naming_the_tensor(tmp_path):
@@ -306,3 +315,34 @@ def test_an_encoder_layers_other_tensors_are_no_part_of_the_attention(tmp_path):
     )
     with pytest.raises(InputError, match="head count is not in its shapes"):
         import_checkpoint(DATA / "mha_dana" / "model.safetensors", "dana25")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "n_head",
+        "n_embd",
+        "n_layer",
+        "n_positions",
+        "n_inner",
+        "vocab_size",
+        "layer_norm_epsilon",
+        "activation_function",
+        "tie_word_embeddings",
+        "scale_attn_weights",
+        "scale_attn_by_inverse_layer_idx",
+        "add_cross_attention",
+        "model_type",
+    ],
+)
+def test_any_value_of_a_config_field_imports_or_is_refused_naming_it(tmp_path, key):
+    """Every JSON type in every field that decides the function: an import or an InputError
+    naming the field (or the tensor it contradicts), never another exception."""
+    folder = _copy("hf_gpt2_lm", tmp_path)
+    for value in (None, True, False, 0, -1, 2, 16, 10**30, 0.5, 1e-300, "", "2", "1/3", [], {}):
+        shutil.copy(DATA / "hf_gpt2_lm" / "config.json", folder / "config.json")
+        _config(folder, **{key: value})
+        try:
+            import_checkpoint(folder, None)
+        except InputError as exc:
+            assert key in str(exc) or "tensor" in str(exc) or "give --arch" in str(exc), exc
