@@ -154,7 +154,7 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
     ckpt = Checkpoint(f"checkpoint {path}", tensors, meta, size)
     if found is not None:
         obj, exact = found
-        if not isinstance(obj, dict):
+        if not isinstance(obj, dict) or not isinstance(exact, dict):
             raise InputError(f"config file {config}: expected a JSON object")
         ckpt.config, ckpt.config_where = exact, f"config file {config}"
     return ckpt

@@ -75,7 +75,8 @@ def _zeros(name: str, n: int) -> DyadicTensor:
 
 class _Reader:
     def __init__(self, ts, form: GptForm):
-        self.ts, self.form, self.absent = ts, form, []
+        self.ts, self.form = ts, form
+        self.absent: list[str] = []  # the biases read as 0
 
     def weight(self, name: str, cols: int, rows: int | None) -> DyadicTensor:
         """``name`` as ``[out, in]`` (read from Conv1D's ``[in, out]`` under ``conv1d``)."""
