@@ -100,6 +100,7 @@ def test_what_each_checkpoint_is_read_as():
     base = _import("hf_gpt2_base")
     assert base.meta["options"]["model"] == "GPT2Model"
     assert base.meta["options"]["notes"][0].startswith("GPT2Model has no head")
+    assert base.meta["options"]["score_scale"] == "1/2 (exact), 1/(layer + 1)"
     assert {s.activation for s in base.sublayers if isinstance(s, MLP)} == {"relu"}
     assert {s.scale for s in base.sublayers if isinstance(s, Attention)} == {1}  # d_h = 4: 1/2
     nano = _import("nanogpt_nobias").meta["options"]
@@ -187,6 +188,8 @@ def test_the_activation_is_read_by_name_never_replaced(tmp_path):
     _config(folder, activation_function="gelu_fast")  # another constant: another function
     with pytest.raises(InputError, match="'gelu_fast'"):
         import_checkpoint(folder, "gpt2")
+    _config(folder, activation_function="gelu_pytorch_tanh")  # the same function, by name
+    assert largest_excess(import_checkpoint(folder, "gpt2"), "hf_gpt2_lm") <= 0
     _config(folder, activation_function="gelu")  # erf GELU for the tanh one it was trained with
     erf = import_checkpoint(folder, "gpt2")
     assert {s.activation for s in erf.sublayers if isinstance(s, MLP)} == {"gelu"}
@@ -346,3 +349,14 @@ def test_any_value_of_a_config_field_imports_or_is_refused_naming_it(tmp_path, k
             import_checkpoint(folder, None)
         except InputError as exc:
             assert key in str(exc) or "tensor" in str(exc) or "give --arch" in str(exc), exc
+
+
+def test_the_score_scaling_flags_change_the_function_read(tmp_path):
+    """hf_gpt2_base was trained with scale_attn_by_inverse_layer_idx: read without it (or
+    without scale_attn_weights) the enclosures miss the framework's logits."""
+    folder = _copy("hf_gpt2_base", tmp_path)
+    assert largest_excess(import_checkpoint(folder, None), "hf_gpt2_base") <= 0
+    for flag in ("scale_attn_by_inverse_layer_idx", "scale_attn_weights"):
+        shutil.copy(DATA / "hf_gpt2_base" / "config.json", folder / "config.json")
+        _config(folder, **{flag: False})
+        assert largest_excess(import_checkpoint(folder, None), "hf_gpt2_base") > 0, flag

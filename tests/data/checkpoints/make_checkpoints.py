@@ -15,8 +15,9 @@ evaluated in float64) and, for ``mahdavi24``, ``vocab.npy`` (the integer input v
 * ``hf_gpt2_lm/`` — ``GPT2LMHeadModel.save_pretrained``: ``gelu_new`` (tanh GELU), d = 16,
   2 heads of d_h = 8 (not a square: 1/√8 is irrational), tied head (not stored).
 * ``hf_gpt2_base/`` — ``GPT2Model.save_pretrained`` (no ``transformer.`` prefix), ReLU,
-  2 heads of d_h = 4, sharded (``model.safetensors.index.json``); its logits are the last
-  hidden state times the token embedding (the tied head of the LM model).
+  2 blocks with 2 heads of d_h = 4, scores also scaled by 1/(layer index + 1)
+  (``scale_attn_by_inverse_layer_idx``), sharded (``model.safetensors.index.json``); its
+  logits are the last hidden state times the token embedding (the tied head of the LM model).
 * ``nanogpt_nobias/`` — nanoGPT with ``bias=False``, the non-flash path (``attn.bias`` causal
   buffers), written by ``safetensors.torch.save_model`` (the tied weight is kept once, as
   ``lm_head.weight``), ``n_head`` in ``__metadata__``; erf GELU, d_h = 8.
@@ -183,6 +184,7 @@ def hf_gpt2() -> None:
     config = GPT2Config(
         vocab_size=V, n_positions=8, n_embd=8, n_layer=2, n_head=2, n_inner=16,
         activation_function="relu", bos_token_id=0, eos_token_id=0, initializer_range=0.5,
+        scale_attn_by_inverse_layer_idx=True,
     )  # fmt: skip
     base = GPT2Model(config).eval()
     _perturbed(base)
