@@ -102,3 +102,35 @@ def test_the_model_file_spells_both_and_old_files_are_unchanged(tmp_path):
         model_from_json(broken)
     with pytest.raises(ValueError, match="scale 0 is not an integer"):
         replace(new.sublayers[0], scale=0)
+
+
+def _scaled(model: Transformer, k: int) -> Transformer:
+    """``model`` with every softmax attention's scores divided by √k."""
+    subs = tuple(
+        replace(s, scale=k) if isinstance(s, Attention) and s.score == "softmax" else s
+        for s in model.sublayers
+    )
+    return replace(model, sublayers=subs)
+
+
+def test_checklists_that_read_scores_from_the_weights_refuse_a_scaled_attention():
+    """ks24 reads its temperature λ, kim23 its softmax gaps, from W_Q and W_K alone: with the
+    scores divided by √k those are not the softmax's, so a scaled attention is refused there
+    (ks24.structure and kim23.softmax fail), never judged as if unscaled."""
+    from support import certify_built
+
+    from exactmem.constructions import kim23, ks24
+    from exactmem.sequences import random_sequences
+
+    ds = ks24.random_instance(12, 4, 3, 12, 5, seed=1)
+    model, _ = ks24.build(ds, {})
+    assert certify_built(model, ds, construction="ks24").verdict == "verified"
+    cert = certify_built(_scaled(model, 4), ds, construction="ks24")
+    failed = {c.name: c.detail for c in cert.failed}
+    assert cert.verdict == "refuted" and "divided by √4" in failed["ks24.structure"]
+    ds = random_sequences(20, 4, 2, 5, 3, seed=1, task="seq2seq", labels_by="key")
+    model, _ = kim23.build(ds, {"seed": 0, "attention": "softmax"})
+    assert certify_built(model, ds).verdict == "verified"
+    cert = certify_built(_scaled(model, 4), ds)
+    failed = {c.name: c.detail for c in cert.failed}
+    assert "kim23.softmax" in failed and "divided by √4" in failed["kim23.softmax"]
