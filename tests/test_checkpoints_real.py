@@ -360,3 +360,26 @@ def test_the_score_scaling_flags_change_the_function_read(tmp_path):
         shutil.copy(DATA / "hf_gpt2_base" / "config.json", folder / "config.json")
         _config(folder, **{flag: False})
         assert largest_excess(import_checkpoint(folder, None), "hf_gpt2_base") > 0, flag
+
+
+def test_a_folder_is_read_as_strictly_as_a_file(tmp_path, capsys):
+    import os
+
+    folder = _copy("hf_gpt2_lm", tmp_path)
+    (folder / "config.json").write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(InputError, match="config file .*nested deeper"):
+        import_checkpoint(folder, None)
+    (folder / "config.json").unlink()
+    os.mkfifo(folder / "config.json")
+    with pytest.raises(InputError, match="config file .*not a regular file"):
+        import_checkpoint(folder, "gpt2")
+    (folder / "config.json").unlink()
+    shutil.copy(DATA / "hf_gpt2_lm" / "config.json", folder / "config.json")
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(InputError, match="neither model.safetensors nor"):
+        import_checkpoint(folder, None)
+    out = tmp_path / "n.json"
+    path = DATA / "nanogpt_nobias" / "model.safetensors"
+    assert main(["import", str(path), "--arch", "gpt", "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["arch"] == "gpt" and len(report["notes"]) == 2
