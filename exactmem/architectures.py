@@ -8,9 +8,9 @@ others imply, and each error names the tensor. Linear maps follow PyTorch's ``nn
 convention: ``weight`` has shape ``[out, in]``; embedding tables ``nn.Embedding``'s
 ``[tokens, width]``.
 
-Attention scores are ``(W_K x)ᵀ(W_Q y)`` exactly: a model trained with scores scaled by
-``1/√d_h`` must fold the scale into its query weights before saving (the irrational factor has
-no exact reading of its own).
+Attention scores of the per-head tensor names (``attn.{h}.query.weight``, …) are
+``(W_K x)ᵀ(W_Q y)`` exactly: a model trained with scores scaled by ``1/√d_h`` folds the scale
+into its query weights before saving, or is saved as ``nn.MultiheadAttention`` (which scales).
 
 ``mahdavi24`` — Mahdavi, Liao & Thrampoulidis 2024: one multi-head softmax attention layer on
 input vectors in Q^d; a sequence is the context tokens followed by the query, the query attends
@@ -79,41 +79,91 @@ when ``lm_head.weight`` is absent:
 * ``transformer.ln_f.weight``, ``.bias`` ``[d]``; ``lm_head.weight`` ``[V, d]`` (optional).
 
 The number of heads H is not in the shapes: ``heads`` (``--heads``) or the header's
-``__metadata__`` entry ``n_head``. The 1/√d_h score scale is applied exactly, so d_h must be a
-perfect square (4, 16, 64, …; otherwise fold the scale into the query weights and save with
-d_h's scale 1, ``n_head`` alone). Layer norms use eps = 1/100000 (PyTorch's default 1e-5) unless
-the metadata gives ``ln_eps`` as a decimal. In the IR the stream has 2d + 1 lanes: the residual
-in the first d, each layer norm writes its normalisation into the next d (a branch layer norm),
-which is what attention, MLP and unembedding read, and the constant 1 for the attention biases;
-they write back into the first d.
+``__metadata__`` entry ``n_head`` (1 to 6 ASCII digits). The 1/√d_h score scale is folded into
+the query weights exactly when d_h is a square, and is otherwise the attention's ``scale``
+(enclosed on Arb balls). Absent biases (nanoGPT's ``bias=False``), the tied weight stored as
+``lm_head.weight`` and the ``attn.bias`` causal-mask buffers are read as
+:mod:`exactmem.gpt_import` says.
+
+``gpt2`` — Hugging Face GPT-2 as ``save_pretrained`` writes it (a folder: ``config.json`` and
+the weights, sharded or not; :mod:`exactmem.checkpoint_files`, :mod:`exactmem.gpt_import`).
+
+``mahdavi24`` and ``dana25`` also read a ``torch.nn.MultiheadAttention`` state dict in place of
+the per-head tensors (:mod:`exactmem.mha_import`). Layer norms use eps = 1/100000
+(PyTorch's default 1e-5) unless the metadata gives ``ln_eps`` (an exact decimal or fraction,
+read as every number of a file is: ASCII, within ``--max-digits`` and ``--max-exponent``,
+never cut). In the IR the stream has 2d + 1 lanes: the residual in the first d, each layer
+norm writes its normalisation into the next d (a branch layer norm), which is what attention,
+MLP and unembedding read, and the constant 1 for the attention biases; they write back into
+the first d.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
-from fractions import Fraction
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from gmpy2 import mpq
 
+from exactmem import limits
 from exactmem.errors import InputError
+from exactmem.exact import parse_rational
 from exactmem.model import (
     MLP,
     Affine,
     Attention,
     AttentionHead,
-    LayerNorm,
     PositionalEncoding,
     Transformer,
 )
-from exactmem.safetensors_io import DyadicTensor, read_safetensors
+from exactmem.safetensors_io import DyadicTensor
 
 __all__ = ["ARCHITECTURES", "affine_of", "import_checkpoint"]
 
 _HEAD = re.compile(r"attn\.(0|[1-9][0-9]{0,5})\.(query|key|value|output)\.weight")
+
+
+_ENTRY_TEXT = 8  # a weight's text beside its hex digits: [column, "0x…"],
+
+
+@dataclass
+class _Output:
+    """The text the imported model's weights take, counted map by map as :func:`affine_of`
+    makes them, against ``--max-bytes``: a map's weights share one power-of-two denominator,
+    so a float64 map mixing subnormals (2^-1074) and huge values (2^1023) widens every weight
+    to ~2100 bits — 525 hex digits for 8 bytes of checkpoint."""
+
+    where: str
+    source: int  # the checkpoint's bytes
+    chars: int = 0
+
+    def charge(self, chars: int) -> None:
+        self.chars += chars
+        cap = limits.current().max_bytes
+        if self.chars > cap:
+            raise InputError(
+                f"{self.where}: the exact model's weights take at least {self.chars} bytes of "
+                f"text, {self.chars / max(self.source, 1):.0f}× the checkpoint's {self.source} "
+                f"bytes, more than the limit of {cap} (--max-bytes): the weights of each map "
+                "share one power-of-two denominator, so tiny and huge values in one tensor "
+                "widen all of them"
+            )
+
+
+_OUTPUT: ContextVar[_Output | None] = ContextVar("exactmem_import_output", default=None)
+
+
+def _charge_rationals(t: DyadicTensor) -> None:
+    """Count the text of ``t``'s values written one by one as rationals (a positional table,
+    a layer norm's gain and bias): numerator and denominator, each in hex."""
+    if (output := _OUTPUT.get()) is not None:
+        m, e = t.mantissa, t.exponent
+        bits = np.frexp(np.abs(m).astype(np.float64))[1] + np.abs(e)  # |m| < 2^53: exact
+        output.charge(int(((bits + 3) // 4).sum()) + 2 * _ENTRY_TEXT * t.size)
 
 
 def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
@@ -130,6 +180,9 @@ def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
     m, e = m >> tz, e + tz
     k = int(max(0, -int(e[nz].min()))) if nz.any() else 0
     shift = e + k
+    if (output := _OUTPUT.get()) is not None:  # counted before the integers are made
+        bits = np.frexp(np.abs(m[nz]).astype(np.float64))[1] + shift[nz]  # |m| < 2^53: exact
+        output.charge(int(((bits + 3) // 4).sum()) + _ENTRY_TEXT * int(nz.sum()))
     rows = []
     for i in range(rows_n):
         lo = i * cols_n
@@ -183,9 +236,10 @@ class _Tensors:
         t = self.tensors.get(name)
         if t is None:
             raise InputError(f"{self.where}: tensor {name!r} is missing")
-        if len(t.shape) != rank:
+        if len(t.shape) != rank or 0 in t.shape:  # (the reader refuses empty tensors too)
             raise InputError(
-                f"{self.where}: tensor {name!r}: shape {list(t.shape)}, expected {rank} dimensions"
+                f"{self.where}: tensor {name!r}: shape {list(t.shape)}, expected {rank} "
+                "non-zero dimensions"
             )
         return t.shape
 
@@ -266,6 +320,7 @@ def _dana(ts: _Tensors, meta: dict) -> Transformer:
     unembed = affine_of(ts.take("unembed.weight", (None, d)))
     table = affine_of(emb)  # [N, d]: row t is token t's embedding; the IR's E_in is d × N
     embed = _transpose(table, names=())
+    _charge_rationals(pos)
     positions = PositionalEncoding(
         tuple(tuple(pos.value(k * d + i) for i in range(d)) for k in range(pos.shape[0])), "pos"
     )
@@ -274,26 +329,30 @@ def _dana(ts: _Tensors, meta: dict) -> Transformer:
 
 
 def _heads(heads: int | None, file_meta: dict, where: str) -> int | None:
+    """The head count: ``--heads``, else the metadata's ``n_head`` — ASCII digits only
+    (``"²"`` and ``"٣"`` are digits to :meth:`str.isdigit` and :func:`int`, not to a file)."""
     if heads is not None:
         return heads
     raw = file_meta.get("n_head")
     if raw is None:
         return None
-    if not raw.isdigit() or len(raw) > 6:
-        raise InputError(f"{where}: __metadata__ n_head = {raw[:20]!r} is not a head count")
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= len(raw) <= 6:
+        raise InputError(
+            f"{where}: __metadata__ n_head = {raw[:20]!r} is not a head count (1 to 6 ASCII digits)"
+        )
     return int(raw)
 
 
 def _eps(file_meta: dict, where: str) -> mpq | None:
+    """The metadata's ``ln_eps``, read as every number of a file is
+    (:func:`exactmem.exact.parse_rational`: exact, ASCII, within ``--max-digits`` and
+    ``--max-exponent``; a value too long is refused, never cut)."""
     raw = file_meta.get("ln_eps")
     if raw is None:
         return None
-    try:
-        eps = mpq(Fraction(raw[:40]))
-    except (ValueError, ZeroDivisionError):
-        raise InputError(f"{where}: __metadata__ ln_eps = {raw[:20]!r} is not a number") from None
+    eps = parse_rational(raw, f"{where}: __metadata__ ln_eps")
     if not eps > 0:
-        raise InputError(f"{where}: __metadata__ ln_eps must be positive")
+        raise InputError(f"{where}: __metadata__ ln_eps must be positive, got {eps}")
     return eps
 
 
@@ -356,6 +415,7 @@ def _embedding_with_one(emb: DyadicTensor, tokens: int, width: int) -> Affine:
 
 
 def _positions(pos: DyadicTensor, d: int, width: int) -> PositionalEncoding:
+    _charge_rationals(pos)
     return PositionalEncoding(
         tuple(
             tuple(pos.value(k * d + i) if i < d else mpq(0) for i in range(width))
@@ -407,78 +467,52 @@ def _cols(a: Affine, lo: int, hi: int, with_bias: bool) -> Affine:
     return Affine(hi - lo, rows, bias, a.denominator)
 
 
-def _norm(ts: _Tensors, name: str, d: int, eps: mpq, label: str) -> LayerNorm:
-    gain = ts.take(f"{name}.weight", (d,))
-    bias = ts.take(f"{name}.bias", (d,))
-    return LayerNorm(tuple(gain.values()), tuple(bias.values()), eps, label, source=0, target=d)
-
-
 def _gpt(ts: _Tensors, meta: dict, heads: int | None = None, eps: mpq | None = None):
-    wte = ts.take("transformer.wte.weight", (None, None))
-    V, d = wte.shape
-    wpe = ts.take("transformer.wpe.weight", (None, d))
-    H = heads
-    if H is None or H < 1 or d % H:
+    """nanoGPT's decoder (:mod:`exactmem.gpt_import`): ``nn.Linear`` layout, erf GELU."""
+    from exactmem.gpt_import import GptForm, import_gpt
+
+    form = GptForm(heads, mpq(1, 100000) if eps is None else eps)
+    return import_gpt(ts, meta, form)
+
+
+def _gpt2(ts: _Tensors, meta: dict, config, heads: int | None = None) -> Transformer:
+    """Hugging Face GPT-2 (:mod:`exactmem.gpt_import`): Conv1D layout, ``config.json``."""
+    from exactmem.checkpoint_files import gpt2_config
+    from exactmem.gpt_import import GptForm, import_gpt
+
+    if config is None:
         raise InputError(
-            f"{ts.where}: the number of heads must divide d = {d} (got {H}; give --heads H or "
-            "the __metadata__ entry n_head)"
+            f"{ts.where}: --arch gpt2 reads the config.json beside the weights: give the folder "
+            "save_pretrained wrote"
         )
-    dh = d // H
-    root = math.isqrt(dh)
-    if root * root != dh:
-        raise InputError(
-            f"{ts.where}: head dimension d/H = {dh} is not a perfect square, so 1/√d_h is "
-            "irrational: fold it into the query weights of c_attn and save them scaled"
+    c = gpt2_config(*config)
+    if heads is not None and heads != c.n_head:
+        raise InputError(f"{ts.where}: --heads {heads}, but config.json n_head = {c.n_head}")
+    prefix = "transformer." if any(n.startswith("transformer.") for n in ts.tensors) else ""
+    form = GptForm(
+        c.n_head,
+        c.eps,
+        c.activation,
+        conv1d=True,
+        prefix=prefix,
+        tied=c.tied,
+        scale_weights=c.scale_attn_weights,
+        by_layer=c.by_layer,
+        sizes={
+            "n_embd": c.n_embd,
+            "n_layer": c.n_layer,
+            "n_positions": c.n_positions,
+            "n_inner": c.n_inner,
+            "vocab_size": c.vocab_size,
+        },
+    )
+    meta["options"]["model"] = "GPT2LMHeadModel" if prefix else "GPT2Model"
+    if not prefix and "lm_head.weight" not in ts.tensors and c.tied:
+        form.notes.append(
+            "GPT2Model has no head: the logits are read through the tied token embedding, as "
+            "GPT2LMHeadModel's"
         )
-    eps = mpq(1, 100000) if eps is None else eps
-    width, one = 2 * d + 1, 2 * d
-    sublayers: list = [_positions(wpe, d, width)]
-    i = 0
-    while f"transformer.h.{i}.ln_1.weight" in ts.tensors:
-        at = f"transformer.h.{i}"
-        sublayers.append(_norm(ts, f"{at}.ln_1", d, eps, f"h.{i}.ln_1"))
-        qkv = _map(ts, f"{at}.attn.c_attn", d, 3 * d)
-        proj = _map(ts, f"{at}.attn.c_proj", d, d)
-        attn_heads = []
-        for h in range(H):
-            lo = h * dh
-            value = _place(_rows(qkv, 2 * d + lo, 2 * d + lo + dh), width, col=d, one=one)
-            if h == 0:  # c_proj's bias, added once: read from the constant carried by head 0
-                value = _carrying_one(value, one)
-                out = _place(_cols(proj, lo, lo + dh, True), dh + 1, rows=width, one=dh)
-            else:
-                out = _place(_cols(proj, lo, lo + dh, False), dh, rows=width)
-            attn_heads.append(
-                AttentionHead(
-                    _place(_rows(qkv, lo, lo + dh, root), width, col=d, one=one),
-                    _place(_rows(qkv, d + lo, d + lo + dh), width, col=d, one=one),
-                    value,
-                    out,
-                )
-            )
-        sublayers.append(Attention(tuple(attn_heads), "softmax", f"h.{i}.attn", "causal"))
-        sublayers.append(_norm(ts, f"{at}.ln_2", d, eps, f"h.{i}.ln_2"))
-        fc = _map(ts, f"{at}.mlp.c_fc", d)
-        down = _map(ts, f"{at}.mlp.c_proj", fc.out_dim, d)
-        sublayers.append(
-            MLP(
-                (_place(fc, width, col=d), _place(down, fc.out_dim, rows=width)),
-                residual=True,
-                label=f"h.{i}.mlp",
-                activation="gelu",
-            )
-        )
-        i += 1
-    if i == 0:
-        raise InputError(f"{ts.where}: no blocks (tensor 'transformer.h.0.ln_1.weight')")
-    sublayers.append(_norm(ts, "transformer.ln_f", d, eps, "ln_f"))
-    tied = "lm_head.weight" not in ts.tensors
-    head = wte if tied else ts.take("lm_head.weight", (None, d))
-    unembed = _place(affine_of(head), width, col=d)
-    embed = _embedding_with_one(wte, V, width)
-    meta["options"]["tied"] = tied
-    meta["options"]["heads"] = H
-    return Transformer(V, tuple(sublayers), embed, unembed, meta, token_inputs=True)
+    return import_gpt(ts, meta, form)
 
 
 def _ks_blocks(ts: _Tensors, stack: str, m: int) -> list[MLP]:
@@ -523,18 +557,55 @@ ARCHITECTURES: dict[str, tuple[str, Callable[..., Transformer]]] = {
     "ks25": ("Kajitsuka & Sato 2025 (eq. 165): ReLU blocks, uniform attention, ReLU blocks", _ks),
     "madden24": ("Madden et al. 2024: one-layer decoder, causal attention, GELU FNN", _madden),
     "gpt": ("GPT-style pre-norm decoder (nanoGPT names): LayerNorm, causal MHA, GELU", _gpt),
+    "gpt2": ("Hugging Face GPT-2 as save_pretrained writes it (Conv1D, config.json)", _gpt2),
 }
 
 
-def import_checkpoint(path: str | Path, arch: str, *, heads: int | None = None) -> Transformer:
+def detect_arch(config: dict | None) -> str | None:
+    """The architecture a checkpoint names itself: ``gpt2`` when its ``config.json`` says
+    ``model_type: gpt2``; else None (give ``--arch``)."""
+    return "gpt2" if isinstance(config, dict) and config.get("model_type") == "gpt2" else None
+
+
+def import_checkpoint(
+    path: str | Path, arch: str | None, *, heads: int | None = None
+) -> Transformer:
     """The model of a safetensors checkpoint of architecture ``arch`` (see the module
-    docstring), every weight exact. Its ``meta`` records the architecture and the checkpoint's
-    dtypes as labels. ``heads``: the number of heads of a ``gpt`` checkpoint (else its
-    ``__metadata__`` entry ``n_head``)."""
-    if arch not in ARCHITECTURES:
+    docstring), every weight exact: a file, or a folder written by Hugging Face
+    ``save_pretrained`` (``model.safetensors`` or its shards, ``config.json``;
+    :mod:`exactmem.checkpoint_files`). ``arch`` None: read from ``config.json``. Its ``meta``
+    records the architecture and the checkpoint's dtypes as labels. ``heads``: the number of
+    heads of a ``gpt`` checkpoint (else its ``__metadata__`` entry ``n_head``) or of an
+    attention checkpoint saved as ``nn.MultiheadAttention``."""
+    from exactmem.checkpoint_files import read_checkpoint
+
+    if arch is not None and arch not in ARCHITECTURES:
         raise InputError(f"--arch {arch!r} is unknown; available: {', '.join(ARCHITECTURES)}")
-    tensors, file_meta = read_safetensors(path)
-    ts = _Tensors(tensors, f"checkpoint {path} (--arch {arch})")
+    ckpt = read_checkpoint(path)
+    if arch is None:
+        arch = detect_arch(ckpt.config)
+        if arch is None:
+            raise InputError(
+                f"{ckpt.where}: no config.json names its architecture: give --arch "
+                f"({', '.join(ARCHITECTURES)})"
+            )
+    elif ckpt.config is not None and arch != "gpt2":
+        raise InputError(
+            f"{ckpt.config_where}: --arch {arch} reads no config.json, whose settings would be "
+            "ignored (a save_pretrained folder is --arch gpt2)"
+        )
+    ts = _Tensors(ckpt.tensors, f"{ckpt.where} (--arch {arch})")
+    token = _OUTPUT.set(_Output(ts.where, ckpt.size))
+    try:
+        config = None if ckpt.config is None else (ckpt.config, ckpt.config_where)
+        return _import(ts, arch, heads, ckpt.meta, ckpt.tensors, config)
+    finally:
+        _OUTPUT.reset(token)
+
+
+def _import(
+    ts: _Tensors, arch: str, heads: int | None, file_meta: dict, tensors: dict, config=None
+):
     meta = {
         "construction": f"imported:{arch}",
         "theorem": "trained weights, imported exactly (no construction's promise)",
@@ -542,9 +613,27 @@ def import_checkpoint(path: str | Path, arch: str, *, heads: int | None = None) 
     }
     if arch == "gpt":
         model = _gpt(ts, meta, _heads(heads, file_meta, ts.where), _eps(file_meta, ts.where))
+    elif arch == "gpt2":
+        model = _gpt2(ts, meta, config, heads)
+    elif arch in ("mahdavi24", "dana25") and _mha_prefix(ts) is not None:
+        from exactmem.mha_import import import_mha
+
+        model = import_mha(ts, arch, meta, _heads(heads, file_meta, ts.where), _mha_prefix(ts))
     else:
         if heads is not None:
-            raise InputError(f"--heads is for --arch gpt (the heads of {arch} are its tensors)")
+            raise InputError(
+                f"--heads is for --arch gpt and nn.MultiheadAttention checkpoints (the heads of "
+                f"{arch} are its tensors)"
+            )
         model = ARCHITECTURES[arch][1](ts, meta)
     ts.finish()
     return model
+
+
+def _mha_prefix(ts: _Tensors) -> str | None:
+    """Where a ``torch.nn.MultiheadAttention`` state dict sits in the checkpoint (``""``,
+    ``attn.`` or an encoder layer's ``self_attn.``), or None."""
+    for prefix in ("", "attn.", "self_attn."):
+        if f"{prefix}in_proj_weight" in ts.tensors or f"{prefix}q_proj_weight" in ts.tensors:
+            return prefix
+    return None

@@ -33,6 +33,7 @@ from exactmem.errors import (
     EXIT_VERIFIED,
     InputError,
 )
+from exactmem.limits import generated_size_problem, open_regular
 
 __all__ = [
     "Claim",
@@ -169,9 +170,13 @@ def _gen_lemma_b2_counterexample(p: dict, progress=None):
     from exactmem.data import Dataset
 
     vocab = ((mpq(1), mpq(0)), (mpq(0), mpq(1)), (mpq(2), mpq(2)), (mpq(-1), mpq(3)))
+    if p.get("task", "next-token") == "seq2seq":  # the same collision at the last position
+        labels: tuple = ((1, 1, 1), (1, 1, 2), (1, 1, 1))
+    else:
+        labels = (1, 2, 1)
     return Dataset(
-        "next-token",
-        (1, 2, 1),
+        "seq2seq" if p.get("task") == "seq2seq" else "next-token",
+        labels,
         2,
         vocab=vocab,
         sequences=((0, 2, 3), (1, 1, 3), (0, 1, 3)),
@@ -283,7 +288,7 @@ GENERATOR_PARAMS: dict[str, dict[str, type | tuple[str, ...]]] = {
         "task": ("next-token", "seq2seq"),
         "labels_by": ("key", "multiset"),
     },
-    "lemma_b2_counterexample": {"seed": int},  # a fixed dataset; the seed is the build's
+    "lemma_b2_counterexample": {"seed": int, "task": ("next-token", "seq2seq")},  # fixed data
     "zen": {"n": int, "unit": ("char", "word"), "limit": int, "seed": int},
     "attention": {"T": int, "n": int, "d": int, "C": int, "seed": int, "shared_context": bool},
     "associations": {"vocab": int, "S": int, "T": int, "seed": int},
@@ -336,7 +341,7 @@ def _toml_kind(value) -> str:
 
 def _read_toml(path: Path, where: str) -> dict:
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, where) as handle:  # a FIFO named *.toml would block the open
             raw = handle.read(MAX_CLAIM_BYTES + 1)
     except OSError as exc:
         raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
@@ -415,7 +420,30 @@ def _instance(obj, construction: str, where: str) -> Instance:
     for key in REQUIRED_PARAMS[gen]:
         if key not in inst:
             raise InputError(f"{where}: missing key {key!r} (generator {gen!r})")
+    # each size is bounded above; what they make together is bounded as `generate` bounds it
+    if problem := generated_size_problem(**_generated_size(gen, inst)):
+        raise InputError(f"{where}: {problem}")
     return Instance(tier, gen, inst, overrides)
+
+
+def _generated_size(gen: str, p: dict) -> dict[str, int]:
+    """The token indices and rational coordinates generator ``gen`` makes for parameters
+    ``p`` (:func:`exactmem.limits.generated_size_problem` bounds them)."""
+    N, n, d = p.get("N", p.get("T", 0)), p.get("n", 1), p.get("d", 1)
+    vocab = p.get("vocab", 1)
+    if gen in ("random_points", "label_extremes"):
+        return {"coordinates": N * d}
+    if gen == "attention":  # n context vectors and the query, each in Q^d
+        return {"coordinates": N * (n + 1) * d}
+    if gen == "associations":
+        return {"tokens": N * p.get("S", 1), "coordinates": vocab}
+    if gen == "contexts":
+        return {"tokens": N * n, "coordinates": vocab}
+    if gen in ("random_sequences", "ks24"):
+        return {"tokens": 2 * N * n, "coordinates": vocab * d}  # seq2seq: a label per token
+    if gen == "zen":
+        return {"tokens": p.get("limit", 0) * n}
+    return {}
 
 
 def _formulas(table: dict, where: str, known: list[str], *, defines: bool) -> dict:

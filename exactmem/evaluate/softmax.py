@@ -19,9 +19,9 @@ from flint import arb, arb_mat, ctx, fmpq
 from gmpy2 import mpq
 
 from exactmem.balls import (
+    activation_ball,
     ball_bounds,
     ball_midpoint,
-    gelu_ball,
     hardmax_balls,
     softmax_balls,
     to_ball,
@@ -129,7 +129,7 @@ def _mlp_batch(mlp: MLP, cols: list[list[arb]]) -> list[list[arb]]:
     for i, layer in enumerate(mlp.layers):
         h = _affine_batch(layer, h)
         if i < last:
-            act = gelu_ball if mlp.activation == "gelu" else (lambda x: x.max(arb(0)))
+            act = activation_ball(mlp.activation)
             h = [[act(x) for x in c] for c in h]
     if mlp.residual:
         return [[a + b for a, b in zip(v, c, strict=True)] for v, c in zip(cols, h, strict=True)]
@@ -159,9 +159,13 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
             q = _affine(h.query, cols[kq])  # only the columns read: the last one, or all
             idx = _keys(att.mask, n, kq)
             scores = [sum((a * b for a, b in zip(keys[k], q, strict=True)), arb(0)) for k in idx]
-            if att.score == "hardmax":
+            if att.score == "hardmax":  # a positive scale keeps the maximisers: unscaled
                 mixed = hardmax_balls(scores, [values[k] for k in idx])
             else:
+                tie = all(s.is_exact() for s in scores) and all(s == scores[0] for s in scores)
+                if att.scale != 1 and not tie:  # scores / √scale: Arb encloses the square root
+                    root = arb(att.scale).sqrt()
+                    scores = [s / root for s in scores]
                 if att.score == "uniform":
                     weights = [arb(fmpq(1, len(idx)))] * len(idx)
                 else:
