@@ -7,15 +7,16 @@ definition line by line:
 
 * the input column of a token is its vocabulary vector, or the one-hot vector e_x of its id
   (``token_inputs``), then ``E_in`` (affine, with bias);
-* an :class:`MLP` is ``L_k ∘ σ ∘ … ∘ σ ∘ L_1`` with σ ReLU or GELU x·Φ(x) (intervals from
-  mpmath's ``ncdf`` at the interval precision plus a margin, on GELU's monotone pieces), plus
-  its input when residual;
+* an :class:`MLP` is ``L_k ∘ σ ∘ … ∘ σ ∘ L_1`` with σ ReLU, GELU x·Φ(x) or its tanh form
+  (intervals from mpmath at the interval precision plus a margin, on GELU's monotone pieces),
+  plus its input when residual;
 * a :class:`LayerNorm` is ``gain ⊙ (x − μ)/√(σ² + eps) + bias`` (biased variance), on the whole
   column or from ``source`` into ``target``; exact when the root is rational;
 * a :class:`PositionalEncoding` adds ``table[k]`` to the column at position k;
 * an :class:`Attention` sub-layer adds ``Σ_h W_O W_V Z a_h`` to Z, where the weights a_h of a
   query column are 1/|keys| (``uniform``), 1/|I| on the maximisers I of the scores
-  ``⟨W_K z_k, W_Q z_q⟩`` (``hardmax``, ties averaged) or softmax of the scores; with mask
+  ``⟨W_K z_k, W_Q z_q⟩`` (``hardmax``, ties averaged) or softmax of the scores divided by
+  √scale; with mask
   ``context`` the last position is not a key, with ``causal`` position q reads 0..q;
 * ``E_out`` (affine, with bias) gives the outputs.
 
@@ -81,25 +82,30 @@ def relu(x):
     return iv.mpf([0, x.b])
 
 
-GELU_MIN = Fraction(-75179193, 10**8)  # GELU decreases before its minimum near here, then rises
+GELU_MIN = Fraction(-8, 10)  # both GELUs decrease up to their minimum (≈ −0.75), then rise
 
 
-def _gelu_point(x: Fraction) -> tuple:
-    """An interval around GELU(x): mpmath at the interval precision + 40 bits, widened by
-    2^-(precision) (its error is far below that)."""
+def _gelu_point(x: Fraction, tanh: bool) -> tuple:
+    """An interval around GELU(x) (x·Φ(x), or ``tanh``: ½x(1 + tanh(√(2/π)(x + 0.044715x³)))):
+    mpmath at the interval precision + 40 bits, widened by 2^-(precision) (its error is far
+    below that)."""
     with mpmath.workprec(iv.prec + 40):
         z = mpmath.mpf(x.numerator) / x.denominator
-        v = z * mpmath.ncdf(z)
+        if tanh:
+            cubic = mpmath.mpf(44715) / 10**6
+            v = z * (1 + mpmath.tanh(mpmath.sqrt(2 / mpmath.pi) * (z + cubic * z**3))) / 2
+        else:
+            v = z * mpmath.ncdf(z)
         slack = mpmath.ldexp(1, -iv.prec) * (1 + abs(v))
         return v - slack, v + slack
 
 
-def gelu(x):
-    """GELU(x) = x·Φ(x) as an interval (exact 0 at an exact 0)."""
+def gelu(x, tanh: bool = False):
+    """GELU(x) as an interval (exact 0 at an exact 0)."""
     if isinstance(x, Fraction) and x == 0:
         return Fraction(0)
     lo, hi = bounds(x)
-    a, b = _gelu_point(lo), _gelu_point(hi)
+    a, b = _gelu_point(lo, tanh), _gelu_point(hi, tanh)
     if hi <= GELU_MIN:  # decreasing
         return iv.mpf([b[0], a[1]])
     if lo >= 0:  # increasing (and GELU(0) = 0 in between is covered by the endpoints)
@@ -160,7 +166,10 @@ def mlp(m: MLP, x: list) -> list:
     for i, layer in enumerate(m.layers):
         h = affine(layer, h)
         if i < len(m.layers) - 1:
-            h = [gelu(v) if m.activation == "gelu" else relu(v) for v in h]
+            if m.activation == "relu":
+                h = [relu(v) for v in h]
+            else:
+                h = [gelu(v, tanh=m.activation == "gelu_tanh") for v in h]
     return [add(a, b) for a, b in zip(x, h, strict=True)] if m.residual else h
 
 
@@ -171,7 +180,7 @@ def dot(u: Sequence, v: Sequence):
     return acc
 
 
-def _weights(score: str, scores: list) -> list:
+def _weights(score: str, scores: list, scale: int = 1) -> list:
     """Attention weights of one query column over its keys."""
     n = len(scores)
     if score == "uniform":
@@ -189,12 +198,13 @@ def _weights(score: str, scores: list) -> list:
         top = max(scores)
         tied = [s == top for s in scores]
         return [Fraction(1, sum(tied)) if t else Fraction(0) for t in tied]
-    # softmax: w_k = 1 / Σ_j exp(s_j − s_k); each difference exact when the scores are
+    # softmax: w_k = 1 / Σ_j exp((s_j − s_k)/√scale); each difference exact when the scores are
     weights = []
+    shrink = 1 / iv.sqrt(scale) if scale != 1 else Fraction(1)
     for sk in scores:
         total = iv.mpf(0)
         for sj in scores:
-            total += iv.exp(_lift(add(sj, mul(Fraction(-1), sk))))
+            total += iv.exp(_lift(mul(shrink, add(sj, mul(Fraction(-1), sk)))))
         weights.append(1 / total)
     return weights
 
@@ -209,7 +219,7 @@ def attention(att: Attention, cols: list[list]) -> list[list]:
             keys = list(range(q + 1)) if att.mask == "causal" else every
             query = affine(h.query, cols[q])
             scores = [dot(affine(h.key, cols[k]), query) for k in keys]
-            weights = _weights(att.score, scores)
+            weights = _weights(att.score, scores, att.scale)
             mixed = [Fraction(0)] * h.value.out_dim
             for k, w in zip(keys, weights, strict=True):
                 mixed = [add(m, mul(w, v)) for m, v in zip(mixed, values[k], strict=True)]

@@ -1,9 +1,10 @@
 """One semantics (issue 26, point 1; docs/trust.md, "The evaluators"): every path that produces
 values agrees on random small models over every IR feature, or refuses the model by name.
 
-A seeded generator draws models mixing, in one model, ReLU and GELU MLPs (residual and plain),
-attention with uniform, hardmax and softmax scores under the masks none, context and causal
-(zero key maps too, the fast evaluator's equal-score shortcut), whole-stream and branch layer
+A seeded generator draws models mixing, in one model, ReLU, GELU and tanh-GELU MLPs (residual
+and plain), attention with uniform, hardmax and softmax scores under the masks none, context and
+causal, scaled by 1/√scale or not (zero key maps too, the fast evaluator's equal-score
+shortcut), whole-stream and branch layer
 norms, positional tables, embedding and unembedding maps, on token ids or token vectors. On each,
 
 * the reference and the fast evaluator give the same exact outputs, or both stop with
@@ -81,7 +82,7 @@ def _rational(rng) -> mpq:
 def _mlp(rng, d: int, activation: str | None = None) -> MLP:
     widths = [d] + [rng.randint(1, 3) for _ in range(rng.choice([1, 1, 2]))] + [d]
     layers = tuple(_affine(rng, b, a) for a, b in zip(widths, widths[1:], strict=False))
-    act = activation or rng.choice(["relu", "relu", "gelu"])
+    act = activation or rng.choice(["relu", "relu", "gelu", "gelu_tanh"])
     return MLP(layers, residual=rng.random() < 0.5, activation=act)
 
 
@@ -107,6 +108,7 @@ def _attention(rng, d: int, score: str | None = None, mask: str | None = None) -
         score or rng.choice(["uniform", "hardmax", "softmax"]),
         "att",
         mask or rng.choice(["none", "context", "causal"]),
+        scale=rng.choice([1, 1, 2, 3]),  # scores / √scale (1/√d_h of a head size)
     )
 
 
