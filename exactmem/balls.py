@@ -50,8 +50,8 @@ whose exponent has 20 digits, and its exact bound 2^-(2^64) could never be writt
 def _outward(x: arb, up: bool) -> mpq:
     """A dyadic ``x`` (radius 0) exactly, or rounded to the multiple of 2^-FINEST below it
     (``up``: above it) when finer."""
-    man, exp = x.man_exp()
-    man, exp = int(man), int(exp)
+    fm, fe = x.man_exp()
+    man, exp = int(fm), int(fe)
     if exp > FINEST:  # (no exp() of the evaluators grows: softmax exponentiates s − max ≤ 0)
         raise InconclusiveError(f"a ball's magnitude exceeds 2^{FINEST}: no bounds are written")
     if exp >= -FINEST:
