@@ -88,7 +88,7 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
                 on_probe(name_of(p), values, eng.den)
 
     eng = _Engine(X, den, size)
-    my_stats: list = []
+    my_stats = reference.kept_like(stats)  # (within the run's budget as they come)
     last = len(mlp.layers) - 1
     li, report = 0, 0
     while li <= last:
