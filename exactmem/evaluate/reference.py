@@ -239,6 +239,16 @@ class KeptStats(list):
     def sibling(self) -> KeptStats:
         return KeptStats(self.budget, self._spent)
 
+    @property
+    def spent(self) -> int:
+        """Bits counted so far (this list's and its siblings')."""
+        return self._spent[0]
+
+    def rewind(self, spent: int) -> None:
+        """Count no more than ``spent`` again: the statistics of a sibling that was discarded
+        (a sub-layer the fast evaluator handed back to this one) no longer count."""
+        self._spent[0] = min(self._spent[0], spent)
+
     def append(self, stat: LayerStat) -> None:
         m = stat.min_nonzero
         if m is not None:
@@ -253,6 +263,9 @@ class KeptStats(list):
         super().append(stat)
 
     def extend(self, stats) -> None:  # type: ignore[override]
+        if isinstance(stats, KeptStats) and stats._spent is self._spent:
+            super().extend(stats)  # a sibling's: counted already
+            return
         for stat in stats:
             self.append(stat)
 

@@ -328,8 +328,8 @@ def check_value_bits(
     got = value_bits(model, inputs, den, n, limit=limit)
     if got.bits > limit:
         raise InputError(
-            f"model: its values could reach {got.bits} bits ({got.where}: bounded from the "
-            f"weights' sizes, the widths and the depth), more than the limit of {limit} "
-            "(--max-value-bits)"
+            f"model: its values could reach {got.bits} bits at {got.where} (an upper bound "
+            "from the sizes of the inputs and the weights, the widths and the depth, before "
+            f"evaluating), more than the limit of {limit} bits (--max-value-bits N raises it)"
         )
     return got

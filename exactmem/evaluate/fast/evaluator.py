@@ -30,9 +30,12 @@ def mlp(
     """Drop-in for the reference's MLP step: same values, lanes and statistics. Falls back to
     the reference evaluator (whole sub-layer) where int64 safety cannot be proved."""
     threads(jobs)
+    spent = getattr(stats, "spent", 0)
     try:
         return _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress)
     except _Fallback as why:
+        if isinstance(stats, reference.KeptStats):  # its statistics are dropped, not kept
+            stats.rewind(spent)
         if progress:
             progress(f"{mlp.label or 'mlp'}: reference evaluator ({why})")
         if jobs > 1 and size >= 2 * reference.MIN_ROWS_PER_JOB:
