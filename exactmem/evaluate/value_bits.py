@@ -216,6 +216,8 @@ def _mixing_denominator(att: Attention, n: int) -> int:
 
 def _pass(model: Transformer, A: list[mpfr] | None, D: mpfr, n: int, bounds: _Bounds) -> None:
     if A is None:  # one-hot token ids: the embedding of x is column x of the table
+        if model.embed is None:
+            raise ValueError("token inputs need an embedding table")
         A, D = _table(model.embed, bounds)
     else:
         bounds.numerators(A, D, "inputs")
