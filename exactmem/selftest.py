@@ -59,7 +59,8 @@ def run_breaker(
     else:
         assert breaker.model is not None
         model = breaker.model(build(dataset, construction.name, seed=seed, **opts), dataset)
-    cert = certify(model, dataset, construction=construction.name)
+    # the user's criterion a claim file states beside the options (softmax outputs within it)
+    cert = certify(model, dataset, construction=construction.name, tolerance=opts.get("tolerance"))
     result = BreakerResult(
         construction.name,
         breaker.name,
