@@ -181,3 +181,24 @@ def test_statistics_that_grow_with_depth_are_bounded(tmp_path, capsys, evaluator
     err = capsys.readouterr().err
     assert "more than 64000 bits in all" in err and "--max-value-bits" in err
     assert main([*base, "--max-value-bits", "2000"]) == 1  # 128 000 bits of budget: evaluated
+
+
+def test_one_long_row_goes_to_the_reference_step(tmp_path, monkeypatch):
+    """One distinct input with values past ONE_ROW_BITS: nothing to share, so the fast
+    evaluator hands the sub-layer to the reference's step (never slower than the reference on
+    the crafted models; benchmarks/hostile_values.py) — same values."""
+    from exactmem.evaluate.fast import evaluator
+    from exactmem.io import load_model
+
+    path = tmp_path / "m.json.gz"
+    path.write_bytes(compounding_model(20, 100))  # 8 000 bits
+    model, _ = load_model(path)
+    want = reference.run_points(model, [[mpq(1)]]).outputs[0]
+
+    def no_engine(*args):
+        raise AssertionError("the engine ran on one long row")
+
+    monkeypatch.setattr(evaluator, "_Engine", no_engine)
+    assert fast.run_points(model, [[mpq(1)]]).outputs[0] == want
+    with pytest.raises(AssertionError, match="engine ran"):  # two rows: the engine's work
+        fast.run_points(model, [[mpq(1)], [mpq(2)]])
