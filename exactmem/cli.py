@@ -329,6 +329,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_jobs(c)
     _add_evaluator(c)
+    _add_limits(c)  # (every command that evaluates bounds its values: --max-value-bits)
     c.set_defaults(func=_command("check"))
 
     b = sub.add_parser(

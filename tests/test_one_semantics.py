@@ -559,3 +559,22 @@ def test_an_exact_mlp_step_refuses_gelu(step):
     mlp = MLP((Affine.from_dense([[1]]), Affine.from_dense([[1]])), activation="gelu")
     with pytest.raises(InconclusiveError, match="gelu"):
         step(mlp, [np.array([1], dtype=object)], 1, 1, 0, lambda *a: None, [])
+
+
+def test_the_exact_prefix_of_the_balls_keeps_the_value_bound():
+    """The exact steps the balls run before a hardmax layer are held to ``--max-value-bits``
+    as the reference's own run is: a model whose values compound past it is refused by name."""
+    from exactmem import limits
+
+    one = Affine.from_dense([[1]])
+    head = AttentionHead(one, one, one, one)
+    deep = MLP((Affine.from_dense([[3**100]]),) * 200, residual=False)
+    model = Transformer(
+        1, (deep, Attention((head,), "hardmax", "h"), Attention((head,), "softmax", "s"))
+    )
+    vocab = [(mpq(1),), (mpq(2),)]
+    with limits.use(limits.Limits(max_value_bits=10_000)):
+        with pytest.raises(InputError, match="10000 bits"):
+            run_balls(model, vocab, [[0, 1]])
+        with pytest.raises(InputError, match="10000 bits"):
+            reference.run(model, vocab, [[0, 1]])

@@ -202,9 +202,21 @@ def _exact_prefix(model: Transformer, vocab, sequences, stop: int):
     they are exact — up to a GELU MLP, a softmax layer with unequal scores or a layer norm
     with an irrational root, where the balls take over. Hardmax ties are then decided exactly
     (a tie of two balls of radius > 0 never is)."""
+    from dataclasses import replace
+
     from exactmem.evaluate import reference
     from exactmem.evaluate.layernorm import layer_norm_exact
 
+    # the exact values must stay within --max-value-bits, as in the reference's own run
+    n = max((len(seq) for seq in sequences), default=0)
+    used = sorted({t for seq in sequences for t in seq})
+    X, den = None, 1
+    if not model.token_inputs:
+        X, den = reference._to_batch(
+            [tuple(mpq(x) for x in vocab[t]) for t in used], model.input_dim
+        )
+    prefix = replace(model, sublayers=model.sublayers[:stop], unembed=None)
+    reference._bound_values(prefix, X, den, n)
     seqs: list[list[tuple[mpq, ...]]]
     if model.token_inputs and model.embed is not None:  # (token ids always have a table)
         seqs = [[_embedded_token(model.embed, t) for t in seq] for seq in sequences]
