@@ -438,3 +438,48 @@ def test_the_browser_check_sees_untypeset_maths_and_a_missing_image(site, browse
     assert any("katex.min.js" in m for m in missing) and any("missing.png" in m for m in missing)
     assert any("katex is not defined" in e for e in script_errors(browser.events))
     assert "exactmem code marks" not in phi_tilde_fonts(browser)
+
+
+# --------------------------------------------------------------------------- console blocks
+
+
+def _docs_conftest():
+    import importlib.util as util
+
+    spec = util.spec_from_file_location("docs_conftest", ROOT / "docs" / "conftest.py")
+    module = util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_console_block_is_commands_and_their_output():
+    pytest.importorskip("sybil")
+    commands = _docs_conftest().console_commands(
+        "$ exactmem --version\nexactmem ...\n$ echo a \\\n  b\na b\n$ true\n"
+    )
+    assert commands == [
+        ("exactmem --version", "exactmem ...\n"),
+        ("echo a \\\n  b", "a b\n"),
+        ("true", "\n"),
+    ]
+    with pytest.raises(ValueError, match="must start with a `\\$ ` line"):
+        _docs_conftest().console_commands("output before any command\n$ true\n")
+
+
+def test_a_console_block_fails_on_other_output_and_on_a_failing_command(tmp_path):
+    pytest.importorskip("sybil")
+    conftest = _docs_conftest()
+
+    namespace = {"tmp": tmp_path, "console_tmp": tmp_path}  # one page: one namespace
+
+    class Example:
+        def __init__(self, parsed: str) -> None:
+            self.parsed = parsed
+            self.namespace = namespace
+
+    assert conftest.evaluate_console(Example("$ exactmem --version\nexactmem ...\n")) is None
+    assert conftest.evaluate_console(Example("$ echo 12 points > f; cat f\n12 points\n")) is None
+    wrong = conftest.evaluate_console(Example("$ echo 12 points\n13 points\n"))
+    assert wrong and "expected:\n13 points" in wrong and "got:\n12 points" in wrong
+    failed = conftest.evaluate_console(Example("$ exactmem verify missing.json --data x.json\n"))
+    assert failed and "exited with 2" in failed and "error:" in failed
