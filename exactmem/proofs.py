@@ -33,6 +33,7 @@ from exactmem.errors import (
     EXIT_VERIFIED,
     InputError,
 )
+from exactmem.generators import GENERATOR_PARAMS, GENERATORS, REQUIRED_PARAMS
 
 __all__ = [
     "Claim",
@@ -60,31 +61,11 @@ METRICS = (
 
 
 def _build(construction: str, dataset, options: dict, progress: Callable | None = None):
-    from exactmem.constructions import ks25, vys
+    """(model, None): the registered construction's builder (:mod:`exactmem.registry`) on
+    ``dataset`` (the pair of earlier releases, whose second item was the builder's witness)."""
+    from exactmem.api import _construct
 
-    if construction == "vys":
-        return vys.build(dataset, options, progress=progress)
-    if construction == "mahdavi24":
-        from exactmem.constructions import mahdavi24
-
-        return mahdavi24.build(dataset, options, progress=progress)
-    if construction == "dana25":
-        from exactmem.constructions import dana25
-
-        return dana25.build(dataset, options, progress=progress)
-    if construction == "kim23":
-        from exactmem.constructions import kim23
-
-        return kim23.build(dataset, options, progress=progress)
-    if construction == "ks24":
-        from exactmem.constructions import ks24
-
-        return ks24.build(dataset, options, progress=progress)
-    if construction == "madden24":
-        from exactmem.constructions import madden24
-
-        return madden24.build(dataset, options, progress=progress)
-    return ks25.build(dataset, options, construction, progress=progress)
+    return _construct(dataset, construction, options, progress), None
 
 
 @dataclass(frozen=True)
@@ -113,125 +94,6 @@ class Claim:
     defines: dict = field(default_factory=dict)
     bounds: dict = field(default_factory=dict)
     tight: dict = field(default_factory=dict)  # metric → formula with the fitted constant
-
-
-# --------------------------------------------------------------------------- generators
-
-
-# each generator takes the instance's parameters and a progress reporter (None: silent)
-
-
-def _gen_random_points(p: dict, progress=None):
-    from exactmem.data import random_points
-
-    return random_points(
-        p["N"],
-        p["d"],
-        p["C"],
-        p.get("seed", 0),
-        coord_bound=p.get("coord_bound", 1000),
-        denominator=p.get("denominator", 1),
-        progress=progress,
-    )
-
-
-def _gen_label_extremes(p: dict, progress=None):
-    """Random points whose labels are all C (C = 2^c − 1 or 2^c exercises the label width)."""
-    from dataclasses import replace
-
-    ds = _gen_random_points(p, progress)
-    return replace(ds, labels=(p["C"],) * ds.size)
-
-
-def _gen_random_sequences(p: dict, progress=None):
-    from exactmem.sequences import random_sequences
-
-    return random_sequences(
-        p["N"],
-        p["n"],
-        p["d"],
-        p.get("vocab", 1),
-        p["C"],
-        p.get("seed", 0),
-        family=p.get("family", "random"),
-        coord_bound=p.get("coord_bound", 1000),
-        task=p.get("task", "next-token"),
-        labels_by=p.get("labels_by", "key"),
-        progress=progress,
-    )
-
-
-def _gen_lemma_b2_counterexample(p: dict, progress=None):
-    """Three sequences whose restricted multisets are {a}, {b, b}, {a, b} (Lemma B.1 picks
-    A = {a, b}); the first two share the last token e and differ in label."""
-    from gmpy2 import mpq
-
-    from exactmem.data import Dataset
-
-    vocab = ((mpq(1), mpq(0)), (mpq(0), mpq(1)), (mpq(2), mpq(2)), (mpq(-1), mpq(3)))
-    return Dataset(
-        "next-token",
-        (1, 2, 1),
-        2,
-        vocab=vocab,
-        sequences=((0, 2, 3), (1, 1, 3), (0, 1, 3)),
-        meta={"generator": "lemma_b2_counterexample"},
-    )
-
-
-def _gen_zen(p: dict, progress=None):
-    from exactmem.sequences import zen_of_python
-
-    return zen_of_python(p.get("n", 32), unit=p.get("unit", "char"), limit=p.get("limit"))
-
-
-def _gen_attention(p: dict, progress=None):
-    from exactmem.constructions.mahdavi24 import random_instance
-
-    return random_instance(
-        p["T"],
-        p["n"],
-        p["d"],
-        p["C"],
-        p.get("seed", 0),
-        shared_context=p.get("shared_context", False),
-        progress=progress,
-    )
-
-
-def _gen_associations(p: dict, progress=None):
-    from exactmem.constructions.dana25 import random_associations
-
-    return random_associations(p["vocab"], p["S"], p["T"], p.get("seed", 0), progress=progress)
-
-
-def _gen_ks24(p: dict, progress=None):
-    from exactmem.constructions.ks24 import random_instance
-
-    return random_instance(
-        p["N"], p["n"], p["d"], p["vocab"], p["C"], p.get("seed", 0), repeats=p.get("repeats", 0)
-    )
-
-
-def _gen_contexts(p: dict, progress=None):
-    from exactmem.constructions.madden24 import random_contexts
-
-    return random_contexts(
-        p["N"], p["n"], p["vocab"], p.get("seed", 0), targets=p.get("targets", True)
-    )
-
-
-GENERATORS: dict[str, Callable] = {
-    "ks24": _gen_ks24,
-    "contexts": _gen_contexts,
-    "attention": _gen_attention,
-    "associations": _gen_associations,
-    "random_points": _gen_random_points,
-    "label_extremes": _gen_label_extremes,
-    "random_sequences": _gen_random_sequences,
-    "lemma_b2_counterexample": _gen_lemma_b2_counterexample,
-    "zen": _gen_zen,
-}
 
 
 # --------------------------------------------------------------------------- claim files
@@ -267,40 +129,6 @@ CLAIM_KEYS: dict[str, type] = {
     "instance": list,
 }
 REQUIRED_KEYS = ("paper", "statement", "construction", "expect", "instance")
-_POINTS = {"N": int, "d": int, "C": int, "seed": int, "coord_bound": int, "denominator": int}
-GENERATOR_PARAMS: dict[str, dict[str, type | tuple[str, ...]]] = {
-    "random_points": _POINTS,
-    "label_extremes": _POINTS,
-    "random_sequences": {
-        "N": int,
-        "n": int,
-        "d": int,
-        "C": int,
-        "vocab": int,
-        "seed": int,
-        "coord_bound": int,
-        "family": ("random", "permuted", "same_multiset", "near_delta", "distinct"),
-        "task": ("next-token", "seq2seq"),
-        "labels_by": ("key", "multiset"),
-    },
-    "lemma_b2_counterexample": {"seed": int},  # a fixed dataset; the seed is the build's
-    "zen": {"n": int, "unit": ("char", "word"), "limit": int, "seed": int},
-    "attention": {"T": int, "n": int, "d": int, "C": int, "seed": int, "shared_context": bool},
-    "associations": {"vocab": int, "S": int, "T": int, "seed": int},
-    "ks24": {"N": int, "n": int, "d": int, "vocab": int, "C": int, "seed": int, "repeats": int},
-    "contexts": {"N": int, "n": int, "vocab": int, "seed": int, "targets": bool},
-}
-REQUIRED_PARAMS = {
-    "random_points": ("N", "d", "C"),
-    "label_extremes": ("N", "d", "C"),
-    "random_sequences": ("N", "n", "d", "C"),
-    "lemma_b2_counterexample": (),
-    "zen": (),
-    "attention": ("T", "n", "d", "C"),
-    "associations": ("vocab", "S", "T"),
-    "ks24": ("N", "n", "d", "vocab", "C"),
-    "contexts": ("N", "n", "vocab"),
-}
 _KIND_NAMES = {
     str: "a string",
     int: "an integer",
@@ -355,9 +183,9 @@ def _read_toml(path: Path, where: str) -> dict:
 def _claim_options(construction: str, options: dict, where: str) -> dict:
     """Options of a claim or instance, checked by the parsers of ``build --set``; the TOML type
     must be the parsed type (``heads = "3"`` is refused: a string where an integer belongs)."""
-    from exactmem.cli import OPTIONS
+    from exactmem.options import options_of
 
-    known = OPTIONS[construction]
+    known = options_of(construction)
     out = {}
     for key, value in options.items():
         at = f"{where}.{key}"
@@ -457,11 +285,12 @@ def load_claim(path: Path) -> Claim:
     if "name" in obj and not _NAME.fullmatch(name):
         raise InputError(f"{where}: name: must be letters, digits, '_', '.', '+' or '-' (≤ 100)")
     construction = obj["construction"]
-    from exactmem.cli import OPTIONS  # the options of `build --set`, one table for both
+    from exactmem import registry  # the registered constructions, plugins included
 
-    if construction not in OPTIONS:
+    if construction not in registry.constructions():
         raise InputError(
-            f"{where}: construction: unknown {construction!r}; known: {', '.join(OPTIONS)}"
+            f"{where}: construction: unknown {construction!r}; known: "
+            f"{', '.join(registry.constructions())}"
         )
     options = _claim_options(construction, obj.get("options", {}), f"{where}: options")
     expect = obj["expect"]
@@ -481,11 +310,11 @@ def load_claim(path: Path) -> Claim:
     defines = obj.get("define", {})
     if len(defines) > MAX_DEFINES:
         raise InputError(f"{where}: define: more than {MAX_DEFINES} defines")
-    from exactmem.cli import OPTIONS
+    from exactmem.options import options_of
 
     # the construction's options, as the instance sets them (option_heads, …), beside the
     # dataset's figures: Dana's bounds are in H, d_h and the model's width d
-    known = list(VARIABLES) + [f"option_{key}" for key in OPTIONS[construction]]
+    known = list(VARIABLES) + [f"option_{key}" for key in options_of(construction)]
     defines = _formulas(defines, f"{where}: define", known, defines=True)
     bounds = _formulas(obj.get("bounds", {}), f"{where}: bounds", known, defines=False)
     tight = _formulas(obj.get("tight", {}), f"{where}: tight", known, defines=False)

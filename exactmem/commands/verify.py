@@ -10,7 +10,6 @@ import sys
 
 from exactmem.commands import emit_json
 from exactmem.errors import EXIT_REFUTED, EXIT_USAGE, EXIT_VERIFIED, InputError
-from exactmem.options import CONSTRUCTIONS
 from exactmem.progress import Progress
 
 
@@ -72,11 +71,12 @@ def run(args: argparse.Namespace) -> int:
         tolerance = parse_rational(args.tolerance, "--tolerance")
         if tolerance < 0:
             raise InputError(f"--tolerance {args.tolerance}: must be ≥ 0")
-    if args.construction is not None and args.construction not in CONSTRUCTIONS:
-        raise InputError(
-            f"--construction {args.construction!r} is unknown; available: "
-            f"{', '.join(CONSTRUCTIONS)}"
-        )
+    if args.construction is not None:
+        from exactmem.certify import checklist_of
+        from exactmem.commands.build import require_construction
+
+        require_construction(args.construction)
+        checklist_of(args.construction)  # one that registers no checklist: exit 2 now
     if args.certificate:
         check_output(args.certificate, "--certificate", [args.model, args.data])
     _cluster(args, start=False)  # usage errors and a missing extra before any work
