@@ -26,11 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exactmem.checklist import BOUND_METRICS
 from exactmem.errors import (
     EXIT_INCONCLUSIVE,
     EXIT_NOTHING_SELECTED,
     EXIT_REFUTED,
     EXIT_VERIFIED,
+    InconclusiveError,
     InputError,
 )
 from exactmem.generators import GENERATOR_PARAMS, GENERATORS, REQUIRED_PARAMS
@@ -49,15 +51,7 @@ __all__ = [
     "shipped_proofs_dir",
 ]
 
-METRICS = (
-    "width",
-    "depth",
-    "relu_layers",
-    "dense_parameters",
-    "nonzero_parameters",
-    "max_bits",
-    "total_bits",
-)
+METRICS = BOUND_METRICS  # the resources counted from the weights, and the margin
 
 
 def _build(construction: str, dataset, options: dict, progress: Callable | None = None):
@@ -368,32 +362,19 @@ def load_claims(directory: Path) -> list[Claim]:
 
 def formula_names(claim: Claim, data: dict, dataset, options: dict) -> dict:
     """The values a claim's formulas may name, for one instance: the dataset's figures (``data``
-    as a certificate records them), the integer options as ``option_<key>``, and the claim's
-    defines, each evaluated in order."""
+    as a certificate records them, :func:`exactmem.bound_checks.figure_names`), the integer
+    options as ``option_<key>``, and the claim's defines, each evaluated in order."""
     import sympy
 
+    from exactmem.bound_checks import figure_names
     from exactmem.bounds import parse_formula
 
-    names: dict = {
-        "N": sympy.Integer(dataset.size),
-        "d": sympy.Integer(data["d"]),
-        "C": sympy.Integer(dataset.num_classes),
-        "r": sympy.sqrt(sympy.Rational(data["r2"])),
-    }
-    if "n" in data:
-        names["n"] = sympy.Integer(data["n"])
-    if "vocabulary" in data:
-        names["omega"] = sympy.Integer(data["vocabulary"])
+    names: dict = figure_names(data, dataset)
     if options.get("bit_budget"):
         names["B"] = sympy.Integer(options["bit_budget"])
     for key, value in options.items():  # the claim's integer options (Dana's heads, head_dim, d)
         if type(value) is int:
             names[f"option_{key}"] = sympy.Integer(value)
-    delta2 = data.get("delta2")
-    if delta2 is None:  # fewer than two distinct inputs: every δ is a valid separation
-        names["delta"] = sympy.Integer(1)
-    elif not delta2.startswith("not"):
-        names["delta"] = sympy.sqrt(sympy.Rational(delta2))
     where = f"claim file {claim.path}"
     for key, text in claim.defines.items():
         names[key] = parse_formula(text, names, f"{where}: define.{key}")
@@ -446,33 +427,27 @@ def instance_figures(dataset, model) -> dict:
 
 def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
     """``bound.<metric>`` (the paper's constants) and ``tight.<metric>`` (the fitted constants)
-    for the measured resources of ``cert``: pairs (check, undecided)."""
-    from exactmem.bounds import decide_le, evaluate_ball, parse_formula
-    from exactmem.verify import Check
+    for the measured resources of ``cert`` (:func:`exactmem.bound_checks.bound_checks`)."""
+    from exactmem.bound_checks import bound_checks
 
     names = formula_names(claim, cert.data, dataset, options)
     where = f"claim file {claim.path}"
-    checks = []
-    measured = cert.resources.as_dict()
-    for prefix, key, table in (("bound", "bounds", claim.bounds), ("tight", "tight", claim.tight)):
-        for metric, text in table.items():
-            expr = parse_formula(text, names, f"{where}: {key}.{metric}")
-            value = measured[metric]
-            result = decide_le(value, expr)
-            sign = ">" if result.holds is False else "≤"
-            detail = f"{metric} {value} {sign} {result.bound}  ({text})"
-            values = {"measured": value, "bound": result.bound}
-            if prefix == "tight":
-                # shown, never decides: how close the run is to its fitted constant
-                ball = evaluate_ball(expr, 64)
-                if ball is not None and ball > 0:
-                    values["ratio"] = f"{value / float(ball.mid()):.3f}"
-                    detail += f"; measured/tight {values['ratio']}"
-            if result.holds is None:
-                detail = f"undecided at maximum precision: {detail}"
-            check = Check(f"{prefix}.{metric}", result.holds is True, detail, values)
-            checks.append((check, result.holds is None))
-    return checks
+    return bound_checks(
+        claim.bounds,
+        names,
+        cert.resources,
+        cert.activation,
+        prefix="bound",
+        where=f"{where}: bounds",
+    ) + bound_checks(
+        claim.tight,
+        names,
+        cert.resources,
+        cert.activation,
+        prefix="tight",
+        where=f"{where}: tight",
+        ratio=True,
+    )
 
 
 def run_instance(
@@ -499,14 +474,9 @@ def run_instance(
         jobs=jobs,
         evaluator=evaluator,
     )
-    bound_checks = _bound_checks(claim, cert, dataset, options)
-    cert.checks.extend(c for c, _ in bound_checks)
-    undecided = any(u for _, u in bound_checks)
+    cert.checks.extend(_bound_checks(claim, cert, dataset, options))
     failed = [c.name for c in cert.failed]
-    if undecided and all(name.startswith(("bound.", "tight.")) for name in failed):
-        verdict = "inconclusive"
-    else:
-        verdict = cert.verdict
+    verdict = cert.verdict  # refuted if any check failed, else inconclusive if any undecided
     if claim.expect == "verified":
         ok = verdict == "verified"
     else:
@@ -553,7 +523,10 @@ def run_check(
         if progress:
             progress(f"[{n}/{len(selected)}] {claim.name}: {inst.label}", force=True)
             tell(progress, "", phase="claim instances", done=n - 1, total=len(selected), outer=True)
-        record = run_instance(claim, inst, progress, jobs, evaluator)
+        try:
+            record = run_instance(claim, inst, progress, jobs, evaluator)
+        except InconclusiveError as exc:  # undecided outside any check: still a table row
+            record = _undecided_record(claim, inst, exc)
         record["claim"] = claim.name
         results.append(record)
         if progress:
@@ -594,6 +567,23 @@ def run_check(
     return code
 
 
+def _undecided_record(claim: Claim, inst: Instance, exc: InconclusiveError) -> dict:
+    """The record of an instance that ended undecided before any certificate (a build that
+    could not decide its own constants)."""
+    return {
+        "verdict": "inconclusive",
+        "checks": [{"name": "instance", "passed": False, "undecided": True, "detail": str(exc)}],
+        "resources": {},
+        "data": {},
+        "tier": inst.tier,
+        "generator": inst.generator,
+        "params": {**inst.params, **inst.options},
+        "expected": claim.expect,
+        "ok": False,
+        "seconds": 0.0,
+    }
+
+
 def _print_table(results: list[dict]) -> None:
     header = (
         "claim",
@@ -610,7 +600,10 @@ def _print_table(results: list[dict]) -> None:
     )
     rows = []
     for r in results:
-        res = r["resources"]
+        res = {
+            k: r["resources"].get(k, "-")
+            for k in ("width", "depth", "nonzero_parameters", "max_bits")
+        }
         rows.append(
             (
                 r["claim"],
@@ -618,7 +611,7 @@ def _print_table(results: list[dict]) -> None:
                 r["expected"],
                 r["verdict"],
                 "ok" if r["ok"] else "MISMATCH",
-                str(r["data"]["N"]),
+                str(r["data"].get("N", "-")),
                 str(res["width"]),
                 str(res["depth"]),
                 str(res["nonzero_parameters"]),
@@ -631,13 +624,14 @@ def _print_table(results: list[dict]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for r in results:
         if not r["ok"]:
-            failed = [c for c in r["checks"] if not c["passed"]]
+            failed = [c for c in r["checks"] if not c["passed"]]  # failed and undecided
             print(
                 f"\n{r['claim']} ({' '.join(f'{k}={v}' for k, v in r['params'].items())}): "
                 f"{r['verdict']}, expected {r['expected']}"
             )
             for c in failed:
-                print(f"  FAIL {c['name']}: {c['detail']}")
+                mark = "undecided" if c.get("undecided") else "FAIL"
+                print(f"  {mark} {c['name']}: {c['detail']}")
     total = len(results)
     bad = sum(1 for r in results if not r["ok"])
     print(f"\n{total - bad} of {total} claim instances as expected")

@@ -9,8 +9,24 @@ import json
 import sys
 
 from exactmem.commands import emit_json
-from exactmem.errors import EXIT_REFUTED, EXIT_USAGE, EXIT_VERIFIED, InputError
+from exactmem.errors import (
+    EXIT_INCONCLUSIVE,
+    EXIT_REFUTED,
+    EXIT_USAGE,
+    EXIT_VERIFIED,
+    InputError,
+)
 from exactmem.progress import Progress
+
+EXIT_CODES = {"verified": EXIT_VERIFIED, "refuted": EXIT_REFUTED, "inconclusive": EXIT_INCONCLUSIVE}
+"""The exit code of each verdict: 0, 1, 4."""
+
+
+def status(check: dict) -> str:
+    """``ok``, ``FAIL`` or ``undecided`` (the tri-state of :class:`exactmem.verify.Check`)."""
+    if check.get("passed"):
+        return "ok"
+    return "undecided" if check.get("undecided") else "FAIL"
 
 
 def print_certificate(cert: dict) -> None:
@@ -48,7 +64,9 @@ def print_certificate(cert: dict) -> None:
     )
     for c in cert["checks"]:
         name, detail = _printable(c["name"]), _printable(c["detail"])  # labels come from the file
-        print(f"  {'ok  ' if c['passed'] else 'FAIL'} {name:<28} {detail}")
+        print(f"  {status(c):<4} {name:<28} {detail}")
+        if c.get("paper") is not None:
+            print(f"       tests {_printable(c['paper'])}, {_printable(c.get('result'))}")
         _print_margins(c)
     act = cert["activation"]
     print(
@@ -111,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             progress(f"certificate written to {args.certificate}", force=True)
         except OutputError as exc:  # the verdict is still printed: the work is not lost
             unwritten = exc
-    args.pending_exit = EXIT_VERIFIED if cert.verdict == "verified" else EXIT_REFUTED
+    args.pending_exit = EXIT_CODES[cert.verdict]
     if unwritten is not None:
         args.pending_exit = EXIT_USAGE
     if args.json:
