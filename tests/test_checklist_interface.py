@@ -58,9 +58,7 @@ def test_declared_bounds_parse_in_the_claim_grammar():
 
 
 def _points() -> Dataset:
-    return Dataset(
-        "points", (1, 2, 1, 3), 3, points=((mpq(0),), (mpq(2),), (mpq(5),), (mpq(9),))
-    )
+    return Dataset("points", (1, 2, 1, 3), 3, points=((mpq(0),), (mpq(2),), (mpq(5),), (mpq(9),)))
 
 
 def _widened(model):
