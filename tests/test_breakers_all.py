@@ -54,3 +54,30 @@ def test_every_declared_check_with_a_breaker_it_can_have(name):
         assert spec.paper and spec.result and spec.mechanism, spec.name
         if not spec.name.endswith(".bounds.margin"):
             assert spec.breakers, f"{spec.name} has no breaker"
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_the_honest_example_verifies_and_every_check_of_its_checklist_is_declared(name):
+    """The checks a checklist adds to the construction-independent ones (labels, lower bounds)
+    each have a CheckSpec, so that each has its paper, result and breakers."""
+    from exactmem.certify import certify
+    from exactmem.selftest import build_with
+
+    construction = registry.get(name)
+    if construction.example is None:
+        pytest.skip(f"{name} registers no example dataset yet (Construction.example)")
+    checklist = construction.checklist
+    assert checklist is not None
+    dataset = construction.example()
+    model = build_with(construction, dataset, construction.example_options)
+    cert = certify(model, dataset, construction=checklist)
+    assert cert.verdict == "verified", cert
+    independent = {c.name for c in certify(model, dataset, tolerance=cert_tolerance(cert)).checks}
+    added = [c.name for c in cert.checks if c.name not in independent]
+    assert added, "the checklist adds no check"
+    assert not [n for n in added if checklist.spec(n) is None], "undeclared checks"
+    assert all(c.paper for c in cert.checks if c.name in added)
+
+
+def cert_tolerance(cert):
+    return cert.subject["criteria"]["tolerance"]
