@@ -157,3 +157,23 @@ REQUIRED_PARAMS = {
     "ks24": ("N", "n", "d", "vocab", "C"),
     "contexts": ("N", "n", "vocab"),
 }
+
+
+def generated_size(gen: str, p: dict) -> dict[str, int]:
+    """The token indices and rational coordinates generator ``gen`` makes for parameters
+    ``p`` (:func:`exactmem.limits.generated_size_problem` bounds them)."""
+    N, n, d = p.get("N", p.get("T", 0)), p.get("n", 1), p.get("d", 1)
+    vocab = p.get("vocab", 1)
+    if gen in ("random_points", "label_extremes"):
+        return {"coordinates": N * d}
+    if gen == "attention":  # n context vectors and the query, each in Q^d
+        return {"coordinates": N * (n + 1) * d}
+    if gen == "associations":
+        return {"tokens": N * p.get("S", 1), "coordinates": vocab}
+    if gen == "contexts":
+        return {"tokens": N * n, "coordinates": vocab}
+    if gen in ("random_sequences", "ks24"):
+        return {"tokens": 2 * N * n, "coordinates": vocab * d}  # seq2seq: a label per token
+    if gen == "zen":
+        return {"tokens": p.get("limit", 0) * n}
+    return {}

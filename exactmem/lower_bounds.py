@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from gmpy2 import mpq
 
+from exactmem.errors import InconclusiveError
 from exactmem.exact_arrays import exact, ratio_equal
 from exactmem.model import (
     MLP,
@@ -266,10 +267,17 @@ def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None,
         from exactmem.evaluate.reference import run
 
     bad = []
+    trace = None
     mixing = _mixing_part(model, vocab, tokens, run, entry)
     if mixing is not None:
         part, inputs, ids, at = mixing
-        trace = run(part, inputs, [[t] * n for t in ids])
+        try:
+            trace = run(part, inputs, [[t] * n for t in ids])
+        except InconclusiveError:
+            # softmax of unequal scores: the columns already differ somewhere (equal columns
+            # give equal scores, exact weights 1/n) — find where, on Arb balls
+            bad.append(_differing_columns_on_balls(part, inputs, ids, tokens, n, at))
+    if mixing is not None and trace is not None:
         for si, stream in enumerate(trace.streams, start=at):
             same = (stream.index == stream.index[:, :1]).all(axis=1)
             if not same.all():
@@ -296,6 +304,48 @@ def constant_sequence_check(model: Transformer, vocab, tokens, n: int, run=None,
         _examples(bad) if bad else detail,
         {"sequences": len(tokens), "sequence_length": n},
     )
+
+
+def _differing_columns_on_balls(part: Transformer, inputs, ids, tokens, n: int, at: int) -> str:
+    """The first sub-layer of ``part`` after which some constant sequence's columns certainly
+    differ, evaluated by the trusted evaluators on the prefixes of ``part`` (exact where they
+    can, else Arb balls at rising precision). InconclusiveError when no prefix shows it."""
+    from exactmem.evaluate.reference import run as reference
+    from exactmem.evaluate.softmax import ball_bounds, run_balls
+
+    seqs = [[t] * n for t in ids]
+    for k in range(1, len(part.sublayers) + 1):
+        prefix = Transformer(
+            part.input_dim, part.sublayers[:k], part.embed, None, {}, part.token_inputs
+        )
+        try:
+            outputs = reference(prefix, inputs, seqs).outputs
+            differ = [i for i, cols in enumerate(outputs) if any(c != cols[0] for c in cols)]
+        except InconclusiveError:
+            differ = []
+            for precision in (128, 512, 2048):
+                balls = run_balls(prefix, inputs, seqs, precision=precision).outputs
+                differ = [i for i, cols in enumerate(balls) if _certainly_differ(cols, ball_bounds)]
+                if differ:
+                    break
+        if differ:
+            i = differ[0]
+            return f"sequence of vocab[{tokens[i]}]: columns differ after sub-layer {at + k - 1}"
+    raise InconclusiveError(
+        "lower_bound.theorem_4_2: softmax scores of a constant sequence are unequal, yet no "
+        "sub-layer's columns are certified to differ"
+    )
+
+
+def _certainly_differ(cols, ball_bounds) -> bool:
+    """Whether some column's ball lies apart from the first column's in some coordinate."""
+    first = [ball_bounds(x) for x in cols[0]]
+    for col in cols[1:]:
+        for (lo0, hi0), x in zip(first, col, strict=True):
+            lo, hi = ball_bounds(x)
+            if lo > hi0 or hi < lo0:
+                return True
+    return False
 
 
 def _differing(outputs, reference) -> list[int]:
@@ -379,7 +429,9 @@ def lower_bound_checks(
             Check(
                 "lower_bound.theorem_4_3",
                 result.holds is True,
-                f"W = {res.dense_parameters} ≥ √(nN/(9·log₂(48e·nN))) = {result.bound}",
+                f"W = {res.dense_parameters} {'≥' if result.holds else '<'} "
+                f"√(nN/(9·log₂(48e·nN))) = {result.bound}"
+                + ("" if result.holds is not None else " (undecided)"),
                 {"parameters": res.dense_parameters, "bound": result.bound},
             )
         )

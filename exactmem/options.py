@@ -131,6 +131,11 @@ OPTIONS = {
         ),
         "scale": ("λ_U: the target residual is λ_U·w_g (default 100)", _positive),
         "precision": ("bits of the Arb readout solve (default 256, doubled on failure)", _positive),
+        "over_capacity": (
+            "true: build even when T₀ > H·d_h + d, fitting the first H·d_h + d (the verifier "
+            "refutes)",
+            _boolean,
+        ),
     },
     "kim23": {
         **MEMORIZER_OPTIONS,

@@ -35,7 +35,8 @@ from exactmem.errors import (
     InconclusiveError,
     InputError,
 )
-from exactmem.generators import GENERATOR_PARAMS, GENERATORS, REQUIRED_PARAMS
+from exactmem.generators import GENERATOR_PARAMS, GENERATORS, REQUIRED_PARAMS, generated_size
+from exactmem.limits import generated_size_problem, open_regular
 
 __all__ = [
     "Claim",
@@ -158,7 +159,7 @@ def _toml_kind(value) -> str:
 
 def _read_toml(path: Path, where: str) -> dict:
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, where) as handle:  # a FIFO named *.toml would block the open
             raw = handle.read(MAX_CLAIM_BYTES + 1)
     except OSError as exc:
         raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
@@ -237,6 +238,9 @@ def _instance(obj, construction: str, where: str) -> Instance:
     for key in REQUIRED_PARAMS[gen]:
         if key not in inst:
             raise InputError(f"{where}: missing key {key!r} (generator {gen!r})")
+    # each size is bounded above; what they make together is bounded as `generate` bounds it
+    if problem := generated_size_problem(**generated_size(gen, inst)):
+        raise InputError(f"{where}: {problem}")
     return Instance(tier, gen, inst, overrides)
 
 

@@ -91,7 +91,13 @@ def run_breaker(
     else:
         assert breaker.model is not None
         model = breaker.model(build_with(construction, dataset, opts, seed), dataset)
-    cert = certify(model, dataset, construction=construction.checklist or construction.name)
+    # the user's criterion a claim file states beside the options (softmax outputs within it)
+    cert = certify(
+        model,
+        dataset,
+        construction=construction.checklist or construction.name,
+        tolerance=opts.get("tolerance"),
+    )
     result = BreakerResult(
         construction.name,
         breaker.name,
@@ -175,7 +181,12 @@ def selftest(
         if tell:
             tell(f"{name}: the honest example")
         model = build_with(construction, dataset, construction.example_options)
-        cert = certify(model, dataset, construction=checklist)
+        cert = certify(
+            model,
+            dataset,
+            construction=checklist,
+            tolerance=construction.example_options.get("tolerance"),
+        )
         rows.append(
             Row(
                 name,

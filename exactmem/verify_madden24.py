@@ -14,9 +14,10 @@ logits. On the n distinct contexts of the dataset:
   per-context shift, so n contexts need m + 1 ≥ n (the lower bound's width, reconstructed);
 * ``madden24.targets`` (datasets with ``targets``): |softmax(logits_i)_c − π_ic| ≤ the user's
   ``--tolerance`` for every context and class;
-* ``madden24.dimension_count``: the upper bound, a property of any next-token model: a C¹ map
-  from k parameters to the n(ω − 1) free logits has an image of dimension ≤ k, so
-  k < n(ω − 1) dense parameters cannot reach generic targets (ω = C).
+* ``madden24.dimension_count`` (datasets with ``targets`` only): the upper bound, a property
+  of any next-token model: a C¹ map from k parameters to the n(ω − 1) free logits has an image
+  of dimension ≤ k, so k < n(ω − 1) dense parameters cannot reach generic targets (ω = C).
+  Labels alone are an open set of logits: there the count says nothing and is not run.
 
 The argmax labels are the core's ``labels`` check (Arb, rising precision).
 """
@@ -26,17 +27,19 @@ from __future__ import annotations
 from flint import arb, arb_mat, ctx
 from gmpy2 import mpq
 
-from exactmem.balls import ball_bounds, gelu_ball, softmax_balls, to_ball
+from exactmem.balls import ball_bounds, softmax_balls, to_ball
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.reference import run as reference_run
-from exactmem.evaluate.softmax import affine_balls, decide, run_balls
+from exactmem.evaluate.softmax import decide, run_balls
 from exactmem.exact import format_rational
+from exactmem.mixtures import gelu_features_model
 from exactmem.model import MLP, Attention, PositionalEncoding, Transformer, resources
 from exactmem.verify import Check, ChecklistStructureError
 
 __all__ = [
     "decoder_parts",
     "dimension_count_check",
+    "dimension_count_checks",
     "distinct_contexts",
     "feature_rank_check",
     "injectivity_check",
@@ -131,6 +134,18 @@ def _head_is_zero(front: Transformer) -> bool:
     return True
 
 
+def _exact_outputs(front: Transformer, dataset, rows: list[int]) -> list[tuple] | None:
+    """h(x) of the contexts exactly, when the exact evaluator runs the attention (softmax with
+    every score of a column equal: weights exactly 1/n); None when it cannot."""
+    try:
+        trace = reference_run(
+            front, dataset.vocab, [dataset.sequences[i] for i in rows], positions="last"
+        )
+    except InconclusiveError:
+        return None
+    return [tuple(out[-1]) for out in trace.outputs]
+
+
 def _exact_collision(front: Transformer, dataset, rows: list[int]) -> tuple[int, int] | None:
     """Two distinct contexts with the same h(x), computed exactly when the head adds nothing
     (the stream before attention is exact rational arithmetic)."""
@@ -147,13 +162,37 @@ def _exact_collision(front: Transformer, dataset, rows: list[int]) -> tuple[int,
 
 
 def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
+    """h(x) pairwise distinct on the distinct contexts: decided exactly where the exact
+    evaluator runs the attention (a head adding nothing; every score of a column equal, e.g. a
+    zero query: token averaging), else by separating Arb balls at rising precision."""
     if _head_is_zero(front) and (pair := _exact_collision(front, dataset, rows)):
         return Check(
             "madden24.injectivity",
             False,
             f"sequences[{pair[0]}] and sequences[{pair[1]}] are distinct contexts with exactly "
             "the same last-position output h(x) (the head's W_O·W_V is 0)",
-            {"contexts": len(rows)},
+            {"contexts": len(rows), "collision": list(pair)},
+        )
+    exact = _exact_outputs(front, dataset, rows)
+    if exact is not None:
+        seen: dict = {}
+        for r, h in zip(rows, exact, strict=True):
+            j = seen.setdefault(h, r)
+            if j != r:
+                return Check(
+                    "madden24.injectivity",
+                    False,
+                    f"sequences[{j}] and sequences[{r}] are distinct contexts with exactly the "
+                    "same last-position output h(x) (exact: every attention score of a column "
+                    "is equal)",
+                    {"contexts": len(rows), "collision": [j, r]},
+                )
+        return Check(
+            "madden24.injectivity",
+            True,
+            f"the {len(rows)} distinct contexts have pairwise distinct h(x) (exact: every "
+            "attention score of a column is equal)",
+            {"contexts": len(rows), "exact": True},
         )
     state: dict = {}
 
@@ -196,18 +235,41 @@ def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
 
 
 def _feature_matrix(front, fnn, dataset, rows, precision) -> list[list[arb]]:
-    H = _hidden(front, dataset, rows, precision)
-    old = ctx.prec
-    ctx.prec = precision
-    try:
-        return [[gelu_ball(z) for z in affine_balls(fnn.layers[0], h)] for h in H]
-    finally:
-        ctx.prec = old
+    """Φ = σ(W₁h + b₁) per context: the ball evaluator on the model up to the FNN's first
+    layer and its activation (:func:`~exactmem.mixtures.gelu_features_model`), the
+    activation the file gives."""
+    derived = gelu_features_model(front, fnn.layers[0], fnn.activation)
+    seqs = [dataset.sequences[i] for i in rows]
+    trace = run_balls(derived, dataset.vocab, seqs, precision=precision, positions="last")
+    return [list(out[-1]) for out in trace.outputs]
 
 
-def feature_rank_check(front: Transformer, fnn: MLP, dataset, rows: list[int]) -> Check:
+def _dead_columns(Phi: list[list[arb]]) -> set[int]:
+    """Features that are exactly 0 on every context (σ(0) = 0 exactly: a unit whose weights
+    and bias are zero, or that every context drives to an exact 0) — they add no rank."""
+    if not Phi:
+        return set()
+    return {j for j in range(len(Phi[0])) if all(row[j].is_exact() and row[j] == 0 for row in Phi)}
+
+
+def feature_rank_check(
+    front: Transformer, fnn: MLP, dataset, rows: list[int], collision=None
+) -> Check:
+    """[Φ, 1] has full row rank n: a non-zero n × n determinant on balls, over the first n
+    features that are not identically 0 on the contexts (the bias column when fewer).
+    ``collision``: two contexts whose h(x) the injectivity check found exactly equal — their
+    rows of Φ are then equal and the rank is < n (balls could only leave it undecided)."""
     n, m = len(rows), fnn.layers[0].out_dim
     figures: dict = {"n": n, "width": m}
+    if collision:
+        i, j = collision
+        return Check(
+            "madden24.feature_rank",
+            False,
+            f"sequences[{i}] and sequences[{j}] have exactly the same h(x), so equal rows of "
+            f"[Φ, 1]: rank < n = {n}",
+            figures,
+        )
     if m + 1 < n:
         return Check(
             "madden24.feature_rank",
@@ -216,14 +278,26 @@ def feature_rank_check(front: Transformer, fnn: MLP, dataset, rows: list[int]) -
             f"targets cannot all be fitted (width m = {m} < n − 1 = {n - 1})",
             figures,
         )
-    which = "Φ" if m >= n else "[Φ, 1]"
+    dead = _dead_columns(_feature_matrix(front, fnn, dataset, rows, START))
+    live = [j for j in range(m) if j not in dead]
+    figures["dead_features"] = len(dead)
+    if len(live) + 1 < n:
+        return Check(
+            "madden24.feature_rank",
+            False,
+            f"{len(dead)} of the m = {m} features are exactly 0 on every context: [Φ, 1] has "
+            f"{len(live) + 1} live columns for n = {n} contexts, rank < n",
+            figures,
+        )
+    cols = live[:n]
+    which = "Φ" if len(cols) == n else "[Φ, 1]"
 
     def evaluate(precision):
         Phi = _feature_matrix(front, fnn, dataset, rows, precision)
         old = ctx.prec
         ctx.prec = precision
         try:
-            A = arb_mat([row[:n] if m >= n else row + [arb(1)] for row in Phi])
+            A = arb_mat([[row[j] for j in cols] + [arb(1)] * (n - len(cols)) for row in Phi])
             return A.det()
         finally:
             ctx.prec = old
@@ -243,12 +317,15 @@ def feature_rank_check(front: Transformer, fnn: MLP, dataset, rows: list[int]) -
         )
     if not verdict:
         return Check("madden24.feature_rank", False, f"{which} is exactly singular", figures)
-    cols = f"its first {n} columns" if m > n else "it"
+    if dead:
+        of = f"its live columns {cols[:3]}…" if len(cols) > 3 else f"its live columns {cols}"
+    else:
+        of = f"its first {n} columns" if m > n else "it"
     return Check(
         "madden24.feature_rank",
         True,
         f"{which} ({n} × {m if m >= n else m + 1}) has full row rank {n}: the determinant of "
-        f"{cols} excludes 0 (Arb, {precision} bits)",
+        f"{of} excludes 0 (Arb, {precision} bits)",
         figures,
     )
 
@@ -312,8 +389,20 @@ def targets_check(model: Transformer, dataset, tolerance: mpq) -> Check:
     )
 
 
+def dimension_count_checks(model: Transformer, dataset) -> list[Check]:
+    """The dimension count where it applies: a dataset with target distributions. With labels
+    only it does not apply — an argmax label is an open set of logits, reached by far fewer
+    than n(ω − 1) parameters — so nothing is judged (no check)."""
+    if not dataset.targets:
+        return []
+    return [dimension_count_check(model, dataset, len(distinct_contexts(dataset)))]
+
+
 def dimension_count_check(model: Transformer, dataset, n: int) -> Check:
-    """k < n(ω − 1) ⇒ generic targets are out of reach, for any model with k parameters."""
+    """k < n(ω − 1) ⇒ generic targets are out of reach, for any model with k parameters.
+    Applies to target distributions only (:func:`dimension_count_checks`)."""
+    if not dataset.targets:
+        raise ValueError("the dimension count applies to target distributions, not labels")
     k = resources(model).dense_parameters
     omega = dataset.num_classes
     need = n * (omega - 1)
@@ -351,10 +440,9 @@ def madden_checks(model: Transformer, dataset, tolerance: mpq | None) -> list[Ch
     :func:`dimension_count_check`."""
     front, fnn = decoder_parts(model)
     rows = distinct_contexts(dataset)
-    checks = [
-        injectivity_check(front, dataset, rows),
-        feature_rank_check(front, fnn, dataset, rows),
-    ]
+    injective = injectivity_check(front, dataset, rows)
+    collision = injective.figures.get("collision") if injective.figures else None
+    checks = [injective, feature_rank_check(front, fnn, dataset, rows, collision)]
     if dataset.targets:
         checks.append(targets_check(model, dataset, mpq(tolerance)))
     return checks

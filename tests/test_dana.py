@@ -96,33 +96,31 @@ def test_a_zeroed_value_map_is_refuted(small):
     cert, checks = checks_of(broken, ds)
     assert cert.verdict == "refuted"
     assert not checks["dana.feature_rank"].passed
-    assert checks["dana.capacity"].passed  # the head is still counted: only the rank sees it
+    # the head's d_h is the rank of its value map, 0: the capacity counts what the weights do
+    assert not checks["dana.capacity"].passed
+    assert checks["dana.capacity"].figures["capacity"] == 4 * 2 + 2
 
 
 def test_the_features_end_with_the_skip_term(small):
     """At T₀ = H·d_h + d the heads alone give H·d_h < T₀ features: the rank certified above
-    counts the skip term x_S(t) = e(t_S) + pos_S, read from the weights."""
-    from flint import ctx
-
+    counts the skip term x_S(t) = e(t_S) + pos_S, which the derived model the ball evaluator
+    runs (exactmem.mixtures) carries after the heads' blocks."""
     from exactmem.balls import ball_bounds
-    from exactmem.verify_attention import _dana_features, _dana_layers
+    from exactmem.evaluate.softmax import run_balls
+    from exactmem.mixtures import mixture_model
 
     ds, model = small
-    att, tables = _dana_layers(model)
+    pos, att = model.sublayers
     seq = ds.sequences[0]
     emb = model.embed
     x_S = [
-        mpq(sum(c for j, c in row if j == seq[-1]), emb.denominator) + tables[0][-1][i]
+        mpq(sum(c for j, c in row if j == seq[-1]), emb.denominator) + pos.table[-1][i]
         for i, row in enumerate(emb.rows)
     ]
-    old = ctx.prec
-    ctx.prec = 128
-    try:
-        feats = _dana_features(model, att, tables, seq)
-    finally:
-        ctx.prec = old
-    assert len(feats) == 5 * 2 + 2
-    for f, x in zip(feats[-2:], x_S, strict=True):
+    derived = mixture_model(model, att, values=True, keep_stream=True)
+    feats = run_balls(derived, ds.vocab, [seq], precision=128, positions="last").outputs[0][-1]
+    assert len(feats) == 2 + 5 * 2
+    for f, x in zip(feats[:2], x_S, strict=True):
         lo, hi = ball_bounds(f)
         assert lo <= x <= hi and hi - lo < mpq(1, 2**100)
 

@@ -8,7 +8,7 @@ import mpmath
 import pytest
 
 from exactmem.cli import main
-from exactmem.field import ORDER_ONLY, ROWS, evaluate_rows
+from exactmem.field import EXACT_COUNT, ORDER_ONLY, ROWS, evaluate_rows
 
 
 def lg(x):
@@ -31,6 +31,7 @@ INDEPENDENT = {
     "ks24-upper": lambda N, n, d, w, C: d * (2 * n * N + d),
     "madden24-upper": lambda N, n, d, w, C: w * N,
     "madden24-lower": lambda N, n, d, w, C: w * N,
+    "madden24-count": lambda N, n, d, w, C: N * (w - 1),
     "ks25-thm4.1": lambda N, n, d, w, C: lemma_c1_depth(
         d, N, 400 * PI * mpmath.sqrt(3 * d) * n**3 * N**5, C
     ),
@@ -55,6 +56,7 @@ ORDERS = {
     "ks24-upper": ("O(d(2nN + d))", "1"),
     "madden24-upper": ("O(ωN)", "1"),
     "madden24-lower": ("Ω(ωN)", "1"),
+    "madden24-count": ("k ≥ n(ω − 1)", "1"),
     "ks25-thm4.1": ("Õ(d + √N)", "1/2"),
     "ks25-thm4.2": ("Ω(√N)", "1/2"),
     "ks25-cor4.1": ("Õ(d + √(nN))", "1/2"),
@@ -78,7 +80,8 @@ def test_rows_are_the_pinned_seed_table():
     assert {r.key: (r.order, r.growth) for r in ROWS} == ORDERS
     assert {r.key for r in ROWS if r.explicit} == EXPLICIT
     assert all(r.source and r.formula for r in ROWS)
-    assert all(r.constant == ORDER_ONLY for r in ROWS if not r.explicit)
+    assert all(r.constant == ORDER_ONLY for r in ROWS if not r.explicit and not r.exact_count)
+    assert {r.key for r in ROWS if r.constant == EXACT_COUNT} == {"madden24-count"}
 
 
 @pytest.mark.parametrize("sizes", POINTS, ids=lambda s: f"N={s['N']}")
@@ -167,3 +170,17 @@ def test_measured_rows_stand_against_the_papers_and_the_fitted_constants():
     assert tight["depth"].startswith(constants["depth"]["constant"] + "*(")
     assert figures["fitted_constants"]["depth"] == constants["depth"]["constant"]
     assert fitted_constants("no-such-construction") == {}
+
+
+def test_madden24_rows_cite_the_right_capacity_bound():
+    """Parameters that suffice (O(ωN)) come from the construction, the lower capacity bound;
+    parameters that are needed (Ω(ωN)) from the upper capacity bound, whose exact dimension
+    count n(ω − 1) — what ``madden24.dimension_count`` judges — has its own row."""
+    rows = {r.key: r for r in ROWS}
+    assert rows["madden24-upper"].kind == "upper"
+    assert "lower capacity bound" in rows["madden24-upper"].source
+    assert rows["madden24-lower"].kind == "lower"
+    assert "upper capacity bound" in rows["madden24-lower"].source
+    count = {r["key"]: r for r in evaluate_rows(dict(N=30, n=3, d=8, omega=5, C=5))}
+    assert count["madden24-count"]["kind"] == "lower"
+    assert count["madden24-count"]["exact"] == "120"  # n(ω − 1) = 30·4

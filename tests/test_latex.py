@@ -23,7 +23,7 @@ HOSTILE = {  # a measured row made of every character LaTeX treats specially
     "verdict": "verified",
     "dense_parameters": 42,
 }
-CONSTANTS = {"order only, constant 1", "paper's", "exact count"}
+CONSTANTS = {"order only, constant 1", "paper's", "exact count", "exact count (reconstructed)"}
 
 
 def _unescaped(text: str, char: str) -> list[int]:

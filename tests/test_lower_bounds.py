@@ -92,7 +92,7 @@ def test_bounds_command_json_and_latex(capsys):
     report = json.loads(capsys.readouterr().out)
     row = next(r for r in report["bounds"] if r["work"].endswith("Theorem 4.3"))
     assert row["explicit"] and row["value"].startswith("6.6677599645")
-    orders = [r for r in report["bounds"] if not r["explicit"]]
+    orders = [r for r in report["bounds"] if not r["explicit"] and not r["exact_count"]]
     assert orders and all(r["constant"] == "order only, constant 1" for r in orders)
     assert main(["bounds", "--N", "1000", "--n", "8", "--latex"]) == 0
     out = capsys.readouterr().out

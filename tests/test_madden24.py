@@ -10,13 +10,14 @@ from support import certify_built
 
 from exactmem.cli import main
 from exactmem.constructions import madden24
-from exactmem.data import load_dataset
+from exactmem.data import Dataset, load_dataset
 from exactmem.errors import InputError
 from exactmem.io import save_model
 from exactmem.model import MLP, Affine, Attention, AttentionHead, resources
 from exactmem.verify_madden24 import (
     decoder_parts,
     dimension_count_check,
+    dimension_count_checks,
     distinct_contexts,
     feature_rank_check,
     injectivity_check,
@@ -53,6 +54,20 @@ def test_labels_only_and_the_least_width_n_minus_1():
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
     assert "madden24.targets" not in checks
     assert "[Φ, 1]" in checks["madden24.feature_rank"].detail
+
+
+def test_the_dimension_count_does_not_judge_labels_only():
+    """An argmax label is an open set of logits: far fewer than n(ω − 1) parameters reach it,
+    so on label-only data the dimension count says nothing and is not run — even for a model
+    whose k is below n(ω − 1) (which the old checklist refuted)."""
+    ds, model, _ = built(12, 3, 4, targets=False)
+    many = madden24.random_contexts(400, 5, 4, seed=3, targets=False)
+    assert resources(model).dense_parameters < many.size * 3
+    assert dimension_count_checks(model, many) == []
+    with pytest.raises(ValueError, match="target distributions"):
+        dimension_count_check(model, many, many.size)
+    cert, checks = checks_of(model, ds)
+    assert cert.verdict == "verified" and "madden24.dimension_count" not in checks
 
 
 def test_parameters_are_theta_n_omega():
@@ -241,13 +256,56 @@ def test_the_files_validate_against_the_schemas(tmp_path):
     assert problems(obj, "model")
 
 
-def test_the_measured_row_stands_against_the_lower_bound_row():
-    """`bounds --measure`: dense parameters over ω·N, the madden24-lower row (Θ(nω))."""
+def test_the_measured_row_stands_against_the_sufficient_parameters_row():
+    """`bounds --measure`: the construction's dense parameters over ω·N, the madden24-upper
+    row (O(nω) parameters suffice: the construction), not the Ω row of the needed ones."""
     from exactmem.field import against_paper
 
     ds, model, _ = built(30, 3, 5)
     dense = resources(model).dense_parameters
     figures = against_paper("madden24", ds, dense)
-    assert figures["paper_row"] == "madden24-lower"
+    assert figures["paper_row"] == "madden24-upper"
     assert float(figures["measured_over_paper"]) > 1
     assert figures["fitted_constants"]["depth"] == "3"
+
+
+def test_verified_as_ks25_next_token_it_is_refuted_not_inconclusive():
+    """Under another construction's checklist the decoder lacks the structure, and Theorem
+    4.2's constant sequences meet the positional table: their columns differ, so the softmax
+    scores are unequal — the check finds where on balls and fails (it used to exit 4)."""
+    from exactmem.certify import certify
+
+    ds, model, _ = built(8, 2, 3)
+    cert = certify(model, ds, construction="ks25-next-token")
+    failed = {c.name: c for c in cert.failed}
+    assert cert.verdict == "refuted"
+    assert "lower_bound.theorem_4_2" in failed
+    assert "columns differ after sub-layer 0" in failed["lower_bound.theorem_4_2"].detail
+
+
+def test_token_averaging_collides_on_permuted_contexts_exactly():
+    """A zero query map makes every score equal: the head averages its context (the TL;DR's
+    token averaging), so two contexts that permute their first tokens and end alike get exactly
+    the same h(x). The exact evaluator runs such attention, and the check fails on the exact
+    collision (balls could only leave it undecided)."""
+    from exactmem.verify_madden24 import decoder_parts
+
+    ds = Dataset(
+        "next-token",
+        (1, 2, 3),
+        3,
+        vocab=((mpq(0),), (mpq(1),), (mpq(2),)),
+        sequences=((0, 1, 2), (1, 0, 2), (2, 1, 0)),
+    )
+    model, _ = madden24.build(ds, {"d": 4})
+    att = model.sublayers[1]
+    q = att.heads[0].query
+    flat = replace(
+        att, heads=(replace(att.heads[0], query=Affine(q.in_dim, ((),) * q.out_dim, q.bias, 1)),)
+    )
+    averaging = replace(model, sublayers=(model.sublayers[0], flat, model.sublayers[2]))
+    front, _ = decoder_parts(averaging)
+    check = injectivity_check(front, ds, [0, 1, 2])
+    assert not check.passed and check.figures["collision"] == [0, 1]
+    honest_front, _ = decoder_parts(model)
+    assert injectivity_check(honest_front, ds, [0, 1, 2]).passed

@@ -46,7 +46,9 @@ def zero_key(head):
 )
 def test_head_dim_capacity_is_certified(n, d, d_h, H):
     """H(min(n, d_h) − 1) + 1 examples, exact (hardmax limit), for d_h < n, = n and > n; the
-    heads have d_h-row query, key and value maps and the capacity is read off them."""
+    heads have d_h-row query, key and value maps, and the capacity is read off the rank of
+    their score forms W_Q^hᵀW_K^h: min(n, d_h) (the construction's W_G + λuvᵀ), which is all
+    that d_h rows give the capacity."""
     T = H * (min(n, d_h) - 1) + 1
     ds = mahdavi24.random_instance(T, n, d, 5, seed=T + d_h)
     model, w = mahdavi24.build(ds, {"heads": H, "head_dim": d_h, "seed": 1})
@@ -58,7 +60,7 @@ def test_head_dim_capacity_is_certified(n, d, d_h, H):
     cert = certify(model, ds, construction="mahdavi24")
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
     c = checks(cert)
-    assert c["mahdavi.capacity"].figures == {"capacity": T, "heads": H, "head_dim": d_h}
+    assert c["mahdavi.capacity"].figures == {"capacity": T, "heads": H, "head_dim": min(n, d_h)}
     assert c["mahdavi.feature_rank"].figures["rank"] == T == w.feature_rank
     assert "exactly" in c["labels"].detail
 
@@ -92,6 +94,28 @@ def test_head_dim_beyond_capacity_and_out_of_range(tmp_path, capsys):
     assert "head_dim must lie in [2, d = 12], got 13" in capsys.readouterr().err
     assert main([*argv, "--quiet", "--set", "head_dim=4", "--set", "heads=5"]) == 0
     assert main(["verify", out, "--data", str(path), "--construction", "mahdavi24"]) == 0
+
+
+def test_zero_rows_padding_the_query_map_add_no_capacity():
+    """Query and key maps padded with zero rows to 12: the file says d_h = 12, the score form
+    still has rank 2, and the capacity stays 4·1 + 1 = 5 < 9 (the old checklist counted the
+    rows and passed)."""
+    ds = mahdavi24.random_instance(9, 6, 12, 4, seed=5)
+    model, _ = mahdavi24.build(ds, {"heads": 4, "head_dim": 3})
+    cut = []
+    for h in model.sublayers[0].heads:
+        q, k = h.query, h.key
+        pad = 12 - 2
+        cut.append(
+            replace(
+                h,
+                query=Affine(q.in_dim, q.rows[:2] + ((),) * pad, (0,) * 12, q.denominator),
+                key=Affine(k.in_dim, k.rows[:2] + ((),) * pad, (0,) * 12, k.denominator),
+            )
+        )
+    cert = certify(with_heads(model, cut), ds, construction="mahdavi24")
+    cap = checks(cert)["mahdavi.capacity"]
+    assert not cap.passed and cap.figures["head_dim"] == 2 and cap.figures["capacity"] == 5
 
 
 def test_capacity_reads_the_head_dimension_off_the_weights():

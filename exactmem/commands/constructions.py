@@ -10,6 +10,13 @@ import argparse
 from exactmem.errors import EXIT_VERIFIED, InputError
 
 
+def _help(option: object) -> str:
+    """An option's help text: the first item of its (help, parser) pair."""
+    if isinstance(option, tuple) and option and isinstance(option[0], str):
+        return option[0]
+    return ""
+
+
 def describe(construction) -> dict:
     """One construction as ``constructions --json`` prints it."""
     checklist = construction.checklist
@@ -20,7 +27,7 @@ def describe(construction) -> dict:
         "paper": construction.paper,
         "summary": construction.summary,
         "builder": construction.builder,
-        "options": {key: help_ for key, (help_, _) in construction.options.items()},
+        "options": {key: _help(value) for key, value in construction.options.items()},
         "example": construction.example is not None,
         "checklist": None,
     }

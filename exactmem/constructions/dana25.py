@@ -34,11 +34,12 @@ from typing import Any
 from flint import arb_mat, ctx
 from gmpy2 import mpq
 
+from exactmem.attention_data import random_associations
 from exactmem.balls import ball_midpoint, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
-from exactmem.progress import Steps, counter
+from exactmem.progress import Steps
 
 __all__ = [
     "DanaWitness",
@@ -135,7 +136,9 @@ def build(
 ) -> tuple[Transformer, DanaWitness]:
     """``build --construction dana25``: options d, head_dim, heads (default: the fewest H ≥ 1
     with H·d_h + min(d, k) ≥ T₀, k the number of distinct last tokens), seed, precision, scale
-    (λ_U). The model has exactly H heads. ``progress`` hears its steps."""
+    (λ_U), over_capacity (build with T₀ > H·d_h + d, fitting the first H·d_h + min(d, k)
+    associations: the verifier refutes). The model has exactly H heads. ``progress`` hears
+    its steps."""
     pairs = associations(dataset)
     N, S = len(dataset.vocab), len(dataset.sequences[0])
     T0 = len(pairs)
@@ -147,9 +150,13 @@ def build(
     # tokens give it rank min(d, k), the most it adds to the heads' H·d_h features
     skip = min(d, len({tokens[-1] for tokens, _ in pairs}))
     H = options.get("heads") or max(1, math.ceil((T0 - skip) / d_h))
-    if H * d_h + d < T0:
-        raise InputError(f"{T0} associations exceed H·d_h + d = {H * d_h + d}")
-    if H * d_h + skip < T0:
+    over = bool(options.get("over_capacity"))
+    if H * d_h + d < T0 and not over:
+        raise InputError(
+            f"{T0} associations exceed H·d_h + d = {H * d_h + d} (--set over_capacity=true "
+            "builds anyway: the verifier refutes)"
+        )
+    if H * d_h + skip < T0 and not over:
         raise InputError(
             f"the {T0} sequences end in {skip} distinct tokens, so the skip term "
             f"e(t_S) + pos_S has rank {skip} < d = {d} and the features rank ≤ H·d_h + {skip} "
@@ -178,7 +185,11 @@ def build(
         ]
         # skip coefficients outside the T₀ unknowns (when T₀ or k < d) stay fixed, generic
         fixed_M = [[_rand(rng, -1000, 1000) for _ in range(d)] for _ in range(2)]
-        solved = _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision, steps)
+        # beyond capacity the first H·d_h + skip associations are solved, the rest left over
+        fitted = pairs[: H * d_h + skip] if over else pairs
+        solved = _solve_readout(
+            fitted, emb, pos, heads, fixed_M, W_U, scale, skip, precision, steps
+        )
         if solved is not None:
             break
         precision *= 2
@@ -311,29 +322,4 @@ def _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options) -> Transfor
         unembed,
         meta,
         token_inputs=True,
-    )
-
-
-def random_associations(
-    N: int, S: int, T0: int, seed: int = 0, *, progress: Callable[..., Any] | None = None
-) -> Dataset:
-    """T₀ distinct sequences of S tokens over [N] with random targets (a random function g);
-    ``progress`` hears the associations drawn."""
-    if T0 > N**S:
-        raise InputError(f"only {N**S} distinct sequences of length {S} over {N} tokens")
-    drawn = counter(progress, "generating associations", T0)
-    rng = random.Random(seed)
-    seqs: dict = {}
-    while len(seqs) < T0:
-        s = tuple(rng.randrange(N) for _ in range(S))
-        seqs.setdefault(s, rng.randint(1, N))
-        drawn(len(seqs))
-    vocab = tuple((mpq(t),) for t in range(N))
-    return Dataset(
-        "next-token",
-        tuple(seqs.values()),
-        N,
-        vocab=vocab,
-        sequences=tuple(seqs),
-        meta={"generator": "random_associations"},
     )

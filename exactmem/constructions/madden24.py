@@ -45,6 +45,7 @@ from typing import Any
 from flint import arb, arb_mat, ctx
 from gmpy2 import mpq
 
+from exactmem.attention_data import random_contexts
 from exactmem.balls import ball_midpoint, gelu_ball, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
@@ -303,34 +304,3 @@ def build(
     )
     steps.done()
     return model, MaddenWitness(n, m, d, precision)
-
-
-def random_contexts(n: int, S: int, omega: int, seed: int = 0, *, targets: bool = True) -> Dataset:
-    """n distinct contexts of S tokens over ω tokens (vocabulary vectors (t,)), C = ω classes;
-    with ``targets`` a full-support distribution per context (integer weights 1..9, the label's
-    raised to be the unique largest), else labels only."""
-    if n > omega**S:
-        raise InputError(f"only {omega**S} distinct contexts of length {S} over {omega} tokens")
-    if omega < 2:
-        raise InputError("random_contexts needs ω ≥ 2")
-    rng = random.Random(seed)
-    seqs: dict = {}
-    while len(seqs) < n:
-        seqs.setdefault(tuple(rng.randrange(omega) for _ in range(S)), None)
-    labels, rows = [], []
-    for _ in seqs:
-        y = rng.randint(1, omega)
-        w = [rng.randint(1, 9) for _ in range(omega)]
-        w[y - 1] = max(w) + rng.randint(1, 3)
-        total = sum(w)
-        labels.append(y)
-        rows.append(tuple(mpq(x, total) for x in w))
-    return Dataset(
-        "next-token",
-        tuple(labels),
-        omega,
-        vocab=tuple((mpq(t),) for t in range(omega)),
-        sequences=tuple(seqs),
-        meta={"generator": "random_contexts", "seed": seed},
-        targets=tuple(rows) if targets else (),
-    )

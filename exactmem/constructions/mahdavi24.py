@@ -47,11 +47,12 @@ from exactmem.assumptions import mahdavi_capacity as capacity
 from exactmem.assumptions import mahdavi_examples as examples
 from exactmem.assumptions import rank_of
 from exactmem.assumptions import shared_context_rank_ceiling as rank_ceiling
+from exactmem.attention_data import random_instance
 from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.model import Affine, Attention, AttentionHead, Transformer
-from exactmem.progress import Steps, counter
+from exactmem.progress import Steps
 
 __all__ = [
     "MahdaviWitness",
@@ -471,41 +472,3 @@ def build(
         H, tuple(groups), tuple(designed), lams[0], rank, cap, precision, temperature, d_h
     )
     return model, witness
-
-
-def random_instance(
-    T: int,
-    n: int,
-    d: int,
-    C: int,
-    seed: int = 0,
-    *,
-    shared_context: bool = False,
-    bound: int = 9,
-    progress: Callable[..., Any] | None = None,
-) -> Dataset:
-    """T examples: n context tokens and a query, integer coordinates in [−bound, bound];
-    ``progress`` hears the examples drawn."""
-    drawn = counter(progress, "generating examples", T)
-    rng = random.Random(seed)
-    vocab: list[Vec] = []
-
-    def token() -> int:
-        vocab.append(tuple(mpq(rng.randint(-bound, bound)) for _ in range(d)))
-        return len(vocab) - 1
-
-    shared = [token() for _ in range(n)] if shared_context else None
-    seqs, labels = [], []
-    for _ in range(T):
-        ctx_ = shared if shared else [token() for _ in range(n)]
-        seqs.append(tuple(ctx_) + (token(),))
-        labels.append(rng.randint(1, C))
-        drawn(len(seqs))
-    return Dataset(
-        "next-token",
-        tuple(labels),
-        C,
-        vocab=tuple(vocab),
-        sequences=tuple(seqs),
-        meta={"generator": "mahdavi_instance", "shared_context": shared_context},
-    )

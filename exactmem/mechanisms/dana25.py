@@ -1,15 +1,153 @@
-"""The mechanisms the dana25 checklist test, each check with its breakers."""
+"""The mechanisms the dana25 checklist tests (Dana, Pydi & Chevaleyre 2025, AISTATS), each
+check with its breakers.
+
+Every breaker changes the honest built model on the IR so that one mechanism of Theorem 1 is
+gone: Lemma 2's rank of the features [W_V^h A_h(t)]_h ++ x_S(t) (a head duplicated: two equal
+blocks; a head's query zeroed: it averages the context uniformly), the count H·d_h + d (a head
+removed; a value map cut to rank one), the attention-only architecture (a layer appended, the
+causal mask).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
-from exactmem.checklist import CheckSpec
+from exactmem.attention_data import random_associations
+from exactmem.checklist import Breaker, CheckSpec
 from exactmem.data import Dataset
+from exactmem.model import MLP, Affine, Attention, Transformer
+
+PAPER = "Dana, Pydi & Chevaleyre 2025 (AISTATS, arXiv 2411.10115)"
+
+
+def _attention(model: Transformer) -> Attention:
+    att = model.sublayers[-1]
+    assert isinstance(att, Attention)
+    return att
+
+
+def _with(model: Transformer, **changes) -> Transformer:
+    att = replace(_attention(model), **changes)
+    return replace(model, sublayers=(*model.sublayers[:-1], att))
+
+
+def duplicate_head(model: Transformer, dataset: Dataset) -> Transformer:
+    """Head 1 replaced by a copy of head 0: their feature blocks are equal."""
+    heads = list(_attention(model).heads)
+    heads[1] = heads[0]
+    return _with(model, heads=tuple(heads))
+
+
+def zero_query(model: Transformer, dataset: Dataset) -> Transformer:
+    """Every head's query map zeroed: all scores 0, every head averages the context uniformly
+    (token averaging), so the heads' features are images of one mean."""
+    heads = []
+    for h in _attention(model).heads:
+        q = h.query
+        heads.append(replace(h, query=Affine(q.in_dim, ((),) * q.out_dim, q.bias, 1)))
+    return _with(model, heads=tuple(heads))
+
+
+def remove_head(model: Transformer, dataset: Dataset) -> Transformer:
+    """The last head removed: H − 1 heads."""
+    return _with(model, heads=_attention(model).heads[:-1])
+
+
+def rank_one_value(model: Transformer, dataset: Dataset) -> Transformer:
+    """Head 0's value map keeps its first row only (its other rows zero): d_h = 1 for it."""
+    heads = list(_attention(model).heads)
+    v = heads[0].value
+    rows = (v.rows[0],) + ((),) * (v.out_dim - 1)
+    heads[0] = replace(heads[0], value=replace(v, rows=rows))
+    return _with(model, heads=tuple(heads))
+
+
+def causal_mask(model: Transformer, dataset: Dataset) -> Transformer:
+    """The causal mask: not every position is a key of every query (not the paper's layer)."""
+    return _with(model, mask="causal")
+
+
+def append_layer(model: Transformer, dataset: Dataset) -> Transformer:
+    """A residual ReLU layer (adding zero) after the attention: not attention-only."""
+    width = model.embed.out_dim if model.embed else model.input_dim
+    zero = Affine(width, ((),) * width, (0,) * width)
+    return replace(model, sublayers=(*model.sublayers, MLP((zero, zero), residual=True)))
+
 
 CHECKS: dict[str, tuple[CheckSpec, ...]] = {
-    "dana25": (),
+    "dana25": (
+        CheckSpec(
+            "dana.feature_rank",
+            PAPER,
+            "Lemma 2 (rank of the attention features), the heart of Theorem 1",
+            "the features [W_V^h A_h(t)]_h ++ x_S(t) of the T₀ distinct sequences have rank T₀ "
+            "(certified on Arb balls), so a linear readout reaches every target",
+            (
+                Breaker(
+                    "head 1 duplicated from head 0",
+                    "the heads' independent features (two equal blocks)",
+                    "dana.feature_rank",
+                    model=duplicate_head,
+                ),
+                Breaker(
+                    "every head's query zeroed",
+                    "the softmax's dependence on the context (uniform averaging)",
+                    "dana.feature_rank",
+                    model=zero_query,
+                ),
+            ),
+        ),
+        CheckSpec(
+            "dana.capacity",
+            PAPER,
+            "Theorem 1 / Corollary 1: H·d_h + d associations",
+            "T₀ ≤ Σ_h rank W_V^h + rank of the skip terms e(t) + pos_S, all exact from the weights",
+            (
+                Breaker(
+                    "the last head removed",
+                    "one head's d_h features",
+                    "dana.capacity",
+                    model=remove_head,
+                ),
+                Breaker(
+                    "head 0's value map cut to rank one",
+                    "d_h − 1 of head 0's features",
+                    "dana.capacity",
+                    model=rank_one_value,
+                ),
+            ),
+        ),
+        CheckSpec(
+            "dana25.structure",
+            PAPER,
+            "§2's model: token ids, embeddings, positions, one attention layer with skip",
+            "the model is token ids → embedding → positional tables → one softmax attention "
+            "layer (every position a key) → unembedding, and nothing else",
+            (
+                Breaker(
+                    "a layer appended",
+                    "the attention-only architecture",
+                    "dana25.structure",
+                    model=append_layer,
+                ),
+                Breaker(
+                    "the causal mask",
+                    "every position a key",
+                    "dana25.structure",
+                    model=causal_mask,
+                ),
+            ),
+        ),
+    ),
 }
 
+
+def example() -> Dataset:
+    """12 = 5·2 + 2 associations of 2 tokens over 10 (Corollary 1 with d = d_h = 2, H = 5)."""
+    return random_associations(10, 2, 12, seed=12)
+
+
 # the small seeded dataset selftest builds the honest model on, per construction
-EXAMPLES: dict[str, Callable[[], Dataset]] = {}
+EXAMPLES: dict[str, Callable[[], Dataset]] = {"dana25": example}
+EXAMPLE_OPTIONS: dict[str, dict] = {"dana25": {"d": 2, "head_dim": 2, "heads": 5}}
