@@ -686,7 +686,16 @@ def _sequences(
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += undecided_if_inconclusive(
         "lower_bound",
-        lambda: lower_bound_checks(model, dataset, sv, run, res=res, trace=trace),
+        lambda: lower_bound_checks(
+            model,
+            dataset,
+            sv,
+            run,
+            theorem_4_2=checklist is not None
+            and "lower_bound.theorem_4_2" in checklist.lower_bounds,
+            res=res,
+            trace=trace,
+        ),
     )
     checks += [c for c in own if _is_lower_bound(c)]  # listed with the other lower bounds
     tell(progress, "", phase="checks", done=phases, total=phases)

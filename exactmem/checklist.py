@@ -36,6 +36,7 @@ __all__ = [
     "Construction",
     "BOUND_METRICS",
     "EVALUATES",
+    "LOWER_BOUNDS",
     "Evidence",
     "guarded",
     "undecided_if_inconclusive",
@@ -53,6 +54,9 @@ BOUND_METRICS = (
 )
 """What a declared bound may bound: the resources counted from the weights (upper bounds) and
 ``margin``, the smallest non-zero |pre-activation| of the ReLU layers (a lower bound)."""
+
+LOWER_BOUNDS = ("lower_bound.theorem_4_2",)
+"""The lower-bound checks a checklist may demand (:attr:`Checklist.lower_bounds`)."""
 
 EVALUATES = ("exact", "hardmax-limit", "balls")
 """How a checklist's values are obtained: the exact evaluation of the model as its file defines
@@ -143,7 +147,10 @@ class Checklist:
     target distributions without ``--tolerance``). ``limit_check``: for a checklist that
     ``evaluates`` the ``hardmax-limit``, the check that certifies the model equal to its limit
     where the labels are read; the core judges the labels on the limit only when it passed
-    (else on Arb balls of the model itself)."""
+    (else on Arb balls of the model itself). ``lower_bounds``: the lower-bound checks of
+    :mod:`exactmem.lower_bounds` the checklist demands beyond those that always run (e.g.
+    ``lower_bound.theorem_4_2``, Kajitsuka & Sato 2025's Theorem 4.2); the core runs them with
+    the others, whatever the checklist's own checks find."""
 
     name: str
     tasks: tuple[str, ...]
@@ -155,12 +162,18 @@ class Checklist:
     consistency: str | None = None
     require: Callable[[Dataset, mpq | None], None] | None = None
     limit_check: str | None = None
+    lower_bounds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.evaluates not in EVALUATES:
             raise ValueError(f"checklist {self.name!r}: evaluates {self.evaluates!r}")
         if self.consistency not in (None, "sequence", "multiset"):
             raise ValueError(f"checklist {self.name!r}: consistency {self.consistency!r}")
+        if set(self.lower_bounds) - set(LOWER_BOUNDS):
+            raise ValueError(
+                f"checklist {self.name!r}: lower bounds {self.lower_bounds}; known: "
+                f"{', '.join(LOWER_BOUNDS)}"
+            )
         unknown = sorted(set(self.bounds) - set(BOUND_METRICS))
         if unknown:
             raise ValueError(

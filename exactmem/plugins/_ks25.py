@@ -1,7 +1,7 @@
 """The checklist shared by the Kajitsuka & Sato 2025 constructions (Theorem 4.1 and its
 variants): items 3–9 and both memorizers' Lemma C.1 stages (:func:`exactmem.verify_ks25.
-check_ks25`), and Theorem 4.2 on the constant sequences of the dataset's tokens
-(:func:`exactmem.lower_bounds.constant_sequence_check`)."""
+check_ks25`), and Theorem 4.2 on the constant sequences of the dataset's tokens, which the core
+runs with the other lower bounds (``lower_bound.theorem_4_2``)."""
 
 from __future__ import annotations
 
@@ -14,28 +14,12 @@ from exactmem.verify import Check
 PAPER = "Kajitsuka & Sato 2025"
 
 
-def theorem_4_2(evidence: Evidence) -> Check:
-    """Theorem 4.2 on the constant sequences of (up to 50 of) the dataset's tokens, reading the
-    columns that enter the first column-mixing sub-layer from the core's evaluation."""
-    from exactmem.lower_bounds import _entry_columns, constant_sequence_check
-
-    sv, dataset = evidence.view, evidence.dataset
-    tokens = list(sv.tokens)[:50]
-    entry = _entry_columns(evidence.model, evidence.trace, sv, tokens)
-    n = len(dataset.sequences[0])
-    return constant_sequence_check(evidence.model, dataset.vocab, tokens, n, evidence.run, entry)
-
-
 def checklist_run(variant: str) -> Callable[[Evidence], list[Check]]:
     def run(evidence: Evidence) -> list[Check]:
-        from exactmem.checklist import undecided_if_inconclusive
         from exactmem.verify_ks25 import check_ks25
 
         assert evidence.trace is not None  # evaluates "exact"
-        checks = check_ks25(
-            evidence.trace, evidence.model, evidence.dataset, evidence.view, variant
-        )
-        return checks + undecided_if_inconclusive("lower_bound", lambda: [theorem_4_2(evidence)])
+        return check_ks25(evidence.trace, evidence.model, evidence.dataset, evidence.view, variant)
 
     return run
 
@@ -67,6 +51,7 @@ def ks25_construction(
             evaluates="exact",
             bounds=bounds,
             consistency=consistency,
+            lower_bounds=("lower_bound.theorem_4_2",),
         ),
         builder=f"exactmem.constructions.builders:{name.replace('-', '_')}",
         options=OPTIONS[name],
