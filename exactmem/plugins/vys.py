@@ -29,8 +29,12 @@ def run(evidence: Evidence) -> list[Check]:
     first = model.sublayers[0] if len(model.sublayers) == 1 else None
     if not isinstance(first, MLP) or model.embed or model.unembed:
         raise ChecklistStructureError("the model is not one MLP")
+    from exactmem.dataflow import memorizer_dataflow
+
     expected = dict(enumerate(evidence.dataset.labels))
-    return check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
+    checks = check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
+    # the checked read-out must be what produces the output (issue 26, file C)
+    return [*checks, memorizer_dataflow("vys.dataflow", model, 0)]
 
 
 construction = Construction(
