@@ -285,6 +285,8 @@ def certify(
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
     activation = activation_summary(stats, per_layer=per_layer)
     checks += _declared_bounds(criteria, data, dataset, res, activation)
+    if checklist is not None:  # every check the checklist declares carries its paper and result
+        checks = [_declared(checklist, c) for c in checks]
     subject = {
         "task": dataset.task,
         "dataset_sha256": dataset_hash(dataset, tokens=tokens),
