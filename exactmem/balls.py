@@ -62,7 +62,11 @@ def _outward(x: arb, up: bool) -> mpq:
 
 def ball_bounds(x: arb) -> tuple[mpq, mpq]:
     """Rational lower and upper bounds of a ball: exact (its midpoint and radius are dyadic)
-    except below 2^-FINEST, where they are rounded outward."""
+    except below 2^-FINEST, where they are rounded outward. A ball that is not finite (an
+    overflow, NaN) bounds nothing: :class:`InconclusiveError`, the precision's limit, never a
+    ValueError a caller could mistake for a refutation (review r1, M2)."""
+    if not x.is_finite():
+        raise InconclusiveError(f"an enclosure is not finite ({x.str(5)}): nothing is bounded")
     rad = _outward(x.rad(), True)
     return _outward(x.mid(), False) - rad, _outward(x.mid(), True) + rad
 

@@ -71,15 +71,35 @@ def _front(model: Transformer, att: Attention, extra: int) -> list:
     return front
 
 
-def mixture_model(model: Transformer, att: Attention, *, values: bool, keep_stream: bool):
+def _placed(a: Affine, width: int, at: int) -> Affine:
+    """``a`` writing its outputs into lanes at … at + a.out_dim − 1 of ``width`` (zero
+    elsewhere)."""
+    rows = ((),) * at + a.rows + ((),) * (width - at - a.out_dim)
+    return Affine(a.in_dim, rows, (0,) * width, a.denominator)
+
+
+def mixture_model(
+    model: Transformer,
+    att: Attention,
+    *,
+    values: bool,
+    keep_stream: bool,
+    outputs: bool = False,
+):
     """The model up to ``att`` whose head h writes into a block of new lanes of its own what it
     mixes: Σ_j a_hj X_j of the columns X_j it reads (``values=False``: the identity in place of
-    its value map) or Σ_j a_hj W_V^h X_j (``values=True``); the output maps carry nothing else
-    and the unembedding reads the blocks, after the stream (the skip term) with
-    ``keep_stream``. The attention weights a_hj are the original's: the query and key maps,
-    score mode and mask are kept, and they read the original lanes only."""
+    its value map), Σ_j a_hj W_V^h X_j (``values=True``) or, with ``outputs`` too,
+    W_O^h Σ_j a_hj W_V^h X_j — what the head adds to the stream, so a head whose W_O^h W_V^h
+    is 0 contributes a block of zeros (review r1, F5). The unembedding reads the blocks, after
+    the stream (the skip term) with ``keep_stream``. The attention weights a_hj are the
+    original's: the query and key maps, score mode and mask are kept, and they read the
+    original lanes only."""
+    if outputs and not values:
+        raise ValueError("outputs=True applies W_O after the value map: it needs values=True")
     w = stream_width(model)
-    blocks = [w if not values else h.value.out_dim for h in att.heads]
+    blocks = [
+        w if not values else (h.output.out_dim if outputs else h.value.out_dim) for h in att.heads
+    ]
     width = w + sum(blocks)
     heads, at = [], w
     for h, b in zip(att.heads, blocks, strict=True):
@@ -89,7 +109,7 @@ def mixture_model(model: Transformer, att: Attention, *, values: bool, keep_stre
                 _widened(h.query, width),
                 _widened(h.key, width),
                 value,
-                _placement(b, width, at),
+                _placed(h.output, width, at) if outputs else _placement(b, width, at),
             )
         )
         at += b

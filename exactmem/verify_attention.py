@@ -30,6 +30,7 @@ __all__ = [
     "brief",
     "dana_checks",
     "exact_classification_check",
+    "head_map",
     "mahdavi_checks",
 ]
 
@@ -233,7 +234,10 @@ def mahdavi_checks(model, ds, run=None) -> list[Check]:
       rank stays within H·(n − 1) + 1 (no attention does better) and T does too;
     * ``mahdavi.capacity``: T ≤ Σ_h (min(n, d_h) − 1) + 1 = H(min(n, d_h) − 1) + 1, with d_h
       of each head the rank of its score form W_Q^hᵀW_K^h (exact, from the weights: zero rows
-      padding a query map add nothing)."""
+      padding a query map add nothing);
+    * ``mahdavi.readout`` (:func:`readout_check`): the output reads the heads only — the
+      theorem's MHA(e, E) has no skip connection, so every check above measures quantities the
+      output must be computed from."""
     if run is None:
         from exactmem.evaluate.reference import run
     # Theorem 1's model is one attention layer: a layer after it would escape the checklist
@@ -246,11 +250,11 @@ def mahdavi_checks(model, ds, run=None) -> list[Check]:
             "(mask 'context')"
         )
     mahdavi_examples(ds)  # the task and the shape: a query after n ≥ 2 context tokens
+    checks = [readout_check(model, att)]
     columns = _attention_inputs(model, att, ds, run)
     queries = [cols[-1] for cols in columns]
     contexts = [cols[:-1] for cols in columns]
     T, n = len(queries), len(contexts[0])
-    checks = []
     try:
         report = mahdavi_assumptions(queries, contexts)
         checks.append(
@@ -301,6 +305,64 @@ def mahdavi_checks(model, ds, run=None) -> list[Check]:
         )
     )
     return checks
+
+
+def readout_check(model, att) -> Check:
+    """``mahdavi.readout``: the output is computed from the heads alone, as Theorem 1's
+    MHA(e, E) = Σ_h softmax(·)·E W_V^h W_O^h is (no skip connection). Our attention sub-layer
+    is residual (Z + Σ_h head_h(Z)), so the query's own column reaches the output unless the
+    read-out reads the stream only at lanes the stream entering the attention leaves free of
+    the input: a dataflow cut (:func:`~exactmem.dataflow.cut_check`) on the non-zero weights,
+    with the read lanes entering the attention as targets and no unit allowed — a constant
+    there (a bias) carries nothing. And the read-out must read a lane some head writes with
+    W_O^h W_V^h ≠ 0 there, or the attention is dead code (review r1, F2)."""
+    from exactmem.dataflow import cut_check, graph
+
+    g = graph(model)
+    unembed = model.unembed
+    width = stream_width(model)
+    read = (
+        sorted({c for row in unembed.rows for c, _ in row})
+        if unembed is not None
+        else list(range(width))
+    )
+    before = g.streams[model.sublayers.index(att)]
+    cut = cut_check(
+        "mahdavi.readout",
+        model,
+        set(),
+        what="the heads (the residual copy of the stream entering the attention)",
+        targets=[(before, i) for i in read],
+        g=g,
+        require_use=False,
+    )
+    if not cut.passed:
+        return Check(
+            "mahdavi.readout",
+            False,
+            "the read-out reads lanes the attention's skip connection carries: " + cut.detail,
+            cut.figures,
+        )
+    written = {
+        i for h in att.heads for i, row in enumerate(head_map(h)) if any(x != 0 for x in row)
+    }
+    used = [i for i in read if i in written]
+    figures = {"lanes_read": len(read), "head_lanes_read": len(used)}
+    if not used:
+        return Check(
+            "mahdavi.readout",
+            False,
+            f"the read-out reads {len(read)} lanes and no head writes any of them "
+            "(W_O^h W_V^h = 0 there): the attention is dead code",
+            figures,
+        )
+    return Check(
+        "mahdavi.readout",
+        True,
+        f"the read-out reads {len(read)} lanes, none carried by the skip connection from the "
+        f"input, {len(used)} written by the heads: the output is computed from the heads alone",
+        figures,
+    )
 
 
 def _score_rank(head) -> int:
@@ -425,9 +487,14 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     :func:`~exactmem.mixtures.mixture_model`, evaluated by the ball evaluator.
     ``dana.feature_rank`` certifies on Arb balls that the T₀ distinct sequences give features
     of rank T₀ (precision doubled from ``precision`` up to ``limit`` bits); ``dana.capacity``
-    checks T₀ ≤ H·d_h + d with d_h of each head the rank of its value map (at most d: W_V^h A_h
-    is an image of A_h ∈ R^d) and d the rank of the skip terms e(t) + pos_S over the
-    vocabulary, all exact from the weights (zero rows or lanes padding a map add nothing)."""
+    checks T₀ ≤ H·d_h + d with d_h of each head the rank of W_O^h W_V^h (at most d: the head's
+    term is an image of A_h ∈ R^d) and d the rank of the skip terms e(t) + pos_S over the
+    vocabulary, all exact from the weights (zero rows or lanes padding a map add nothing).
+
+    The heads' features are W_O^h W_V^h A_h(t), what each head *adds to the stream* the
+    unembedding reads — not W_V^h A_h: a head whose W_O^h is 0 is dead code and contributes
+    rank 0, so a model whose skip term alone fits the labels is not credited with its heads'
+    rank (review r1, F5)."""
     from flint import ctx
 
     if run is None:
@@ -436,9 +503,9 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     seqs = list(dict.fromkeys(tuple(s) for s in ds.sequences))
     T0 = len(seqs)
     d = _skip_rank(model, att, len(seqs[0]), run)
-    widths = [_map_rank(h.value) for h in att.heads]
+    widths = [rank_of(head_map(h)) for h in att.heads]
     cap = sum(widths) + d
-    derived = mixture_model(model, att, values=True, keep_stream=True)
+    derived = mixture_model(model, att, values=True, keep_stream=True, outputs=True)
     old = ctx.prec
     ok, bits = False, precision
     try:
@@ -453,7 +520,7 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     bits = min(bits, limit)
     if ok:
         detail = (
-            f"the features [W_V^h A_h(t)]_h ++ x_S(t) of the {T0} sequences have rank {T0} "
+            f"the features [W_O^h W_V^h A_h(t)]_h ++ x_S(t) of the {T0} sequences have rank {T0} "
             f"(H = {len(att.heads)} heads and the skip term: {cap} features; Arb, {bits} bits)"
         )
     elif cap < T0:
@@ -470,7 +537,7 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
             "dana.capacity",
             T0 <= cap,
             f"T₀ = {T0} {'≤' if T0 <= cap else '>'} H·d_h + d = {cap} "
-            f"(H = {len(att.heads)} head{'s' * (len(att.heads) != 1)} of value rank "
+            f"(H = {len(att.heads)} head{'s' * (len(att.heads) != 1)} of rank W_O·W_V "
             f"{_widths_text(widths)}, skip rank d = {d})",
             {"capacity": cap, "heads": len(att.heads), "skip_dim": d},
         ),
@@ -481,13 +548,26 @@ def _widths_text(widths: list[int]) -> str:
     return str(widths[0]) if len(set(widths)) == 1 else ", ".join(map(str, widths))
 
 
-def _map_rank(a) -> int:
-    """The rank of a linear map's matrix (exact)."""
+def _dense(a) -> list[list[mpq]]:
+    """A linear map's matrix (exact)."""
     dense = [[mpq(0)] * a.in_dim for _ in range(a.out_dim)]
     for i, row in enumerate(a.rows):
         for j, c in row:
             dense[i][j] = mpq(c, a.denominator)
-    return rank_of(dense)
+    return dense
+
+
+def head_map(head) -> list[list[mpq]]:
+    """W_O^h W_V^h exactly: the map from the mixed columns to what the head adds to the
+    stream (a head is bias-free, :class:`~exactmem.model.AttentionHead`)."""
+    O, V = _dense(head.output), _dense(head.value)
+    return [
+        [
+            sum((o[k] * V[k][j] for k in range(len(V)) if o[k]), mpq(0))
+            for j in range(head.value.in_dim)
+        ]
+        for o in O
+    ]
 
 
 def _skip_rank(model, att, S: int, run, chunk: int = 256) -> int:

@@ -5,9 +5,13 @@ The model must be the one-layer decoder: token ids → embedding (+ positional t
 causal softmax attention head → a plain GELU FNN of two layers whose last layer outputs the C
 logits. On the n distinct contexts of the dataset:
 
-* ``madden24.injectivity``: the last-position outputs h(x) after attention are pairwise
-  distinct — certified by separating the balls coordinate by coordinate, so every pair lies at
-  L∞ distance ≥ the reported gap, which exceeds the enclosure width;
+* ``madden24.injectivity``: the attention's last-position outputs W_O·W_V·Σ_j a_j X_j, on the
+  lanes the FNN reads, are pairwise distinct — certified by separating the balls coordinate by
+  coordinate, so every pair lies at L∞ distance ≥ the reported gap, which exceeds the enclosure
+  width. The head's contribution, not the stream after our residual sub-layer: the paper's
+  decoder has no residual connection (its h(x) is the attention's output), and a head with
+  W_O = 0 leaves h(x) = e(x_S) + p_S, a unigram model that separates contexts with distinct
+  last tokens without any attention (review r1, F4);
 * ``madden24.feature_rank``: Φ = GELU(W₁h + b₁) (n × m) has full row rank n (m ≥ n), or
   [Φ, 1] has (m = n − 1; the output bias column): a non-zero n × n determinant on balls. With
   m < n − 1 the rank is at most m + 1 < n and the check fails: softmax is invariant under a
@@ -24,6 +28,8 @@ The argmax labels are the core's ``labels`` check (Arb, rising precision).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from flint import arb, arb_mat, ctx
 from gmpy2 import mpq
 
@@ -33,7 +39,7 @@ from exactmem.evaluate.reference import run as reference_run
 from exactmem.evaluate.softmax import decide, run_balls
 from exactmem.exact import format_rational
 from exactmem.mixtures import gelu_features_model
-from exactmem.model import MLP, Attention, PositionalEncoding, Transformer, resources
+from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer, resources
 from exactmem.verify import Check, ChecklistStructureError
 
 __all__ = [
@@ -116,24 +122,6 @@ def _separate(balls: list[list[arb]]) -> tuple[bool | None, mpq | None, mpq]:
     return True, gap, radius
 
 
-def _head_is_zero(front: Transformer) -> bool:
-    """Whether W_O·W_V = 0 exactly: the head then adds nothing and h(x) = e(x_S) + p_S."""
-    head = front.sublayers[-1].heads[0]
-    V = {
-        (i, c): mpq(v, head.value.denominator)
-        for i, row in enumerate(head.value.rows)
-        for c, v in row
-    }
-    for row in head.output.rows:
-        for c in range(head.value.in_dim):
-            total = sum(
-                (mpq(w, head.output.denominator) * V.get((j, c), 0) for j, w in row), mpq(0)
-            )
-            if total != 0:
-                return False
-    return True
-
-
 def _exact_outputs(front: Transformer, dataset, rows: list[int]) -> list[tuple] | None:
     """h(x) of the contexts exactly, when the exact evaluator runs the attention (softmax with
     every score of a column equal: weights exactly 1/n); None when it cannot."""
@@ -146,52 +134,92 @@ def _exact_outputs(front: Transformer, dataset, rows: list[int]) -> list[tuple] 
     return [tuple(out[-1]) for out in trace.outputs]
 
 
-def _exact_collision(front: Transformer, dataset, rows: list[int]) -> tuple[int, int] | None:
-    """Two distinct contexts with the same h(x), computed exactly when the head adds nothing
-    (the stream before attention is exact rational arithmetic)."""
-    bare = Transformer(front.input_dim, front.sublayers[:-1], front.embed, None, token_inputs=True)
-    trace = reference_run(
-        bare, dataset.vocab, [dataset.sequences[i] for i in rows], positions="last"
-    )
-    seen: dict = {}
-    for r, out in zip(rows, trace.outputs, strict=True):
-        j = seen.setdefault(tuple(out[-1]), r)
-        if j != r:
-            return j, r
-    return None
+def _read_lanes(front: Transformer, fnn: MLP | None) -> list[int]:
+    """The stream lanes the FNN's first layer reads (every lane without an FNN)."""
+    width = front.embed.out_dim if front.embed is not None else front.input_dim
+    if fnn is None:
+        return list(range(width))
+    return sorted({c for row in fnn.layers[0].rows for c, _ in row})
 
 
-def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
-    """h(x) pairwise distinct on the distinct contexts: decided exactly where the exact
-    evaluator runs the attention (a head adding nothing; every score of a column equal, e.g. a
-    zero query: token averaging), else by separating Arb balls at rising precision."""
-    if _head_is_zero(front) and (pair := _exact_collision(front, dataset, rows)):
+def _head_lanes(front: Transformer, read: list[int]) -> list[int]:
+    """The lanes of ``read`` where W_O·W_V ≠ 0 (exactly): where the head adds anything."""
+    from exactmem.verify_attention import head_map
+
+    M = head_map(front.sublayers[-1].heads[0])
+    return [i for i in read if any(x != 0 for x in M[i])]
+
+
+def _contribution_model(front: Transformer, read: list[int]) -> Transformer:
+    """The model whose output at the last position is the head's contribution
+    W_O·W_V·Σ_j a_j X_j on lanes ``read`` — Madden et al.'s attention output, without the skip
+    connection our attention sub-layer adds (:func:`~exactmem.mixtures.mixture_model`)."""
+    from exactmem.mixtures import mixture_model
+
+    att = front.sublayers[-1]
+    derived = mixture_model(front, att, values=True, keep_stream=False, outputs=True)
+    width = derived.unembed.in_dim
+    at = width - att.heads[0].output.out_dim
+    pick = Affine(width, tuple(((at + i, 1),) for i in read), (0,) * len(read))
+    return replace(derived, unembed=pick)
+
+
+def _same_input(front: Transformer, dataset, i: int, j: int) -> bool:
+    """Whether contexts i and j end in the same token at the same position: their skip terms
+    e(x_S) + p_S are equal, so equal contributions mean equal h(x) and equal rows of Φ."""
+    a, b = dataset.sequences[i], dataset.sequences[j]
+    return len(a) == len(b) and a[-1] == b[-1]
+
+
+def injectivity_check(
+    front: Transformer, dataset, rows: list[int], fnn: MLP | None = None
+) -> Check:
+    """The attention's output pairwise distinct on the distinct contexts, on the lanes the FNN
+    reads. Madden et al.'s decoder has no residual connection: its h(x) *is* the attention's
+    output, so we judge the head's contribution W_O·W_V·Σ_j a_j X_j, not the stream
+    e(x_S) + p_S + contribution our residual sub-layer hands the FNN — a head with W_O = 0 (the
+    skip term alone separating contexts with distinct last tokens) is dead attention, not the
+    paper's injectivity (review r1, F4). Decided exactly where the exact evaluator runs the
+    attention (every score of a column equal, e.g. a zero query: token averaging), else by
+    separating Arb balls at rising precision. The figure ``collision`` (two contexts with
+    exactly equal rows of Φ) is set when the contributions are exactly equal and the contexts
+    end in the same token at the same position."""
+    read = _read_lanes(front, fnn)
+    if len(rows) >= 2 and not _head_lanes(front, read):
+        i, j = rows[0], rows[1]
+        figures: dict = {"contexts": len(rows), "head_lanes_read": 0}
+        if _same_input(front, dataset, i, j):
+            figures["collision"] = [i, j]
         return Check(
             "madden24.injectivity",
             False,
-            f"sequences[{pair[0]}] and sequences[{pair[1]}] are distinct contexts with exactly "
-            "the same last-position output h(x) (the head's W_O·W_V is 0)",
-            {"contexts": len(rows), "collision": list(pair)},
+            "the head adds nothing the FNN reads (W_O·W_V is 0 on its lanes): every context has "
+            f"exactly the same attention output, sequences[{i}] and sequences[{j}] included — "
+            "h(x) is the skip term e(x_S) + p_S, not the attention",
+            figures,
         )
-    exact = _exact_outputs(front, dataset, rows)
+    part = _contribution_model(front, read)
+    exact = _exact_outputs(part, dataset, rows)
     if exact is not None:
         seen: dict = {}
         for r, h in zip(rows, exact, strict=True):
             j = seen.setdefault(h, r)
             if j != r:
+                figures = {"contexts": len(rows), "attention_collision": [j, r]}
+                if _same_input(front, dataset, j, r):
+                    figures["collision"] = [j, r]
                 return Check(
                     "madden24.injectivity",
                     False,
                     f"sequences[{j}] and sequences[{r}] are distinct contexts with exactly the "
-                    "same last-position output h(x) (exact: every attention score of a column "
-                    "is equal)",
-                    {"contexts": len(rows), "collision": [j, r]},
+                    "same attention output (exact: every attention score of a column is equal)",
+                    figures,
                 )
         return Check(
             "madden24.injectivity",
             True,
-            f"the {len(rows)} distinct contexts have pairwise distinct h(x) (exact: every "
-            "attention score of a column is equal)",
+            f"the {len(rows)} distinct contexts have pairwise distinct attention outputs "
+            "(exact: every attention score of a column is equal)",
             {"contexts": len(rows), "exact": True},
         )
     state: dict = {}
@@ -202,11 +230,12 @@ def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
         return verdict
 
     verdict, precision = decide(
-        lambda p: _hidden(front, dataset, rows, p), judge, start=START, limit=LIMIT
+        lambda p: _hidden(part, dataset, rows, p), judge, start=START, limit=LIMIT
     )
     if verdict is None:
         raise InconclusiveError(
-            f"madden24.injectivity: the enclosures of h(x) still overlap at {precision} bits"
+            f"madden24.injectivity: the enclosures of the attention outputs still overlap at "
+            f"{precision} bits"
         )
     gap = state["gap"]
     figures = {
@@ -219,7 +248,7 @@ def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
         return Check(
             "madden24.injectivity",
             False,
-            "two distinct contexts have exactly the same last-position output h(x)",
+            "two distinct contexts have exactly the same attention output",
             figures,
         )
     if gap is None:
@@ -227,9 +256,9 @@ def injectivity_check(front: Transformer, dataset, rows: list[int]) -> Check:
     return Check(
         "madden24.injectivity",
         True,
-        f"the {len(rows)} distinct contexts have pairwise distinct h(x): L∞ distance ≥ "
-        f"{float(gap):.3g} > enclosure radius {float(state['radius']):.3g} (Arb, "
-        f"{precision} bits)",
+        f"the {len(rows)} distinct contexts have pairwise distinct attention outputs (on the "
+        f"{len(read)} lanes the FNN reads): L∞ distance ≥ {float(gap):.3g} > enclosure radius "
+        f"{float(state['radius']):.3g} (Arb, {precision} bits)",
         figures,
     )
 
@@ -440,7 +469,7 @@ def madden_checks(model: Transformer, dataset, tolerance: mpq | None) -> list[Ch
     :func:`dimension_count_check`."""
     front, fnn = decoder_parts(model)
     rows = distinct_contexts(dataset)
-    injective = injectivity_check(front, dataset, rows)
+    injective = injectivity_check(front, dataset, rows, fnn)
     collision = injective.figures.get("collision") if injective.figures else None
     checks = [injective, feature_rank_check(front, fnn, dataset, rows, collision)]
     if dataset.targets:
