@@ -2,10 +2,10 @@
 check with its breakers.
 
 Every breaker changes the honest built model on the IR so that one mechanism of Theorem 1 is
-gone: Lemma 2's rank of the features [W_V^h A_h(t)]_h ++ x_S(t) (a head duplicated: two equal
-blocks; a head's query zeroed: it averages the context uniformly), the count H·d_h + d (a head
-removed; a value map cut to rank one), the attention-only architecture (a layer appended, the
-causal mask).
+gone: Lemma 2's rank of the features [W_O^h W_V^h A_h(t)]_h ++ x_S(t) (a head duplicated: two
+equal blocks; a head's query zeroed: it averages the context uniformly; every W_O zeroed: the
+skip term alone), the count H·d_h + d (a head removed; a value map cut to rank one; every W_O
+zeroed), the attention-only architecture (a layer appended, the causal mask).
 """
 
 from __future__ import annotations
@@ -63,6 +63,17 @@ def rank_one_value(model: Transformer, dataset: Dataset) -> Transformer:
     return _with(model, heads=tuple(heads))
 
 
+def dead_heads(model: Transformer, dataset: Dataset) -> Transformer:
+    """W_O := 0 with a bypass: every head's output map zeroed, the skip term x_S(t) the only
+    path to the unembedding (review r1, F5: with the last tokens' embeddings re-chosen, the
+    skip term alone fitted the labels while the heads' W_V^h A_h were credited with rank)."""
+    heads = tuple(
+        replace(h, output=Affine(h.output.in_dim, ((),) * h.output.out_dim, h.output.bias, 1))
+        for h in _attention(model).heads
+    )
+    return _with(model, heads=heads)
+
+
 def causal_mask(model: Transformer, dataset: Dataset) -> Transformer:
     """The causal mask: not every position is a key of every query (not the paper's layer)."""
     return _with(model, mask="causal")
@@ -81,7 +92,8 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             "dana.feature_rank",
             PAPER,
             "Lemma 2 (rank of the attention features), the heart of Theorem 1",
-            "the features [W_V^h A_h(t)]_h ++ x_S(t) of the T₀ distinct sequences have rank T₀ "
+            "the features [W_O^h W_V^h A_h(t)]_h ++ x_S(t) of the T₀ distinct sequences have "
+            "rank T₀ "
             "(certified on Arb balls), so a linear readout reaches every target",
             (
                 Breaker(
@@ -96,13 +108,20 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
                     "dana.feature_rank",
                     model=zero_query,
                 ),
+                Breaker(
+                    "W_O := 0 with a bypass",
+                    "every head's term W_O^h W_V^h A_h (the skip term the only path)",
+                    "dana.feature_rank",
+                    model=dead_heads,
+                ),
             ),
         ),
         CheckSpec(
             "dana.capacity",
             PAPER,
             "Theorem 1 / Corollary 1: H·d_h + d associations",
-            "T₀ ≤ Σ_h rank W_V^h + rank of the skip terms e(t) + pos_S, all exact from the weights",
+            "T₀ ≤ Σ_h rank W_O^h W_V^h + rank of the skip terms e(t) + pos_S, all exact from "
+            "the weights",
             (
                 Breaker(
                     "the last head removed",
@@ -115,6 +134,12 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
                     "d_h − 1 of head 0's features",
                     "dana.capacity",
                     model=rank_one_value,
+                ),
+                Breaker(
+                    "W_O := 0 with a bypass",
+                    "every head's d_h features (rank W_O^h W_V^h = 0)",
+                    "dana.capacity",
+                    model=dead_heads,
                 ),
             ),
         ),

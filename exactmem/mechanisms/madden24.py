@@ -3,8 +3,9 @@
 
 Every breaker changes the honest built decoder on the IR so that one mechanism is gone: the
 injectivity of the attention's last-position output (the head's output map zeroed: h(x) is the
-last token's embedding plus its position, so contexts ending alike collide), the rank of the
-GELU features (two FNN units silenced: [Φ, 1] loses rank), the interpolation of the targets (a
+last token's embedding plus its position, so contexts ending alike collide; or the head writing
+only a lane the FNN does not read), the rank of the GELU features (two FNN units silenced:
+[Φ, 1] loses rank), the interpolation of the targets (a
 class's output bias shifted), the dimension count (the FNN narrowed to one unit: k below
 n(ω − 1)), the decoder's architecture (ReLU for GELU, the causal mask opened).
 """
@@ -39,6 +40,41 @@ def zero_output_map(model: Transformer, dataset: Dataset) -> Transformer:
     o = h.output
     h0 = replace(h, output=Affine(o.in_dim, ((),) * o.out_dim, o.bias, 1))
     return _with(model, replace(att, heads=(h0,)), fnn)
+
+
+def head_beside_fnn(model: Transformer, dataset: Dataset) -> Transformer:
+    """W_O := 0 with a bypass: the stream widened by one lane that the FNN does not read, the
+    head's W_O zeroed on every lane the FNN reads and its first row moved to the new lane. The
+    head still attends and writes, but only where nothing reads it: the FNN sees the skip term
+    e(x_S) + p_S alone (review r1, F4)."""
+    att, fnn = _parts(model)
+    e = model.embed
+    assert e is not None
+    w = e.out_dim
+    h = att.heads[0]
+    o = h.output
+    first = next(r for r in o.rows if r)
+    spare = (0,) * (w + 1)
+    out = Affine(o.in_dim, ((),) * w + (first,), spare, o.denominator)
+    head = replace(
+        h,
+        query=replace(h.query, in_dim=w + 1, names=()),
+        key=replace(h.key, in_dim=w + 1, names=()),
+        value=replace(h.value, in_dim=w + 1, names=()),
+        output=out,
+    )
+    embed = replace(e, rows=e.rows + ((),), bias=e.bias + (0,), names=())
+    front = [
+        replace(s, table=tuple(tuple(r) + (type(r[0])(0) if r else 0,) for r in s.table))
+        for s in model.sublayers[:-2]
+    ]
+    w1, w2 = fnn.layers
+    fnn2 = replace(fnn, layers=(replace(w1, in_dim=w + 1), w2))
+    return replace(
+        model,
+        embed=embed,
+        sublayers=(*front, replace(att, heads=(head,)), fnn2),
+    )
 
 
 def silence_units(model: Transformer, dataset: Dataset) -> Transformer:
@@ -89,14 +125,22 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             "madden24.injectivity",
             PAPER,
             "injectivity of causal self-attention (generic weights)",
-            "the last-position outputs h(x) of the distinct contexts are pairwise distinct "
-            "(separated balls, or an exact collision when the head adds nothing)",
+            "the head's last-position outputs W_O·W_V·Σ_j a_j X_j, on the lanes the FNN reads, "
+            "are pairwise distinct over the distinct contexts (the paper's decoder has no "
+            "residual connection; separated balls, or exact when the head adds nothing)",
             (
                 Breaker(
                     "the head's output map zeroed",
                     "the attention's dependence on the context before the last token",
                     "madden24.injectivity",
                     model=zero_output_map,
+                ),
+                Breaker(
+                    "W_O := 0 with a bypass",
+                    "the attention's part in h(x): the head writes one lane the FNN does not "
+                    "read, the FNN sees the skip term e(x_S) + p_S alone",
+                    "madden24.injectivity",
+                    model=head_beside_fnn,
                 ),
             ),
         ),

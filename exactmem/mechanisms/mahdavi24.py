@@ -7,7 +7,8 @@ uniformly: its block of the features is one fixed point), a head duplicated (two
 a head removed (H − 1 heads: below the capacity and Proposition 2's ceiling), a head's score
 form cut to rank one (d_h = 1: the head designs nothing), the embedding projected so that the
 contexts the attention reads lose rank (A2), the mask opened or a layer appended (not Theorem
-1's model).
+1's model), every W_O zeroed, with or without a bypass through the skip connection (the output
+not computed from the heads).
 """
 
 from __future__ import annotations
@@ -79,6 +80,31 @@ def collapse_embedding(model: Transformer, dataset: Dataset) -> Transformer:
     assert e is not None
     rows = tuple(tuple((j, c) for j, c in row if j < n - 1) for row in e.rows)
     return replace(model, embed=replace(e, rows=rows))
+
+
+def _zero_outputs(heads) -> tuple[AttentionHead, ...]:
+    return tuple(
+        replace(h, output=Affine(h.output.in_dim, ((),) * h.output.out_dim, h.output.bias, 1))
+        for h in heads
+    )
+
+
+def dead_heads(model: Transformer, dataset: Dataset) -> Transformer:
+    """W_O := 0 for every head: the attention adds nothing, the read lanes stay constant."""
+    return _with_heads(model, _zero_outputs(_attention(model).heads))
+
+
+def dead_heads_with_bypass(model: Transformer, dataset: Dataset) -> Transformer:
+    """W_O := 0 with a bypass: every head's W_O zeroed and the embedding writes the query's
+    first coordinate into every lane the read-out reads, so the output reaches the query
+    through the attention sub-layer's skip connection (review r1, F2: with an affine fit of the
+    labels there, the model memorized with dead attention)."""
+    e, u = model.embed, model.unembed
+    assert e is not None and u is not None
+    read = {c for row in u.rows for c, _ in row}
+    rows = tuple(((0, e.denominator),) if i in read else r for i, r in enumerate(e.rows))
+    dead = _with_heads(model, _zero_outputs(_attention(model).heads))
+    return replace(dead, embed=replace(e, rows=rows))
 
 
 def open_mask(model: Transformer, dataset: Dataset) -> Transformer:
@@ -166,6 +192,28 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
                     "one head (H − 1 heads)",
                     "mahdavi.capacity",
                     model=remove_head,
+                ),
+            ),
+        ),
+        CheckSpec(
+            "mahdavi.readout",
+            PAPER,
+            "Theorem 1's model MHA(e, E) = Σ_h softmax(·)·E W_V^h W_O^h (no skip connection)",
+            "the read-out reads the stream only at lanes the input does not reach through the "
+            "attention's skip connection (a dataflow cut on the non-zero weights), and at least "
+            "one of them a head writes with W_O^h W_V^h ≠ 0",
+            (
+                Breaker(
+                    "W_O := 0 with a bypass",
+                    "the heads' part in the output (the query reaches it by the skip connection)",
+                    "mahdavi.readout",
+                    model=dead_heads_with_bypass,
+                ),
+                Breaker(
+                    "W_O := 0",
+                    "every head's output (the read lanes are constant)",
+                    "mahdavi.readout",
+                    model=dead_heads,
                 ),
             ),
         ),
