@@ -5,9 +5,9 @@ Every breaker changes the honest built decoder on the IR so that one mechanism i
 injectivity of the attention's last-position output (the head's output map zeroed: h(x) is the
 last token's embedding plus its position, so contexts ending alike collide; or the head writing
 only a lane the FNN does not read), the rank of the GELU features (two FNN units silenced:
-[Φ, 1] loses rank), the interpolation of the targets (a
-class's output bias shifted), the dimension count (the FNN narrowed to one unit: k below
-n(ω − 1)), the decoder's architecture (ReLU for GELU, the causal mask opened).
+[Φ, 1] loses rank), the interpolation of the targets (a class's output bias shifted), the
+dimension count (the FNN narrowed to one unit: k below n(ω − 1)), the decoder's architecture
+(ReLU for GELU, the causal mask opened).
 """
 
 from __future__ import annotations
