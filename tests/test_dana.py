@@ -67,7 +67,9 @@ def test_wide_features_and_fewer_associations_than_features():
         ds, model = built(N, S, d, d_h, H, T=T, seed=1)
         cert, checks = checks_of(model, ds)
         assert cert.verdict == "verified", [c.detail for c in cert.failed]
-        assert checks["dana.capacity"].figures["capacity"] == H * d_h + d > T
+        # the capacity counts rank W_O^h W_V^h: with fewer associations than H·d_h + d the
+        # solved W_O need not have full rank, so the measured count lies between T and it
+        assert T <= checks["dana.capacity"].figures["capacity"] <= H * d_h + d
 
 
 @pytest.fixture(scope="module")
