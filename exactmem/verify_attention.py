@@ -250,7 +250,7 @@ def mahdavi_checks(model, ds, run=None) -> list[Check]:
             "(mask 'context')"
         )
     mahdavi_examples(ds)  # the task and the shape: a query after n ≥ 2 context tokens
-    checks = [readout_check(model, att)]
+    checks = []
     columns = _attention_inputs(model, att, ds, run)
     queries = [cols[-1] for cols in columns]
     contexts = [cols[:-1] for cols in columns]
@@ -304,6 +304,7 @@ def mahdavi_checks(model, ds, run=None) -> list[Check]:
             {"capacity": cap, "heads": H, "head_dim": d_h},
         )
     )
+    checks.append(readout_check(model, att))
     return checks
 
 
@@ -537,7 +538,7 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
             "dana.capacity",
             T0 <= cap,
             f"T₀ = {T0} {'≤' if T0 <= cap else '>'} H·d_h + d = {cap} "
-            f"(H = {len(att.heads)} head{'s' * (len(att.heads) != 1)} of rank W_O·W_V "
+            f"(H = {len(att.heads)} head{'s' * (len(att.heads) != 1)}, rank W_O^h W_V^h "
             f"{_widths_text(widths)}, skip rank d = {d})",
             {"capacity": cap, "heads": len(att.heads), "skip_dim": d},
         ),

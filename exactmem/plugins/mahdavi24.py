@@ -34,7 +34,7 @@ construction = Construction(
         tasks=("next-token",),
         summary="Mahdavi et al. 2024: n < d, A1, A2, the rank of the model's own attention "
         "features (exact, or certified on balls), capacity H(min(n, d_h) − 1) + 1, "
-        "Proposition 2's ceiling",
+        "Proposition 2's ceiling, the output read from the heads only",
         checks=(
             *mechanisms.CHECKS[NAME],
             *bound_specs(NAME, PAPER, BOUNDS, "proofs/mahdavi24.toml, [tight]"),
