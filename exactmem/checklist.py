@@ -251,7 +251,7 @@ def guarded(
 
     A checklist's ``run`` may call this around each of its parts, so that one undecided part
     leaves the others' results standing; the core calls it around the whole ``run``."""
-    from exactmem.errors import InconclusiveError
+    from exactmem.errors import InconclusiveError, MissingPartError
     from exactmem.verify import Check, ChecklistStructureError, undecided_check
 
     try:
@@ -259,10 +259,10 @@ def guarded(
     except InconclusiveError as exc:
         fallback = undecided or f"{name}.checklist"
         return [undecided_check(_undecided_name(name, exc, fallback), str(exc))]
-    except ChecklistStructureError as exc:
-        # only the structure errors a checklist raises on purpose refute: a KeyError or
-        # ValueError from anywhere else (an arithmetic library's limit, a bug) is an internal
-        # error, never turned into a failed check (review r1, M2)
+    except (ChecklistStructureError, MissingPartError) as exc:
+        # only the structure errors a checklist raises on purpose (and a lane or probe the
+        # model lacks) refute: a KeyError or ValueError from anywhere else (an arithmetic
+        # library's limit, a bug) is an internal error, never a failed check (review r1, M2)
         why = str(exc)
     return [
         Check(

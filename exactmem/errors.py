@@ -30,6 +30,16 @@ class InconclusiveError(ExactmemError):
     exit_code = EXIT_INCONCLUSIVE
 
 
+class MissingPartError(KeyError, ValueError):
+    """A trace has no lane or probe of the name a checklist reads: the model lacks a part the
+    checklist needs (a structure failure, never an internal error). A KeyError and a ValueError,
+    as the lookups it replaces raised (review r1, M2: the checklist runner catches only this and
+    the structure errors checklists raise on purpose)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class Terminated(BaseException):
     """SIGTERM, raised by the CLI's handler so that ``finally`` blocks (temporary files) run.
 

@@ -19,7 +19,7 @@ from itertools import chain
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.errors import InconclusiveError, InputError
+from exactmem.errors import InconclusiveError, InputError, MissingPartError
 from exactmem.exact_arrays import index_type
 from exactmem.memory import release_free_memory
 from exactmem.model import (
@@ -91,6 +91,8 @@ class Stream:
 
     def numerators(self, name: str) -> np.ndarray:
         """Numerators over :attr:`den` of one lane, per distinct row."""
+        if name not in self.names:
+            raise MissingPartError(f"the stream has no lane {name!r}")
         return self.columns[self.names.index(name)]
 
     def lane(self, name: str) -> list[mpq]:
@@ -150,6 +152,8 @@ class Trace:
 
     def lane(self, name: str) -> np.ndarray:
         """Exact values of a probe, shape (sequences, positions): ints, or mpq when needed."""
+        if name not in self._lanes:
+            raise MissingPartError(f"the model has no probe {name!r}")
         numerators, den, index = self._lanes[name]
         if numerators.dtype != object:
             numerators = numerators.astype(object)  # Python ints, never numpy scalars
@@ -158,6 +162,8 @@ class Trace:
 
     def lane_raw(self, name: str) -> tuple[np.ndarray, int, np.ndarray]:
         """(numerators per row, denominator, row index per (sequence, position))."""
+        if name not in self._lanes:
+            raise MissingPartError(f"the model has no probe {name!r}")
         return self._lanes[name]
 
 
