@@ -13,12 +13,13 @@ from fractions import Fraction
 
 import pytest
 from flint import arb
+from gmpy2 import mpq
 
 import exactmem
 from exactmem.balls import ball_bounds
 from exactmem.cli import main
 from exactmem.errors import InconclusiveError
-from exactmem.model import Affine
+from exactmem.model import Affine, Transformer
 
 
 def _verify(capsys, model, data, *extra) -> tuple[int, str]:
@@ -301,6 +302,14 @@ def test_only_deliberate_structure_errors_refute():
 
     (check,) = guarded("demo", structure)
     assert check.name == "demo.structure" and not check.passed
+
+    def missing_lane():  # a lane the model lacks, as the evaluator's trace reports it
+        from exactmem.evaluate.reference import run
+
+        run(Transformer(1, ()), [(mpq(1),)], [[0]]).lane("match[0]")
+
+    (check,) = guarded("demo", missing_lane)
+    assert check.name == "demo.structure" and "no probe 'match[0]'" in check.detail
     for exc in (ValueError("man_exp requires an exact, finite value"), KeyError("lane")):
 
         def internal(exc=exc):
