@@ -3,10 +3,11 @@ checklist reads — evaluated by the trusted evaluators, never by a checklist's 
 
 A checklist of an attention construction reads what a head *mixes*: Mahdavi et al. 2024's
 features Σ_j a_hj X_j (the attention-weighted columns a head's value map reads), Dana et al.
-2025's W_V^h A_h(t) beside the skip term, Madden et al. 2024's GELU features of the
-last-position output. Each is the output of a model that keeps the original's embedding,
-positional tables and query and key maps (so the attention weights are the original's, for
-every score mode and mask) and only re-routes what the heads write into lanes of their own:
+2025's W_O^h W_V^h A_h(t) beside the skip term, Madden et al. 2024's attention output (the
+head's contribution, for injectivity) and GELU features of the last-position output. Each is
+the output of a model that keeps the original's embedding, positional tables and query and key
+maps (so the attention weights are the original's, for every score mode and mask) and only
+re-routes what the heads write into lanes of their own:
 the evaluator that runs the model runs these too (:mod:`exactmem.evaluate.reference` exactly,
 :mod:`exactmem.evaluate.softmax` on Arb balls), with one semantics.
 """

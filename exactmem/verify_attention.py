@@ -483,7 +483,7 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     """Dana et al. 2025, Lemma 2 and Theorem 1, from the model's weights.
 
     The features of a sequence t are what the attention layer adds up at the last position:
-    F(t) = [W_V^h A_h(t)]_h ++ x_S(t), the heads' value vectors and the skip term x_S(t) (the
+    F(t) = [W_O^h W_V^h A_h(t)]_h ++ x_S(t), the heads' terms and the skip term x_S(t) (the
     stream entering the layer, which returns Z + Σ_h head_h(Z)) — the output of
     :func:`~exactmem.mixtures.mixture_model`, evaluated by the ball evaluator.
     ``dana.feature_rank`` certifies on Arb balls that the T₀ distinct sequences give features
