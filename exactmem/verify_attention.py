@@ -9,6 +9,8 @@ margin). When an enclosure is too wide at every precision up to the limit, the a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gmpy2
 from gmpy2 import mpq
 
@@ -22,7 +24,7 @@ from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.softmax import ball_bounds, decide, run_balls
 from exactmem.exact import format_rational
 from exactmem.mixtures import attention_inputs_model, mixture_model, stream_width
-from exactmem.model import Attention, PositionalEncoding
+from exactmem.model import Affine, Attention, PositionalEncoding
 from exactmem.verify import Check, ChecklistStructureError, _examples
 
 __all__ = [
@@ -492,10 +494,10 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     term is an image of A_h ∈ R^d) and d the rank of the skip terms e(t) + pos_S over the
     vocabulary, all exact from the weights (zero rows or lanes padding a map add nothing).
 
-    The heads' features are W_O^h W_V^h A_h(t), what each head *adds to the stream* the
-    unembedding reads — not W_V^h A_h: a head whose W_O^h is 0 is dead code and contributes
-    rank 0, so a model whose skip term alone fits the labels is not credited with its heads'
-    rank (review r1, F5)."""
+    The heads' features are W_O^h W_V^h A_h(t), what each head *adds to the stream*, on the
+    lanes the unembedding reads (the skip term too) — not W_V^h A_h: a head whose W_O^h is 0,
+    or writes only lanes nothing reads, is dead code and contributes rank 0, so a model whose
+    skip term alone fits the labels is not credited with its heads' rank (review r1, F5)."""
     from flint import ctx
 
     if run is None:
@@ -503,10 +505,22 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     att = _dana_layer(model)
     seqs = list(dict.fromkeys(tuple(s) for s in ds.sequences))
     T0 = len(seqs)
-    d = _skip_rank(model, att, len(seqs[0]), run)
-    widths = [rank_of(head_map(h)) for h in att.heads]
+    w = stream_width(model)
+    # the lanes the unembedding reads: a head writing elsewhere is read by nothing
+    read = (
+        sorted({c for row in model.unembed.rows for c, _ in row})
+        if model.unembed is not None
+        else list(range(w))
+    )
+    d = _skip_rank(model, att, len(seqs[0]), run, read)
+    widths = [rank_of([head_map(h)[i] for i in read]) for h in att.heads]
     cap = sum(widths) + d
     derived = mixture_model(model, att, values=True, keep_stream=True, outputs=True)
+    lanes = read + [w * (1 + k) + i for k in range(len(att.heads)) for i in read]
+    derived = replace(
+        derived,
+        unembed=Affine(derived.unembed.in_dim, tuple(((j, 1),) for j in lanes), (0,) * len(lanes)),
+    )
     old = ctx.prec
     ok, bits = False, precision
     try:
@@ -571,19 +585,20 @@ def head_map(head) -> list[list[mpq]]:
     ]
 
 
-def _skip_rank(model, att, S: int, run, chunk: int = 256) -> int:
-    """d as the weights give it: the rank of the skip terms e(t) + pos_S over the vocabulary —
-    the last column of the constant sequences (t, …, t) entering the attention, by the exact
-    evaluator (zero lanes padding the stream add nothing). Read in chunks of tokens, stopping
-    once the rank reaches the stream's width (a large vocabulary is not read to the end)."""
+def _skip_rank(model, att, S: int, run, read: list[int], chunk: int = 256) -> int:
+    """d as the weights give it: the rank of the skip terms e(t) + pos_S over the vocabulary,
+    on the lanes ``read`` the unembedding reads — the last column of the constant sequences
+    (t, …, t) entering the attention, by the exact evaluator (zero lanes padding the stream add
+    nothing). Read in chunks of tokens, stopping once the rank reaches the number of lanes read
+    (a large vocabulary is not read to the end)."""
     front = attention_inputs_model(model, att)
-    width = stream_width(model)
+    width = len(read)
     basis: list[list[mpq]] = []
     for start in range(0, model.input_dim, chunk):
         tokens = range(start, min(start + chunk, model.input_dim))
         vocab = [(mpq(0),)] * model.input_dim  # token ids: the embedding table reads the index
         trace = run(front, vocab, [[t] * S for t in tokens])
-        rows = basis + [list(trace.outputs[i][-1]) for i in range(len(tokens))]
+        rows = basis + [[trace.outputs[i][-1][c] for c in read] for i in range(len(tokens))]
         rank = rank_of(rows)
         basis = [rows[j] for j in _independent_rows(rows, rank)]
         if rank == width:

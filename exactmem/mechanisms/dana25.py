@@ -74,6 +74,39 @@ def dead_heads(model: Transformer, dataset: Dataset) -> Transformer:
     return _with(model, heads=heads)
 
 
+def heads_beside_unembedding(model: Transformer, dataset: Dataset) -> Transformer:
+    """The stream widened by a copy of its lanes that the unembedding does not read, every
+    head's W_O moved whole onto the copy: the heads attend and write what they wrote, with the
+    same rank, but only where nothing reads them (the skip term the only path read)."""
+    att = _attention(model)
+    e, u = model.embed, model.unembed
+    assert e is not None and u is not None
+    w = e.out_dim
+    heads = []
+    for h in att.heads:
+        o = h.output
+        out = Affine(o.in_dim, ((),) * w + o.rows, (0,) * (2 * w), o.denominator)
+        heads.append(
+            replace(
+                h,
+                query=replace(h.query, in_dim=2 * w, names=()),
+                key=replace(h.key, in_dim=2 * w, names=()),
+                value=replace(h.value, in_dim=2 * w, names=()),
+                output=out,
+            )
+        )
+    front = [
+        replace(s, table=tuple(tuple(r) + (type(r[0])(0),) * w for r in s.table))
+        for s in model.sublayers[:-1]
+    ]
+    return replace(
+        model,
+        embed=replace(e, rows=e.rows + ((),) * w, bias=e.bias + (0,) * w, names=()),
+        unembed=replace(u, in_dim=2 * w, names=()),
+        sublayers=(*front, replace(att, heads=tuple(heads))),
+    )
+
+
 def causal_mask(model: Transformer, dataset: Dataset) -> Transformer:
     """The causal mask: not every position is a key of every query (not the paper's layer)."""
     return _with(model, mask="causal")
@@ -113,6 +146,12 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
                     "every head's term W_O^h W_V^h A_h (the skip term the only path)",
                     "dana.feature_rank",
                     model=dead_heads,
+                ),
+                Breaker(
+                    "the heads write only lanes the unembedding does not read",
+                    "every head's term on the lanes read (the skip term the only path read)",
+                    "dana.feature_rank",
+                    model=heads_beside_unembedding,
                 ),
             ),
         ),
