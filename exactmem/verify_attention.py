@@ -277,23 +277,11 @@ def mahdavi_checks(model, ds, run=None) -> list[Check]:
                 f"{exc}",
             )
         )
-    # only the heads the read-out reads count: a head whose W_O^h W_V^h is 0 on the read lanes
-    # adds nothing to the output, so neither its features nor its share of the capacity
-    # (review r1, F2); with no head read, mahdavi.readout fails and all are measured
-    whole, whole_att = model, att
-    read = _read_lanes(model)
-    live = [h for h in att.heads if any(any(x != 0 for x in head_map(h)[i]) for i in read)]
-    dead = len(att.heads) - len(live) if live else 0
-    if live and dead:
-        att = replace(att, heads=tuple(live))
-        model = replace(model, sublayers=(att,))
     H = len(att.heads)
     ranks = [_score_rank(h) for h in att.heads]
     d_h = min(ranks)
     cap = sum(max(0, min(n, r) - 1) for r in ranks) + 1
     rank, exact, how = _measured_feature_rank(model, att, ds, run)
-    if dead:
-        how += f"; the {H} heads the read-out reads, {dead} unread left out"
     ok = rank == T
     if ok:
         detail = f"the features of the model's attention have rank {rank} = T ({how})"
@@ -314,20 +302,12 @@ def mahdavi_checks(model, ds, run=None) -> list[Check]:
             "mahdavi.capacity",
             T <= cap,
             f"T = {T} {'≤' if T <= cap else '>'} H(min(n, d_h) − 1) + 1 = {cap} "
-            f"(H = {H}{f' read, {dead} unread' if dead else ''}, d_h = {dims}: the rank of "
-            f"each head's W_Q^hᵀW_K^h, n = {n})",
-            {"capacity": cap, "heads": H, "head_dim": d_h, "unread_heads": dead},
+            f"(H = {H}, d_h = {dims}: the rank of each head's W_Q^hᵀW_K^h, n = {n})",
+            {"capacity": cap, "heads": H, "head_dim": d_h},
         )
     )
-    checks.append(readout_check(whole, whole_att))
+    checks.append(readout_check(model, att))
     return checks
-
-
-def _read_lanes(model) -> list[int]:
-    """The stream lanes the unembedding reads (every lane without one)."""
-    if model.unembed is None:
-        return list(range(stream_width(model)))
-    return sorted({c for row in model.unembed.rows for c, _ in row})
 
 
 def readout_check(model, att) -> Check:
@@ -342,7 +322,13 @@ def readout_check(model, att) -> Check:
     from exactmem.dataflow import cut_check, graph
 
     g = graph(model)
-    read = _read_lanes(model)
+    unembed = model.unembed
+    width = stream_width(model)
+    read = (
+        sorted({c for row in unembed.rows for c, _ in row})
+        if unembed is not None
+        else list(range(width))
+    )
     before = g.streams[model.sublayers.index(att)]
     cut = cut_check(
         "mahdavi.readout",
@@ -521,7 +507,11 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     T0 = len(seqs)
     w = stream_width(model)
     # the lanes the unembedding reads: a head writing elsewhere is read by nothing
-    read = _read_lanes(model)
+    read = (
+        sorted({c for row in model.unembed.rows for c, _ in row})
+        if model.unembed is not None
+        else list(range(w))
+    )
     d = _skip_rank(model, att, len(seqs[0]), run, read)
     widths = [rank_of([head_map(h)[i] for i in read]) for h in att.heads]
     cap = sum(widths) + d
