@@ -285,7 +285,9 @@ def _add_train(sub) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from exactmem.suggest import Parser  # argparse's, with "did you mean" in its errors
+
+    p = Parser(
         prog=PROG,
         description="Build the networks of Transformer memorization theorems, run them in exact "
         "arithmetic, and certify or refute what the theorems promise.",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exactmem.errors import InputError
+from exactmem.suggest import plural
 
 __all__ = [
     "FORMATS",
@@ -416,7 +417,7 @@ def plot_certificate(cert_path: str | os.PathLike, out: str | os.PathLike) -> st
             "o",
             ms=3.5,
             color=colors[sub],
-            label=f"sub-layer {sub} ({len(idx)} ReLU layers)",
+            label=f"sub-layer {sub} ({plural(len(idx), 'ReLU layer')})",
         )
         ax_z.bar(
             idx,
@@ -469,7 +470,7 @@ def plot_certificate(cert_path: str | os.PathLike, out: str | os.PathLike) -> st
     measured = [r for r in layers if r.log10_margin is not None]
     smallest = min(measured, key=lambda r: r.log10_margin or 0.0) if measured else None
     return (
-        f"wrote {os.fspath(out)} ({fmt}, {size} bytes): {len(layers)} ReLU layers of a "
+        f"wrote {os.fspath(out)} ({fmt}, {size} bytes): {plural(len(layers), 'ReLU layer')} of a "
         f"{view.verdict} certificate"
         + (f", smallest sign margin {smallest.margin}" if smallest else "")
     )

@@ -8,6 +8,7 @@ import argparse
 from exactmem.errors import EXIT_VERIFIED, InputError
 from exactmem.options import CONSTRUCTIONS, check_option_limits, parse_options
 from exactmem.progress import Progress
+from exactmem.suggest import did_you_mean, plural, wrong_task
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     if args.construction not in CONSTRUCTIONS:
         raise InputError(
             f"--construction {args.construction!r} is unknown; available: "
-            f"{', '.join(CONSTRUCTIONS)}"
+            f"{', '.join(CONSTRUCTIONS)}{did_you_mean(args.construction, CONSTRUCTIONS)}"
         )
     progress = Progress(not args.quiet)
     options = parse_options(args.construction, args.set or [])
@@ -29,7 +30,13 @@ def run(args: argparse.Namespace) -> int:
     with progress.phase(f"reading {args.data}"):
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     check_option_limits(options, dataset)
-    progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
+    mismatch = wrong_task(args.construction, dataset.task)
+    if mismatch is not None:  # before the first progress line: no work has started
+        raise InputError(mismatch)
+    what = plural(dataset.size, "point")
+    if dataset.task != "points":
+        what = f"{plural(dataset.size, 'sequence')} ({dataset.task})"
+    progress(f"building {args.construction} for {what}", force=True)
     try:
         with progress.phase(f"building {args.construction}"):
             model = _construct(dataset, args.construction, options, progress)

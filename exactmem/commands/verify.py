@@ -12,6 +12,7 @@ from exactmem.commands import emit_json
 from exactmem.errors import EXIT_REFUTED, EXIT_USAGE, EXIT_VERIFIED, InputError
 from exactmem.options import CONSTRUCTIONS
 from exactmem.progress import Progress
+from exactmem.suggest import did_you_mean, plural
 
 
 def print_certificate(cert: dict) -> None:
@@ -30,9 +31,14 @@ def print_certificate(cert: dict) -> None:
         what = f"{data['N']} points in Q^{data['d']}"
     print(f"dataset: {what}, C = {data['C']}, r² = {data.get('r2')}, δ² = {data.get('delta2')}")
     said = subject.get("model_says", {})
+    named = said.get("construction") if isinstance(said, dict) else None
+    says = (
+        f"its file says construction {_printable(named)}"
+        if named is not None
+        else "its file names no construction"
+    )
     print(
-        f"model: sha256 {subject['model_sha256'][:16]}… (its file says construction "
-        f"{_printable(said.get('construction'))}; a label only, never a criterion)"
+        f"model: sha256 {subject['model_sha256'][:16]}… ({says}; a label only, never a criterion)"
     )
     crit = subject["criteria"]
     print(f"criteria: {crit['checklist']}")
@@ -53,7 +59,8 @@ def print_certificate(cert: dict) -> None:
         _print_margins(c)
     act = cert["activation"]
     print(
-        f"activation: {act['relu_layers']} ReLU layers, smallest non-zero |pre-activation| "
+        f"activation: {plural(act['relu_layers'], 'ReLU layer')}, smallest non-zero "
+        f"|pre-activation| "
         f"{act['min_nonzero_preactivation']}, {act['zero_preactivations']} of "
         f"{act['preactivations']} pre-activations exactly 0"
     )
@@ -75,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.construction is not None and args.construction not in CONSTRUCTIONS:
         raise InputError(
             f"--construction {args.construction!r} is unknown; available: "
-            f"{', '.join(CONSTRUCTIONS)}"
+            f"{', '.join(CONSTRUCTIONS)}{did_you_mean(args.construction, CONSTRUCTIONS)}"
         )
     if args.certificate:
         check_output(args.certificate, "--certificate", [args.model, args.data])
