@@ -38,7 +38,20 @@ from exactmem.limits import open_regular
 from exactmem.progress import Steps
 from exactmem.sequences import with_positions
 
-__all__ = ["MAX_BYTES", "MAX_TOKENS", "UNITS", "WORD", "Units", "read_text", "split", "windows"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_TOKENS",
+    "UNITS",
+    "WORD",
+    "Units",
+    "read_text",
+    "recite",
+    "split",
+    "symbols_of",
+    "unit_of",
+    "window_text",
+    "windows",
+]
 
 UNITS = ("char", "word")
 WORD = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")
@@ -226,6 +239,89 @@ def windows(
         sequences=aware.sequences,
         meta={**aware.meta, "positions_because": why},
     )
+
+
+# --------------------------------------------------------------------------- reading back
+
+
+def symbols_of(dataset: Dataset) -> list[str] | None:
+    """The text vocabulary of a dataset written by :func:`windows` (``generate text``): its
+    ``meta["symbols"]`` when that is a list of C strings (label ``i`` is ``symbols[i - 1]``),
+    else None. A file's meta is its own word: it names labels for reading, it decides nothing."""
+    found = dataset.meta.get("symbols") if isinstance(dataset.meta, dict) else None
+    if (
+        not isinstance(found, list)
+        or len(found) != dataset.num_classes
+        or not all(isinstance(s, str) for s in found)
+    ):
+        return None
+    return found
+
+
+def unit_of(dataset: Dataset) -> str:
+    """``word`` for a dataset of word windows, else ``char`` (how units join into text)."""
+    return "word" if dataset.meta.get("unit") == "word" else "char"
+
+
+def _symbol_id(vector: Any, count: int) -> int | None:
+    """The symbol id a token of a text dataset carries in its first coordinate (position-aware
+    tokens carry their position second), or None when it carries none."""
+    if not vector or vector[0] != int(vector[0]) or not 1 <= int(vector[0]) <= count:
+        return None
+    return int(vector[0])
+
+
+def window_text(dataset: Dataset, index: int) -> str | None:
+    """Sequence ``index`` of a text dataset as text (units joined by nothing, or by spaces for
+    words), or None when the dataset has no text vocabulary."""
+    symbols = symbols_of(dataset)
+    if symbols is None or dataset.sequences is None:
+        return None
+    ids = [_symbol_id(dataset.vocab[t], len(symbols)) for t in dataset.sequences[index]]
+    if any(i is None for i in ids):
+        return None
+    return (" " if unit_of(dataset) == "word" else "").join(symbols[i - 1] for i in ids if i)
+
+
+def recite(model: Any, dataset: Dataset, steps: int | None = None) -> list[str]:
+    """Let ``model`` recite the text of ``dataset`` (written by :func:`windows`): start from its
+    first window, predict the next unit exactly (the output itself, or the argmax of one
+    output per symbol), slide the window, repeat ``steps`` times (by default N, which gives
+    back all W + N units when every window is memorized). Returns the units. Tokens are made
+    as :func:`windows` makes them, ``(i,)`` or, in a position-aware dataset, ``(i, k)`` for
+    the k-th token of the window, so the model sees at every step what it would see on the
+    dataset's own windows. Raises :class:`InputError` when the dataset has
+    no text vocabulary or the model predicts something that is no symbol id."""
+    from exactmem.evaluate.reference import run
+
+    symbols = symbols_of(dataset)
+    if symbols is None or not dataset.sequences:
+        raise InputError("recite needs a dataset of text windows (exactmem generate text)")
+    first = [_symbol_id(dataset.vocab[t], len(symbols)) for t in dataset.sequences[0]]
+    if any(i is None for i in first):
+        raise InputError("recite: the first window's tokens carry no symbol ids")
+    window: list[int] = [i for i in first if i is not None]
+    aware = len(dataset.vocab[0]) == 2  # (symbol id, position): windows() made them so
+    units = [symbols[i - 1] for i in window]
+    for step in range(len(dataset.sequences) if steps is None else steps):
+        tokens = [(mpq(i), mpq(k + 1)) if aware else (mpq(i),) for k, i in enumerate(window)]
+        out = run(model, tokens, [list(range(len(tokens)))], positions="last").outputs[0][-1]
+        y = out[0] if len(out) == 1 else _argmax(out)
+        if y is None or y != int(y) or not 1 <= int(y) <= len(symbols):
+            raise InputError(
+                f"recite: step {step} predicts {[str(v) for v in out][:4]}, not a symbol id "
+                f"1..{len(symbols)}"
+            )
+        units.append(symbols[int(y) - 1])
+        window = window[1:] + [int(y)]
+    return units
+
+
+def _argmax(values: Any) -> int | None:
+    """The 1-based index of the one largest output (a readout by argmax), or None on a tie."""
+    top = max(values)
+    best = [k for k, v in enumerate(values) if v == top]
+    return best[0] + 1 if len(best) == 1 else None
 
 
 def _first_clash(keys: np.ndarray, labels: np.ndarray) -> tuple[int, int] | None:

@@ -150,3 +150,61 @@ def test_the_verdict_table_counts_in_the_singular_and_names_no_construction(
     out = capsys.readouterr().out
     assert "its file names no construction" in out and "None" not in out
     assert "activation: 1 ReLU layer," in out
+
+
+CAT = "the cat sat on the mat. the mat sat on the cat!\n"
+
+
+@pytest.fixture(scope="module")
+def cat_model(tmp_path_factory):
+    """Position-aware word windows (``generate text`` finds two windows that need positions)
+    and Theorem 4.1's model of them."""
+    tmp = tmp_path_factory.mktemp("cat")
+    text, data, model = tmp / "cat.txt", str(tmp / "cat.json"), str(tmp / "m.json")
+    text.write_text(CAT, encoding="utf-8")
+    argv = ["generate", "text", "--file", str(text), "--window", "6", "--unit", "word"]
+    assert main([*argv, "--out", data, "--quiet"]) == 0
+    argv = ["build", "--construction", "ks25-next-token", "--data", data, "--out", model]
+    assert main([*argv, "--quiet"]) == 0
+    return data, model
+
+
+def test_recite_gives_back_a_position_aware_text(cat_model):
+    from exactmem.data import load_dataset
+    from exactmem.io import load_model
+    from exactmem.text import recite, split
+
+    data, model = cat_model
+    ds = load_dataset(data)
+    assert ds.meta["position_aware"] and len(ds.vocab[0]) == 2
+    net, _ = load_model(model)
+    assert recite(net, ds) == list(split(CAT, "word").symbols)
+    assert recite(net, ds, steps=1) == list(split(CAT, "word").symbols[:7])
+
+
+def test_recite_refuses_a_dataset_without_text(points):
+    from exactmem.data import load_dataset
+    from exactmem.text import recite
+
+    with pytest.raises(InputError, match="generate text"):
+        recite(None, load_dataset(points))
+
+
+def test_predict_shows_the_units_of_a_text_dataset(capsys, cat_model):
+    data, model = cat_model
+    code, out, _ = _cli(capsys, "predict", model, "--data", data, "--quiet")
+    assert code == 0
+    rows = out.splitlines()[1:]
+    assert rows[0] == 'sequences[0] "the cat sat on the mat": 6 "."  label 6 "."'
+    assert rows[-1].endswith('"!"  label 7 "!"')
+    assert len(rows) == 8
+
+
+def test_predict_shows_numbers_where_the_meta_names_no_symbols(capsys, sequences, tmp_path):
+    model = str(tmp_path / "m.json")
+    build = ["build", "--construction", "ks25-next-token", "--data", sequences, "--out", model]
+    assert main([*build, "--quiet"]) == 0
+    capsys.readouterr()
+    code, out, _ = _cli(capsys, "predict", model, "--data", sequences, "--quiet")
+    assert code == 0 and out.splitlines()[1].startswith("sequences[0]: ")
+    assert '"' not in out

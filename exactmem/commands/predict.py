@@ -15,6 +15,7 @@ command with exit 4, naming the sequence."""
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
 from typing import Literal
 
@@ -84,15 +85,58 @@ def run(args: argparse.Namespace) -> int:
         f"{dataset.size} {what}s of {args.data}, outputs of {args.model} "
         f"(sha256 {digest[:16]}…) at {where}, exact; the dataset's label beside each"
     )
+    words = _Words.of(dataset)
     for i, (seq, label) in enumerate(zip(outputs, dataset.labels, strict=True)):
         if i == ROWS_SHOWN:
             print(f"… {dataset.size - ROWS_SHOWN} more (--json lists every one)")
             break
         out = seq[-1] if positions == "last" else seq
+        if words is not None:
+            print(words.row(i, out if positions == "last" else None, label))
+            continue
         text = _vector(out) if positions == "last" else "[" + ", ".join(map(_vector, out)) + "]"
         shown = list(label) if isinstance(label, tuple) else label
         print(f"{what}s[{i}]: {text}  label {shown}")
     return EXIT_VERIFIED
+
+
+@dataclass(frozen=True)
+class _Words:
+    """A text dataset's vocabulary (``generate text``: ``meta["symbols"]``), to print each
+    window, output and label with the unit it stands for. The file's own word: it labels the
+    numbers, which are printed too; it decides nothing."""
+
+    dataset: object
+    symbols: list[str]
+
+    @classmethod
+    def of(cls, dataset) -> _Words | None:
+        from exactmem.text import symbols_of
+
+        if dataset.task != "next-token":
+            return None
+        symbols = symbols_of(dataset)
+        return None if symbols is None else cls(dataset, symbols)
+
+    def unit(self, value) -> str:
+        """``9 "i"`` for a symbol id, the bare value otherwise."""
+        from exactmem.exact import format_rational
+
+        text = format_rational(value)
+        if value == int(value) and 1 <= int(value) <= len(self.symbols):
+            return f"{text} {json.dumps(self.symbols[int(value) - 1], ensure_ascii=False)}"
+        return text
+
+    def row(self, i: int, out, label) -> str:
+        from exactmem.text import window_text
+
+        window = window_text(self.dataset, i)  # type: ignore[arg-type]
+        shown = f" {json.dumps(window, ensure_ascii=False)}" if window is not None else ""
+        if out is None or len(out) != 1:
+            got = "(" + ", ".join(map(self.unit, out)) + ")" if out is not None else "?"
+        else:
+            got = self.unit(out[0])
+        return f"sequences[{i}]{shown}: {got}  label {self.unit(label)}"
 
 
 # --------------------------------------------------------------------------- softmax models
