@@ -446,7 +446,13 @@ def parser() -> argparse.ArgumentParser:
     )
     out = bo.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON on stdout")
-    out.add_argument("--latex", action="store_true", help="a LaTeX tabular on stdout")
+    out.add_argument(
+        "--latex",
+        action="store_true",
+        help="a standalone LaTeX document on stdout, for pdflatex; it loads geometry, array and "
+        "booktabs (on Debian and Ubuntu: apt install texlive-latex-base "
+        "texlive-latex-recommended; docs/plots.md)",
+    )
     bo.add_argument("--quiet", action="store_true", help="no progress on stderr")
     bo.set_defaults(func=_command("bounds"))
 

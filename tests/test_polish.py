@@ -208,3 +208,12 @@ def test_predict_shows_numbers_where_the_meta_names_no_symbols(capsys, sequences
     code, out, _ = _cli(capsys, "predict", model, "--data", sequences, "--quiet")
     assert code == 0 and out.splitlines()[1].startswith("sequences[0]: ")
     assert '"' not in out
+
+
+def test_bounds_latex_names_the_tex_packages_it_needs(capsys):
+    from pathlib import Path
+
+    code, out, _ = _cli(capsys, "bounds", "--help")
+    assert code == 0 and "texlive-latex-recommended" in " ".join(out.split())
+    plots = (Path(__file__).parents[1] / "docs" / "plots.md").read_text(encoding="utf-8")
+    assert "texlive-latex-recommended" in plots
