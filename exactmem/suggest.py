@@ -54,10 +54,11 @@ def constructions_for(task: str) -> list[str]:
     ]
 
 
-def wrong_task(construction: str, task: str) -> str | None:
+def wrong_task(construction: str, task: str, verb: str = "needs") -> str | None:
     """Why ``construction`` cannot take a dataset of ``task``, naming the constructions that
     can (the one whose name is closest first); None when it can, or when its checklist names
-    no tasks (a plugin's builder then decides)."""
+    no tasks (a plugin's builder then decides). ``verb``: what the construction does with the
+    task ("needs" to build, "certifies" to verify)."""
     from exactmem import registry
 
     found = registry.constructions().get(construction)
@@ -68,7 +69,7 @@ def wrong_task(construction: str, task: str) -> str | None:
         return None
     fits = constructions_for(task)
     needs = " or ".join(repr(t) for t in tasks)
-    message = f"construction {construction!r} needs task {needs}, the dataset has {task!r}"
+    message = f"construction {construction!r} {verb} task {needs}, the dataset has {task!r}"
     if not fits:
         return message + " (no installed construction takes it)"
     best = closest(construction, fits) or fits[0]

@@ -217,3 +217,48 @@ def test_bounds_latex_names_the_tex_packages_it_needs(capsys):
     assert code == 0 and "texlive-latex-recommended" in " ".join(out.split())
     plots = (Path(__file__).parents[1] / "docs" / "plots.md").read_text(encoding="utf-8")
     assert "texlive-latex-recommended" in plots
+
+
+def test_verify_and_predict_print_no_progress_before_an_input_error(capsys, points, sequences):
+    model = points.replace("p.json", "pm.json")
+    assert main(["build", "--construction", "vys", "--data", points, "--out", model]) == 0
+    capsys.readouterr()
+    for argv in (
+        ["verify", model, "--data", sequences],  # dimension 2 against 8
+        ["verify", model, "--data", sequences, "--construction", "vys"],
+        ["predict", model, "--data", sequences],
+    ):
+        code, out, err = _cli(capsys, *argv)
+        assert code == 2 and out == "" and err.startswith("error: "), (argv, err)
+        assert err.count("\n") == 1, err  # the message alone
+    code, _, err = _cli(capsys, "verify", model, "--data", sequences, "--construction", "vys")
+    assert "certifies task 'points'" in err and "use --construction ks25-next-token" in err
+
+
+def test_verify_and_predict_still_say_what_they_did(capsys, points):
+    model = points.replace("p.json", "pm.json")
+    assert main(["build", "--construction", "vys", "--data", points, "--out", model]) == 0
+    capsys.readouterr()
+    code, _, err = _cli(capsys, "verify", model, "--data", points, "--construction", "vys")
+    assert code == 0 and "verifying on 12 inputs with the fast evaluator" in err
+    code, _, err = _cli(capsys, "predict", model, "--data", points)
+    assert code == 0 and "evaluating on 12 inputs with the fast evaluator" in err
+
+
+def test_a_held_milestone_comes_before_the_first_report_and_never_after_an_error():
+    import io
+
+    from exactmem.progress import Progress
+
+    stream = io.StringIO()
+    p = Progress(True, stream=stream, bars=False)
+    p.later("verifying on 3 inputs")
+    assert stream.getvalue() == ""
+    p("a step")  # not drawn without a terminal, but the work has started
+    assert stream.getvalue().endswith("verifying on 3 inputs\n")
+    p.flush()
+    assert stream.getvalue().count("verifying") == 1
+    quiet = Progress(False, stream=stream, bars=False)
+    quiet.later("x")
+    quiet.flush()
+    assert "x" not in stream.getvalue()

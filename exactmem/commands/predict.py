@@ -49,12 +49,14 @@ def run(args: argparse.Namespace) -> int:
     positions: Literal["all", "last"] = args.positions or (
         "all" if dataset.task == "seq2seq" else "last"
     )
-    progress(f"evaluating on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
+    # printed once the work reports: the input checks come first (issue 30)
+    progress.later(f"evaluating on {dataset.size} inputs with the {args.evaluator} evaluator")
     try:
         with progress.phase(f"evaluating {dataset.size} inputs", outer=True):
             outputs = run_model(
                 model, dataset, positions=positions, evaluator=args.evaluator, progress=progress
             )
+        progress.flush()  # a run that reported nothing on the way still says what it did
     except InconclusiveError:  # unequal softmax scores: no exact output exists
         progress("softmax attention: certified enclosures on Arb balls instead", force=True)
         try:

@@ -12,7 +12,7 @@ from exactmem.commands import emit_json
 from exactmem.errors import EXIT_REFUTED, EXIT_USAGE, EXIT_VERIFIED, InputError
 from exactmem.options import CONSTRUCTIONS
 from exactmem.progress import Progress
-from exactmem.suggest import did_you_mean, plural
+from exactmem.suggest import did_you_mean, plural, wrong_task
 
 
 def print_certificate(cert: dict) -> None:
@@ -91,7 +91,12 @@ def run(args: argparse.Namespace) -> int:
     with progress.phase(f"reading {args.model} and {args.data}"):
         model, _ = load_model(args.model)
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
-    progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
+    if args.construction is not None:  # the checklist's tasks, with those that fit the data
+        mismatch = wrong_task(args.construction, dataset.task, "certifies")
+        if mismatch is not None:
+            raise InputError(mismatch)
+    # printed once the work reports: the checks certify opens with come first (issue 30)
+    progress.later(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator")
     cluster = _cluster(args)
     try:
         with progress.phase(f"verifying {dataset.size} inputs", outer=True):
@@ -106,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 max_precision=args.max_precision,
                 cluster=cluster,
             )
+        progress.flush()  # a run that reported nothing on the way still says what it did
     finally:
         progress.close()
         if cluster is not None:
