@@ -172,7 +172,8 @@ def cat_model(tmp_path_factory):
 def test_recite_gives_back_a_position_aware_text(cat_model):
     from exactmem.data import load_dataset
     from exactmem.io import load_model
-    from exactmem.text import recite, split
+    from exactmem.recite import recite
+    from exactmem.text import split
 
     data, model = cat_model
     ds = load_dataset(data)
@@ -184,7 +185,7 @@ def test_recite_gives_back_a_position_aware_text(cat_model):
 
 def test_recite_refuses_a_dataset_without_text(points):
     from exactmem.data import load_dataset
-    from exactmem.text import recite
+    from exactmem.recite import recite
 
     with pytest.raises(InputError, match="generate text"):
         recite(None, load_dataset(points))
