@@ -506,8 +506,8 @@ def readme_synopsis() -> list[str]:
 
 
 def test_readme_says_which_synopsis_line_needs_an_extra():
-    """ "Every line below runs as pasted" holds only with the extras named before the block: the
-    plot line needs matplotlib (issue 30)."""
+    """The README's claim that every line runs as pasted holds only with the extras named
+    before the block: the plot line needs matplotlib (issue 30)."""
     text = (ROOT / "README.md").read_text()
     intro = text.split("## Command line", 1)[1].split("```", 1)[0]
     if any(shlex.split(line)[1] == "plot" for line in readme_synopsis()):
