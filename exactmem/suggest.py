@@ -11,7 +11,6 @@ closest known one instead. Suggestions are labels for the user only: nothing is 
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -28,6 +27,8 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The choice closest to ``word`` (difflib's ratio, at least 0.6), or None. The first choice
     that ``word`` is a prefix of wins (``ks25`` → ``ks25-next-token``)."""
+    import difflib  # here: the CLI imports this module for every command, even --help
+
     options = list(choices)
     starts = [c for c in options if c.startswith(word) and word]
     if starts:
@@ -124,6 +125,8 @@ class Parser(argparse.ArgumentParser):
             name = token.split("=", 1)[0]
             if name in known or (self.allow_abbrev and any(k.startswith(name) for k in known)):
                 continue
+            import difflib
+
             best = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
             if best:
                 return f"unrecognized option {name}; did you mean {best[0]}?"

@@ -263,3 +263,10 @@ def test_a_held_milestone_comes_before_the_first_report_and_never_after_an_error
     quiet.later("x")
     quiet.flush()
     assert "x" not in stream.getvalue()
+
+
+def test_a_mistyped_construction_option_names_the_closest(capsys, points, tmp_path):
+    out = str(tmp_path / "m.json")
+    argv = ["build", "--construction", "vys", "--data", points, "--out", out]
+    code, _, err = _cli(capsys, *argv, "--set", "gadgte=peel")
+    assert code == 2 and err.rstrip().endswith("did you mean gadget?")
