@@ -270,3 +270,15 @@ def test_a_mistyped_construction_option_names_the_closest(capsys, points, tmp_pa
     argv = ["build", "--construction", "vys", "--data", points, "--out", out]
     code, _, err = _cli(capsys, *argv, "--set", "gadgte=peel")
     assert code == 2 and err.rstrip().endswith("did you mean gadget?")
+
+
+def test_one_point_is_counted_in_the_singular_everywhere(capsys, tmp_path):
+    data, model = str(tmp_path / "one.json"), str(tmp_path / "m.json")
+    code, out, _ = _cli(capsys, "generate", "points", "--N", "1", "--d", "2", "--out", data)
+    assert code == 0 and "1 point in Q^2" in out
+    code, _, err = _cli(capsys, "build", "--construction", "vys", "--data", data, "--out", model)
+    assert code == 0 and "building vys for 1 point\n" in err
+    code, out, err = _cli(capsys, "verify", model, "--data", data, "--construction", "vys")
+    assert code == 0 and "dataset: 1 point in Q^2" in out and "on 1 input with" in err
+    code, out, err = _cli(capsys, "predict", model, "--data", data)
+    assert code == 0 and out.startswith("1 point of ") and "on 1 input with" in err

@@ -23,6 +23,7 @@ from gmpy2 import mpq
 
 from exactmem.errors import EXIT_VERIFIED, InconclusiveError
 from exactmem.progress import Progress, counter
+from exactmem.suggest import plural
 
 ROWS_SHOWN = 1000  # sequences printed as text; --json lists every one
 BALL_START = 64  # bits of the first ball evaluation; doubled for the undecided sequences
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         "all" if dataset.task == "seq2seq" else "last"
     )
     # printed once the work reports: the input checks come first (issue 30)
-    progress.later(f"evaluating on {dataset.size} inputs with the {args.evaluator} evaluator")
+    inputs = plural(dataset.size, "input")
+    progress.later(f"evaluating on {inputs} with the {args.evaluator} evaluator")
     try:
         with progress.phase(f"evaluating {dataset.size} inputs", outer=True):
             outputs = run_model(
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     what = "point" if dataset.task == "points" else "sequence"
     where = "the last position" if positions == "last" else "every position"
     print(
-        f"{dataset.size} {what}s of {args.data}, outputs of {args.model} "
+        f"{plural(dataset.size, what)} of {args.data}, outputs of {args.model} "
         f"(sha256 {digest[:16]}…) at {where}, exact; the dataset's label beside each"
     )
     words = _Words.of(dataset)
@@ -278,7 +280,8 @@ def _print_balls(args, digest: str, dataset, positions: str, balls: list[BallPre
     said = "the certified argmax" if outputs > 1 else "each output"
     top = max((p.precision for p in balls), default=BALL_START)
     print(
-        f"{dataset.size} {what}s of {args.data}, outputs of {args.model} (sha256 {digest[:16]}…) "
+        f"{plural(dataset.size, what)} of {args.data}, outputs of {args.model} "
+        f"(sha256 {digest[:16]}…) "
         f"at {where}: softmax attention has no exact outputs, so these are BOUNDS — {said} "
         f"from certified enclosures [lo, hi] (exact rationals that contain the true value; Arb "
         f"balls at up to {top} bits); the dataset's label beside each"

@@ -23,12 +23,12 @@ def print_certificate(cert: dict) -> None:
     if "tokens" in data:
         aware = ", position-aware" if data.get("position_aware") else ""
         what = (
-            f"{data['N']} sequences of n = {data.get('n')} tokens in Q^{data['d']} "
+            f"{plural(data['N'], 'sequence')} of n = {data.get('n')} tokens in Q^{data['d']} "
             f"({data['tokens']} distinct tokens, {data.get('distinct_multisets')} distinct "
             f"multisets{aware})"
         )
     else:
-        what = f"{data['N']} points in Q^{data['d']}"
+        what = f"{plural(data['N'], 'point')} in Q^{data['d']}"
     print(f"dataset: {what}, C = {data['C']}, r² = {data.get('r2')}, δ² = {data.get('delta2')}")
     said = subject.get("model_says", {})
     named = said.get("construction") if isinstance(said, dict) else None
@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         if mismatch is not None:
             raise InputError(mismatch)
     # printed once the work reports: the checks certify opens with come first (issue 30)
-    progress.later(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator")
+    inputs = plural(dataset.size, "input")
+    progress.later(f"verifying on {inputs} with the {args.evaluator} evaluator")
     cluster = _cluster(args)
     try:
         with progress.phase(f"verifying {dataset.size} inputs", outer=True):
