@@ -30,6 +30,7 @@ from exactmem.exact_arrays import first_seen_ids
 from exactmem.exact_arrays import top as array_top
 from exactmem.gcpause import paused_gc
 from exactmem.json_input import parse_json, read_json_file
+from exactmem.suggest import plural
 
 __all__ = [
     "FORMAT",
@@ -254,7 +255,8 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
         )
         if len(labels_raw) != len(points):
             raise InputError(
-                f"{source}: {len(labels_raw)} labels for {len(points)} points (one label per point)"
+                f"{source}: {plural(len(labels_raw), 'label')} for "
+                f"{plural(len(points), 'point')} (one label per point)"
             )
         labels: tuple = tuple(_label(y, f"labels[{i}]") for i, y in enumerate(labels_raw))
     else:
@@ -284,7 +286,8 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
         sequences = tuple(seqs)
         if len(labels_raw) != len(sequences):
             raise InputError(
-                f"{source}: {len(labels_raw)} labels for {len(sequences)} sequences "
+                f"{source}: {plural(len(labels_raw), 'label')} for "
+                f"{plural(len(sequences), 'sequence')} "
                 "(one entry per sequence)"
             )
         if task == "seq2seq":
