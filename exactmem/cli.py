@@ -545,7 +545,8 @@ def parser() -> argparse.ArgumentParser:
         description="Parameters and depth against N on log-log axes: every parameter row of "
         "`bounds` evaluated on a grid of N (order-only rows with every hidden constant set to "
         "1), beside the resources of exactmem's vys and ks25-next-token models built (not "
-        "certified) on random data at the --measure-N sizes.",
+        "certified) on random data at the --measure-N sizes, and those two models' rows again "
+        "times the constant their builds need (dotted). Rows that coincide are drawn striped.",
         epilog=EPILOG,
     )
     pb.add_argument("--out", required=True, metavar="FILE", help="picture: .png, .svg or .pdf")
