@@ -80,7 +80,7 @@ def validate(cert: dict, where: str) -> dict:
     if extra:
         raise InputError(f"{here}: unexpected field {sorted(extra)[0][:40]!r}")
     _field(cert, "verdict", str, here)
-    _one_of(cert, "verdict", ("verified", "refuted"), here)
+    _one_of(cert, "verdict", ("verified", "refuted", "inconclusive"), here)
     subject = _field(cert, "subject", dict, here)
     _one_of(subject, "task", ("points", "next-token", "seq2seq"), f"{here}.subject")
     for key in ("dataset_sha256", "model_sha256"):
@@ -116,18 +116,29 @@ def validate(cert: dict, where: str) -> dict:
         _field(check, "name", str, f"{here}.checks[{i}]")
         _field(check, "passed", bool, f"{here}.checks[{i}]")
         _field(check, "detail", str, f"{here}.checks[{i}]")
+        if "undecided" in check:
+            _field(check, "undecided", bool, f"{here}.checks[{i}]")
+            if check["undecided"] and check["passed"]:
+                raise InputError(f"{here}.checks[{i}]: passed and undecided at once")
     act = _field(cert, "activation", dict, here)
     for key in ("relu_layers", "zero_preactivations", "preactivations"):
         _count(act, key, f"{here}.activation")
     _rational_or_null(act, "min_nonzero_preactivation", f"{here}.activation")
     # the verdict is what the checks say: a file whose verdict contradicts them is not one
     # the verifier wrote
-    passed = all(check["passed"] for check in checks)
-    if (cert["verdict"] == "verified") != passed:
-        raise InputError(
-            f"{here}.verdict: {cert['verdict']!r}, but "
-            + ("every check passed" if passed else "a check failed")
-        )
+    from exactmem.verify import Check, verdict_of
+
+    verdict = verdict_of(
+        Check(c["name"], c["passed"], c["detail"], undecided=c.get("undecided") is True)
+        for c in checks
+    )
+    if cert["verdict"] != verdict:
+        said = {
+            "verified": "every check passed",
+            "refuted": "a check failed",
+            "inconclusive": "no check failed and one is undecided",
+        }
+        raise InputError(f"{here}.verdict: {cert['verdict']!r}, but {said[verdict]}")
     return cert
 
 

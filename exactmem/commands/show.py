@@ -14,7 +14,6 @@ import argparse
 from typing import cast
 
 from exactmem.certificates import printable, read
-from exactmem.errors import EXIT_REFUTED, EXIT_VERIFIED
 
 __all__ = ["read", "run"]
 
@@ -42,4 +41,6 @@ def run(args: argparse.Namespace) -> int:
 
         print(record_notice(args.certificate))
         print_certificate(cast(dict, printable(cert)))
-    return EXIT_VERIFIED if cert["verdict"] == "verified" else EXIT_REFUTED
+    from exactmem.commands.verify import EXIT_CODES
+
+    return EXIT_CODES[cert["verdict"]]

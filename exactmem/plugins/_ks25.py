@@ -1,0 +1,71 @@
+"""The checklist shared by the Kajitsuka & Sato 2025 constructions (Theorem 4.1 and its
+variants): items 3–9 and both memorizers' Lemma C.1 stages (:func:`exactmem.verify_ks25.
+check_ks25`), and Theorem 4.2 on the constant sequences of the dataset's tokens
+(:func:`exactmem.lower_bounds.constant_sequence_check`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from exactmem.checklist import Checklist, CheckSpec, Construction, Evidence
+from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.verify import Check
+
+PAPER = "Kajitsuka & Sato 2025"
+
+
+def theorem_4_2(evidence: Evidence) -> Check:
+    """Theorem 4.2 on the constant sequences of (up to 50 of) the dataset's tokens, reading the
+    columns that enter the first column-mixing sub-layer from the core's evaluation."""
+    from exactmem.lower_bounds import _entry_columns, constant_sequence_check
+
+    sv, dataset = evidence.view, evidence.dataset
+    tokens = list(sv.tokens)[:50]
+    entry = _entry_columns(evidence.model, evidence.trace, sv, tokens)
+    n = len(dataset.sequences[0])
+    return constant_sequence_check(evidence.model, dataset.vocab, tokens, n, evidence.run, entry)
+
+
+def checklist_run(variant: str) -> Callable[[Evidence], list[Check]]:
+    def run(evidence: Evidence) -> list[Check]:
+        from exactmem.checklist import undecided_if_inconclusive
+        from exactmem.verify_ks25 import check_ks25
+
+        assert evidence.trace is not None  # evaluates "exact"
+        checks = check_ks25(
+            evidence.trace, evidence.model, evidence.dataset, evidence.view, variant
+        )
+        return checks + undecided_if_inconclusive("lower_bound", lambda: [theorem_4_2(evidence)])
+
+    return run
+
+
+def ks25_construction(
+    name: str,
+    result: str,
+    *,
+    tasks: tuple[str, ...],
+    summary: str,
+    checks: tuple[CheckSpec, ...],
+    bounds: Mapping[str, str],
+    example=None,
+    consistency: str | None = None,
+) -> Construction:
+    return Construction(
+        name=name,
+        paper=f"{PAPER}, {result}",
+        summary=CONSTRUCTIONS[name],
+        checklist=Checklist(
+            name=name,
+            tasks=tasks,
+            summary=summary,
+            checks=checks,
+            run=checklist_run(name),
+            evaluates="exact",
+            bounds=bounds,
+            consistency=consistency,
+        ),
+        builder=f"exactmem.constructions.builders:{name.replace('-', '_')}",
+        options=OPTIONS[name],
+        example=example,
+    )
