@@ -7,10 +7,10 @@ proves that the file was not damaged since it was written, not who wrote it nor 
 verdict is true (docs/trust.md, "What a certificate proves"). :func:`recheck` makes the record
 evidence again: it checks that the model and the dataset are the ones the certificate names
 (their hashes), runs :func:`exactmem.certify` on them under the criteria the certificate
-records (``subject.criteria``: construction, tolerance, max_precision), and compares what it
-re-derives with what the file says — verdict, every check (name, passed, detail, figures),
-resources, data, activation totals, hashes and criteria. Any difference is reported; none
-means the record is what the trusted core says of these files today.
+records (``subject.criteria``: construction, tolerance, max_precision, the user's bounds), and
+compares what it re-derives with what the file says — verdict, every check (name, passed,
+detail, figures), resources, data, activation totals, hashes and criteria. Any difference is
+reported; none means the record is what the trusted core says of these files today.
 """
 
 from __future__ import annotations
@@ -172,7 +172,16 @@ ACTIVATION_TOTALS = (
     "preactivations",
 )
 # the criteria ``certify`` records; ``checklist`` is its text for the construction
-CRITERIA = ("construction", "checklist", "tolerance", "readout", "inputs", "max_precision")
+CRITERIA = (
+    "construction",
+    "checklist",
+    "tolerance",
+    "readout",
+    "inputs",
+    "max_precision",
+    "bounds",
+    "declared_bounds",
+)
 
 
 @dataclass
@@ -223,25 +232,31 @@ def _rational(text: object, where: str):
 
 def _criteria(recorded: dict, where: str) -> dict:
     """The keyword arguments of ``certify`` that the certificate's criteria name."""
-    from exactmem.options import CONSTRUCTIONS
+    from exactmem import registry
 
     crit = recorded["subject"]["criteria"]
     at = f"{where}.subject.criteria"
     construction = crit.get("construction")
-    if construction is not None and construction not in CONSTRUCTIONS:
+    if construction is not None and construction not in registry.names():
         raise InputError(
             f"{at}.construction: {str(construction)[:60]!r} is not an installed construction "
-            f"(installed: {', '.join(CONSTRUCTIONS)}); install the package that provides it "
+            f"(installed: {', '.join(registry.names())}); install the package that provides it "
             "to re-derive this certificate"
         )
     tolerance = crit.get("tolerance")
     mp = crit.get("max_precision")
     if mp is not None and (isinstance(mp, bool) or not isinstance(mp, int) or mp < 64):
         raise InputError(f"{at}.max_precision: expected an integer ≥ 64")
+    bounds = crit.get("bounds", {})
+    if not isinstance(bounds, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in bounds.items()
+    ):
+        raise InputError(f"{at}.bounds: expected an object of metric to formula")
     return {
         "construction": construction,
         "tolerance": None if tolerance is None else _rational(tolerance, f"{at}.tolerance"),
         "max_precision": mp,
+        "bounds": bounds or None,
     }
 
 
