@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from exactmem.checklist import Checklist, CheckSpec, Construction, Evidence
+from exactmem.checklist import Checklist, Construction, Evidence
 from exactmem.options import CONSTRUCTIONS, OPTIONS
 from exactmem.verify import Check
 
@@ -46,20 +46,23 @@ def ks25_construction(
     *,
     tasks: tuple[str, ...],
     summary: str,
-    checks: tuple[CheckSpec, ...],
     bounds: Mapping[str, str],
-    example=None,
+    source: str,
     consistency: str | None = None,
 ) -> Construction:
+    from exactmem.mechanisms import ks25 as mechanisms
+    from exactmem.mechanisms.resources import bound_specs
+
+    paper = f"{PAPER}, {result}"
     return Construction(
         name=name,
-        paper=f"{PAPER}, {result}",
+        paper=paper,
         summary=CONSTRUCTIONS[name],
         checklist=Checklist(
             name=name,
             tasks=tasks,
             summary=summary,
-            checks=checks,
+            checks=(*mechanisms.CHECKS[name], *bound_specs(name, paper, bounds, source)),
             run=checklist_run(name),
             evaluates="exact",
             bounds=bounds,
@@ -67,5 +70,6 @@ def ks25_construction(
         ),
         builder=f"exactmem.constructions.builders:{name.replace('-', '_')}",
         options=OPTIONS[name],
-        example=example,
+        example=mechanisms.EXAMPLES.get(name),
+        example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(name, {}),
     )

@@ -5,10 +5,12 @@ model's hardmax limit, and certifies a softmax model equal to that limit."""
 from __future__ import annotations
 
 from exactmem.checklist import Checklist, Construction, Evidence
-from exactmem.mechanisms.kim23 import CHECKS, EXAMPLES
+from exactmem.mechanisms import kim23 as mechanisms
+from exactmem.mechanisms.resources import bound_specs
 from exactmem.options import CONSTRUCTIONS, OPTIONS
 from exactmem.verify import Check
 
+PAPER = "Kim, Kim & Mozafari 2023"
 NAME = "kim23"
 
 # proofs/kim23.toml's [tight] width;
@@ -28,7 +30,7 @@ def run(evidence: Evidence) -> list[Check]:
 
 construction = Construction(
     name=NAME,
-    paper="Kim, Kim & Mozafari 2023",
+    paper=PAPER,
     summary=CONSTRUCTIONS[NAME],
     checklist=Checklist(
         name=NAME,
@@ -36,12 +38,16 @@ construction = Construction(
         summary="Kim et al. 2023: 2n attention layers of head size 1, context values equal on "
         "equivalent sequences, (context, token) ids distinct where labels differ, attention "
         "ties and margins, the memorizer's Lemma C.1 stages",
-        checks=CHECKS[NAME],
+        checks=(
+            *mechanisms.CHECKS[NAME],
+            *bound_specs(NAME, PAPER, BOUNDS, "proofs/kim23.toml, [tight]"),
+        ),
         run=run,
         evaluates="hardmax-limit",
         bounds=BOUNDS,
     ),
     builder="exactmem.constructions.builders:kim23",
     options=OPTIONS[NAME],
-    example=EXAMPLES.get(NAME),
+    example=mechanisms.EXAMPLES.get(NAME),
+    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
 )

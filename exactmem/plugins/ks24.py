@@ -6,10 +6,12 @@ re-quantization)."""
 from __future__ import annotations
 
 from exactmem.checklist import Checklist, Construction, Evidence
-from exactmem.mechanisms.ks24 import CHECKS, EXAMPLES
+from exactmem.mechanisms import ks24 as mechanisms
+from exactmem.mechanisms.resources import bound_specs
 from exactmem.options import CONSTRUCTIONS, OPTIONS
 from exactmem.verify import Check
 
+PAPER = "Kajitsuka & Sato 2024"
 NAME = "ks24"
 
 # proofs/ks24.toml's [tight] width and depth (its fitted parameters are judged per claim
@@ -28,19 +30,23 @@ def run(evidence: Evidence) -> list[Check]:
 
 construction = Construction(
     name=NAME,
-    paper="Kajitsuka & Sato 2024",
+    paper=PAPER,
     summary=CONSTRUCTIONS[NAME],
     checklist=Checklist(
         name=NAME,
         tasks=("seq2seq",),
         summary="Kajitsuka & Sato 2024: tokenwise separatedness, the contextual-mapping gap of "
         "the rank-one softmax head (Arb), the FFN's exact re-quantization, labels exact",
-        checks=CHECKS[NAME],
+        checks=(
+            *mechanisms.CHECKS[NAME],
+            *bound_specs(NAME, PAPER, BOUNDS, "proofs/ks24.toml, [tight]"),
+        ),
         run=run,
         evaluates="balls",
         bounds=BOUNDS,
     ),
     builder="exactmem.constructions.builders:ks24",
     options=OPTIONS[NAME],
-    example=EXAMPLES.get(NAME),
+    example=mechanisms.EXAMPLES.get(NAME),
+    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
 )

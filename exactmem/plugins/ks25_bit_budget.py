@@ -3,7 +3,6 @@ registered as a plugin through the same entry-point group a third party uses."""
 
 from __future__ import annotations
 
-from exactmem.mechanisms.ks25 import CHECKS, EXAMPLES
 from exactmem.plugins._ks25 import ks25_construction
 
 # the fitted ([tight]) width of proofs/ks25_bit_budget.toml (its depth, parameters and bits are
@@ -15,7 +14,6 @@ construction = ks25_construction(
     "Theorem F.1",
     tasks=("next-token",),
     summary="Theorem F.1: Theorem 4.1's checklist, memorizers checked per sub-network",
-    checks=CHECKS["ks25-bit-budget"],
     bounds=BOUNDS,
-    example=EXAMPLES.get("ks25-bit-budget"),
+    source="proofs/ks25_bit_budget.toml, [tight]",
 )

@@ -3,7 +3,6 @@ registered as a plugin through the same entry-point group a third party uses."""
 
 from __future__ import annotations
 
-from exactmem.mechanisms.ks25 import CHECKS, EXAMPLES
 from exactmem.plugins._ks25 import ks25_construction
 
 # the fitted ([tight]) width of proofs/ks25_deep_sets.toml (the largest);
@@ -18,8 +17,7 @@ construction = ks25_construction(
     "Theorem D.1",
     tasks=("next-token",),
     summary="Theorem D.1: Theorem 4.1's checklist on multisets (set ids)",
-    checks=CHECKS["ks25-deep-sets"],
     bounds=BOUNDS,
-    example=EXAMPLES.get("ks25-deep-sets"),
+    source="proofs/ks25_deep_sets.toml, [tight]",
     consistency="multiset",
 )

@@ -3,7 +3,6 @@ registered as a plugin through the same entry-point group a third party uses."""
 
 from __future__ import annotations
 
-from exactmem.mechanisms.ks25 import CHECKS, EXAMPLES
 from exactmem.plugins._ks25 import ks25_construction
 
 # the fitted ([tight]) width of proofs/ks25_theorem_4_1.toml, ks25_lemma_b2_union.toml and
@@ -19,7 +18,6 @@ construction = ks25_construction(
     "Theorem 4.1",
     tasks=("next-token",),
     summary="Theorem 4.1 items 3–9, both memorizers' Lemma C.1 stages, Theorem 4.2",
-    checks=CHECKS["ks25-next-token"],
     bounds=BOUNDS,
-    example=EXAMPLES.get("ks25-next-token"),
+    source="proofs/ks25_theorem_4_1.toml, [tight]",
 )

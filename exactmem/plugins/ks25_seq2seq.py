@@ -3,7 +3,6 @@ registered as a plugin through the same entry-point group a third party uses."""
 
 from __future__ import annotations
 
-from exactmem.mechanisms.ks25 import CHECKS, EXAMPLES
 from exactmem.plugins._ks25 import ks25_construction
 
 # the fitted ([tight]) width of proofs/ks25_seq2seq.toml and ks25_theorem_4_3.toml (the largest);
@@ -18,7 +17,6 @@ construction = ks25_construction(
     "Corollary 4.1",
     tasks=("seq2seq",),
     summary="Corollary 4.1: Theorem 4.1's checklist at every position",
-    checks=CHECKS["ks25-seq2seq"],
     bounds=BOUNDS,
-    example=EXAMPLES.get("ks25-seq2seq"),
+    source="proofs/ks25_seq2seq.toml, [tight]",
 )

@@ -3,7 +3,6 @@ registered as a plugin through the same entry-point group a third party uses."""
 
 from __future__ import annotations
 
-from exactmem.mechanisms.ks25 import CHECKS, EXAMPLES
 from exactmem.plugins._ks25 import ks25_construction
 
 # the fitted ([tight]) width of proofs/ks25_token_ids.toml (the largest);
@@ -18,7 +17,6 @@ construction = ks25_construction(
     "Theorem E.1",
     tasks=("next-token",),
     summary="Theorem E.1: Theorem 4.1's checklist with token ids ≥ 1 apart",
-    checks=CHECKS["ks25-token-ids"],
     bounds=BOUNDS,
-    example=EXAMPLES.get("ks25-token-ids"),
+    source="proofs/ks25_token_ids.toml, [tight]",
 )

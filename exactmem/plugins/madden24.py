@@ -9,10 +9,12 @@ from gmpy2 import mpq
 
 from exactmem.checklist import Checklist, Construction, Evidence
 from exactmem.data import Dataset
-from exactmem.mechanisms.madden24 import CHECKS, EXAMPLES
+from exactmem.mechanisms import madden24 as mechanisms
+from exactmem.mechanisms.resources import bound_specs
 from exactmem.options import CONSTRUCTIONS, OPTIONS
 from exactmem.verify import Check
 
+PAPER = "Madden, Fox & Thrampoulidis 2024"
 NAME = "madden24"
 
 # proofs/madden24.toml's [tight] depth; its other fitted bounds are formulas in the options (d,
@@ -42,7 +44,7 @@ def run(evidence: Evidence) -> list[Check]:
 
 construction = Construction(
     name=NAME,
-    paper="Madden, Fox & Thrampoulidis 2024",
+    paper=PAPER,
     summary=CONSTRUCTIONS[NAME],
     checklist=Checklist(
         name=NAME,
@@ -50,7 +52,10 @@ construction = Construction(
         summary="Madden et al. 2024: injective last-position outputs, full row rank of the GELU "
         "features (m ≥ n − 1), targets within --tolerance, the dimension count k ≥ n(ω − 1) "
         "(Arb)",
-        checks=CHECKS[NAME],
+        checks=(
+            *mechanisms.CHECKS[NAME],
+            *bound_specs(NAME, PAPER, BOUNDS, "proofs/madden24.toml, [tight]"),
+        ),
         run=run,
         evaluates="balls",
         bounds=BOUNDS,
@@ -58,5 +63,6 @@ construction = Construction(
     ),
     builder="exactmem.constructions.builders:madden24",
     options=OPTIONS[NAME],
-    example=EXAMPLES.get(NAME),
+    example=mechanisms.EXAMPLES.get(NAME),
+    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
 )

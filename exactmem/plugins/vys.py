@@ -5,11 +5,13 @@ plugin: its checklist reads the Lemma C.1 stages of the one memorizing MLP
 from __future__ import annotations
 
 from exactmem.checklist import Checklist, Construction, Evidence
-from exactmem.mechanisms.vys import CHECKS, EXAMPLES
+from exactmem.mechanisms import vys as mechanisms
+from exactmem.mechanisms.resources import bound_specs
 from exactmem.model import MLP
 from exactmem.options import CONSTRUCTIONS, OPTIONS
 from exactmem.verify import Check, ChecklistStructureError, check_memorizer
 
+PAPER = "Vardi, Yehudai & Shamir 2022, Theorem 3.1"
 NAME = "vys"
 
 # the fitted ([tight]) width of proofs/vys_theorem_3_1.toml and proofs/vys_tent_gadget.toml;
@@ -33,18 +35,22 @@ def run(evidence: Evidence) -> list[Check]:
 
 construction = Construction(
     name=NAME,
-    paper="Vardi, Yehudai & Shamir 2022, Theorem 3.1",
+    paper=PAPER,
     summary=CONSTRUCTIONS[NAME],
     checklist=Checklist(
         name=NAME,
         tasks=("points",),
         summary="Lemma C.1 stages I–III of the memorizer (points)",
-        checks=CHECKS[NAME],
+        checks=(
+            *mechanisms.CHECKS[NAME],
+            *bound_specs(NAME, PAPER, BOUNDS, "proofs/vys_theorem_3_1.toml, [tight]"),
+        ),
         run=run,
         evaluates="exact",
         bounds=BOUNDS,
     ),
     builder="exactmem.constructions.builders:vys",
     options=OPTIONS[NAME],
-    example=EXAMPLES.get(NAME),
+    example=mechanisms.EXAMPLES.get(NAME),
+    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
 )
