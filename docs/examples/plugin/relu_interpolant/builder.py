@@ -23,9 +23,10 @@ from exactmem.model import MLP, Affine
 __all__ = ["build", "knots_and_weights"]
 
 
-def knots_and_weights(xs: list[mpq], ys: list[int]) -> tuple[list[mpq], list[mpq]]:
+def knots_and_weights(xs: list, ys: list) -> tuple[list[mpq], list[mpq]]:
     """The knots b_k and output weights c_k for the points ``xs`` (ascending, distinct) with
-    labels ``ys``."""
+    labels ``ys``, as exact rationals."""
+    xs, ys = [mpq(x) for x in xs], [mpq(y) for y in ys]
     slopes = [(ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j]) for j in range(len(xs) - 1)]
     knots = [xs[0] - 1, *xs[:-1]]
     weights = [mpq(ys[0])]
