@@ -108,7 +108,7 @@ def bound_checks(
             shown = measured[metric]
             result = decide_le(shown, expr)
             sign = ">" if result.holds is False else "≤"
-            bound = result.bound
+            bound = str(expr) if expr.is_Integer else result.bound  # "11", not "11.00000000"
         detail = f"{metric} {shown} {sign} {bound}  ({text})"
         figures: dict = {"measured": shown, "bound": bound}
         if ratio and metric != "margin":

@@ -339,7 +339,7 @@ def _declared_bounds(
     checks: list[Check] = []
     if declared:
         assert checklist is not None
-        checks += bound_checks(
+        judged = bound_checks(
             declared,
             names,
             res,
@@ -347,6 +347,7 @@ def _declared_bounds(
             prefix=f"{checklist.name}.bounds",
             where=f"construction {checklist.name!r}: bounds",
         )
+        checks += [_declared(checklist, c) for c in judged]
     if criteria.bounds:
         checks += bound_checks(
             criteria.bounds, names, res, activation, prefix="bound", where="bounds"
@@ -478,6 +479,10 @@ def _checklist(criteria: Criteria, evidence: Evidence) -> list[Check]:
     return [_declared(checklist, c) for c in checks]
 
 
+def _is_lower_bound(check: Check) -> bool:
+    return check.name.startswith("lower_bound.")
+
+
 def _declared(checklist: Checklist, check: Check) -> Check:
     spec = checklist.spec(check.name)
     if spec is None or check.paper is not None:
@@ -505,6 +510,9 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
     else:
         got, den = trace.outputs.first_lane()
         checks = [_label_check(got, den, dataset.labels, criteria.tolerance, "points")]
+    lower = undecided_if_inconclusive(
+        "lower_bound", lambda: lower_bound_checks(model, dataset, res=res)
+    )
     if criteria.checklist is not None:
         evidence = Evidence(
             model=model,
@@ -518,10 +526,11 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
             tolerance=criteria.tolerance,
             max_precision=criteria.max_precision,
         )
-        checks += _checklist(criteria, evidence)
-    checks += undecided_if_inconclusive(
-        "lower_bound", lambda: lower_bound_checks(model, dataset, res=res)
-    )
+        own = _checklist(criteria, evidence)
+        checks += lower + [c for c in own if not _is_lower_bound(c)]
+        checks += [c for c in own if _is_lower_bound(c)]
+    else:
+        checks += lower
     data = {**_geometry(dataset.points, "N"), "C": dataset.num_classes, "d": dataset.dim}
     return checks, trace, data
 
@@ -638,12 +647,15 @@ def _sequences(
             tolerance=criteria.tolerance,
             max_precision=criteria.max_precision,
         )
-        checks += _checklist(criteria, evidence)
+        own = _checklist(criteria, evidence)
+        checks += [c for c in own if not _is_lower_bound(c)]
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += undecided_if_inconclusive(
         "lower_bound",
         lambda: lower_bound_checks(model, dataset, sv, run, res=res, trace=trace),
     )
+    if checklist is not None:  # a checklist's own lower bounds are listed with the others
+        checks += [c for c in own if _is_lower_bound(c)]
     tell(progress, "", phase="checks", done=phases, total=phases)
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {

@@ -37,7 +37,13 @@ MINE = Construction(
     "mine",
     "Someone 2026, Lemma 1",
     "one MLP that memorizes points",
-    checklist=Checklist("mine", ("points",), "one MLP", run=_run, bounds={"depth": "10*N"}),
+    checklist=Checklist(
+        "mine",
+        ("points",),
+        "one MLP",
+        run=_run,
+        bounds={"depth": "10*N", "dense_parameters": "1000*N*d"},
+    ),
     builder="exactmem_fake_plugin:build",
     options={},
     example=lambda: random_points(6, 2, 3, 0),
@@ -91,7 +97,11 @@ def test_a_plugin_is_listed_built_verified_and_claimed(plugins, tmp_path, capsys
     assert "mine" in listed and "Someone 2026, Lemma 1" in listed
     assert main(["constructions", "mine", "--json"]) == 0
     described = json.loads(capsys.readouterr().out)["constructions"][0]
-    assert described["checklist"]["bounds"] == {"depth": "10*N"}
+    assert described["checklist"]["bounds"] == {"depth": "10*N", "dense_parameters": "1000*N*d"}
+    assert main(["bounds", "--N", "10", "--n", "4", "--d", "3", "--json"]) == 0
+    rows = {r["key"]: r for r in json.loads(capsys.readouterr().out)["bounds"]}
+    row = rows["mine-declared-dense_parameters"]
+    assert row["work"] == "Someone 2026, Lemma 1" and row["value"].startswith("30000")
 
     ds = Dataset("points", (1, 2, 1), 2, points=((mpq(0),), (mpq(3),), (mpq(7),)))
     save_dataset(ds, tmp_path / "d.json")
@@ -110,7 +120,8 @@ def test_a_plugin_is_listed_built_verified_and_claimed(plugins, tmp_path, capsys
     )
     cert = json.loads(out.read_text())["certificate"]
     assert code == 0 and cert["verdict"] == "verified"
-    assert {"mine.one_mlp", "mine.bounds.depth"} <= {c["name"] for c in cert["checks"]}
+    judged = {c["name"] for c in cert["checks"]}
+    assert {"mine.one_mlp", "mine.bounds.depth", "mine.bounds.dense_parameters"} <= judged
 
     capsys.readouterr()
     claims = tmp_path / "proofs"

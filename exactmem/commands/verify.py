@@ -65,8 +65,6 @@ def print_certificate(cert: dict) -> None:
     for c in cert["checks"]:
         name, detail = _printable(c["name"]), _printable(c["detail"])  # labels come from the file
         print(f"  {status(c):<4} {name:<28} {detail}")
-        if c.get("paper") is not None:
-            print(f"       tests {_printable(c['paper'])}, {_printable(c.get('result'))}")
         _print_margins(c)
     act = cert["activation"]
     print(
