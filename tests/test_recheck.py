@@ -168,3 +168,31 @@ def test_recheck_json(files, capsys):
     said = json.loads(capsys.readouterr().out)
     assert said["same"] is False and said["rederived"]["verdict"] == "refuted"
     assert said["recorded"]["verdict"] == "verified"
+
+
+def test_recheck_reapplies_the_recorded_criteria(files, tmp_path):
+    """A tolerance and the user's own bounds, recorded under subject.criteria, are applied
+    again: the re-derived checks include the tolerance's label check and the bound checks."""
+    from exactmem.certify import certificate_json
+
+    model = exactmem.load_model(files["honest"])
+    dataset = exactmem.load_dataset(files["data"])
+    cert = exactmem.certify(
+        model, dataset, construction="vys", tolerance="1/2", bounds={"width": "N + 100"}
+    )
+    content = certificate_json(cert)
+    assert content["subject"]["criteria"]["tolerance"] == "1/2"
+    path = tmp_path / "criteria.json"
+    save_certificate(content, path)
+    result = exactmem.recheck(path, model, dataset)
+    assert result.same, result.differences
+    assert (
+        "within 1/2"
+        in next(c for c in result.rederived["checks"] if c["name"] == "labels")["detail"]
+    )
+    assert "bound.width" in [c["name"] for c in result.rederived["checks"]]
+    # a record that says the bound was something else is re-derived with the recorded one, and
+    # the check's detail differs
+    content["subject"]["criteria"]["bounds"] = {"width": "N + 1"}
+    result = exactmem.recheck(content, model, dataset)
+    assert any(d.startswith("check bound.width.detail") for d in result.differences)
