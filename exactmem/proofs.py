@@ -427,27 +427,25 @@ def instance_figures(dataset, model) -> dict:
 
 def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
     """``bound.<metric>`` (the paper's constants) and ``tight.<metric>`` (the fitted constants)
-    for the measured resources of ``cert`` (:func:`exactmem.bound_checks.bound_checks`)."""
+    for the measured resources of ``cert`` (:func:`exactmem.bound_checks.bound_checks`): pairs
+    (check, undecided)."""
     from exactmem.bound_checks import bound_checks
 
     names = formula_names(claim, cert.data, dataset, options)
     where = f"claim file {claim.path}"
-    return bound_checks(
-        claim.bounds,
-        names,
-        cert.resources,
-        cert.activation,
-        prefix="bound",
-        where=f"{where}: bounds",
+    activation = getattr(cert, "activation", {})  # the margin's; the resources need none
+    checks = bound_checks(
+        claim.bounds, names, cert.resources, activation, prefix="bound", where=f"{where}: bounds"
     ) + bound_checks(
         claim.tight,
         names,
         cert.resources,
-        cert.activation,
+        activation,
         prefix="tight",
         where=f"{where}: tight",
         ratio=True,
     )
+    return [(c, c.undecided) for c in checks]
 
 
 def run_instance(
@@ -474,7 +472,7 @@ def run_instance(
         jobs=jobs,
         evaluator=evaluator,
     )
-    cert.checks.extend(_bound_checks(claim, cert, dataset, options))
+    cert.checks.extend(c for c, _ in _bound_checks(claim, cert, dataset, options))
     failed = [c.name for c in cert.failed]
     verdict = cert.verdict  # refuted if any check failed, else inconclusive if any undecided
     if claim.expect == "verified":
