@@ -322,7 +322,9 @@ def _compare_checks(old: list[dict], new: list[dict]) -> list[str]:
 
 def compare(recorded: dict, rederived: dict) -> list[str]:
     """Every difference between a certificate's recorded content and the one re-derived from
-    its files, one line each (empty: the same)."""
+    its files, one line each (empty: the same). Not compared: how the record was computed —
+    the evaluator, the library versions and the command line it names — and the per-layer
+    activation table (``check`` writes none); the activation totals are."""
     out = []
     if recorded["verdict"] != rederived["verdict"]:
         out.append(f"verdict: recorded {recorded['verdict']}, re-derived {rederived['verdict']}")

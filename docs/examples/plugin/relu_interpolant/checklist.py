@@ -5,7 +5,7 @@ the builder says is believed.
 
 The result (Zhang, Bengio, Hardt, Recht & Vinyals 2017, Theorem 1, on the line): N distinct
 points x_(0) < … < x_(N−1) with any labels are interpolated by one hidden layer of N ReLU units.
-Its proof orders the units so that unit k is active exactly at x_(i), i ≥ k: the N × N
+The standard argument orders the units so that unit k is active exactly at x_(i), i ≥ k: the N × N
 activation matrix is triangular with a positive diagonal, so the output weights exist (and are
 unique). The classical choice of knots at the points makes the network *the* piecewise-linear
 interpolant. The core already checks the labels (``labels``) and the bounds declared in
@@ -160,7 +160,7 @@ CHECKS = (
     CheckSpec(
         "interpolant.knots",
         PAPER,
-        "Theorem 1 (its proof, on the line)",
+        "Theorem 1, on the line: the triangular argument",
         "unit k active exactly at the points x_(i), i ≥ k: a triangular activation matrix with a "
         "positive diagonal, so that N output weights solve the N label equations",
         (
