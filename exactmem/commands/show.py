@@ -31,7 +31,11 @@ def record_notice(path: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from exactmem.commands.verify import EXIT_CODES
+
     cert = read(args.certificate)
+    # the recorded verdict's code, kept if stdout closes early (`show CERT | head -1`)
+    args.pending_exit = EXIT_CODES[cert["verdict"]]
     if args.json:
         from exactmem.commands import emit_json
 
@@ -41,6 +45,4 @@ def run(args: argparse.Namespace) -> int:
 
         print(record_notice(args.certificate))
         print_certificate(cast(dict, printable(cert)))
-    from exactmem.commands.verify import EXIT_CODES
-
-    return EXIT_CODES[cert["verdict"]]
+    return args.pending_exit
