@@ -479,6 +479,17 @@ def _checklist(criteria: Criteria, evidence: Evidence) -> list[Check]:
     return [_declared(checklist, c) for c in checks]
 
 
+def _limit_certified(criteria: Criteria, checks: list[Check]) -> bool:
+    """Whether the checklist certified the model equal to its hardmax limit: its
+    ``limit_check`` passed and no structure check failed."""
+    checklist = criteria.checklist
+    if checklist is None or checklist.limit_check is None:
+        return False
+    return any(c.name == checklist.limit_check and c.passed for c in checks) and not any(
+        c.name.endswith(".structure") and not c.passed for c in checks
+    )
+
+
 def _is_lower_bound(check: Check) -> bool:
     return check.name.startswith("lower_bound.")
 
@@ -542,9 +553,14 @@ def _consistency_mode(model, dataset, criteria: Criteria, feed: str) -> str:
     if (
         (checklist is not None and checklist.consistency == "sequence")
         or feed == "vectors with positions"
-        or any(isinstance(s, PositionalEncoding) for s in model.sublayers)
+        or any(
+            isinstance(s, PositionalEncoding) or getattr(s, "mask", "none") != "none"
+            for s in model.sublayers
+        )
     ):
-        return "sequence"  # positions break permutation equivariance: only equal sequences
+        # positions, a causal mask (position k reads 0..k) or a context mask (the last token is
+        # no key) break permutation equivariance: only equal sequences must agree
+        return "sequence"
     return dataset.task
 
 
@@ -606,13 +622,10 @@ def _sequences(
         position_advice=not model.token_inputs and feed != "vectors with positions",
     )
     seq2seq = dataset.task == "seq2seq"
-    evaluated = model
-    if checklist is not None and checklist.evaluates == "hardmax-limit":
-        # the exact hardmax limit; the checklist certifies the model equal to it (else refuted)
-        evaluated = hardmax_limit(model)
-    try:
-        trace = run(
-            evaluated,
+
+    def evaluate(which: Transformer):
+        return run(
+            which,
             dataset.vocab,
             dataset.sequences,
             positions="all" if seq2seq else "last",
@@ -620,25 +633,30 @@ def _sequences(
             jobs=jobs,
             folds=step_folds(model),
         )
+
+    try:
+        trace = evaluate(model)
     except InconclusiveError:
         trace = None  # unequal softmax scores: certify on Arb enclosures instead
+    limit_trace = None
+    if trace is None and checklist is not None and checklist.evaluates == "hardmax-limit":
+        # the checklist reads the exact hardmax limit, and must itself certify the model equal
+        # to it (its ``limit_check``); only then are the limit's labels the model's
+        limit_trace = evaluate(hardmax_limit(model))
     phases = 2 + (checklist is not None)
-    tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
-    checks = undecided_if_inconclusive(
-        "labels", lambda: [_labels(model, dataset, trace, readout, criteria)]
-    )
+    own: list[Check] = []
     if checklist is not None:
         tell(
             progress,
             f"checks: the {checklist.name} checklist",
             phase="checks",
-            done=1,
+            done=0,
             total=phases,
         )
         evidence = Evidence(
             model=model,
             dataset=dataset,
-            trace=trace,
+            trace=trace if trace is not None else limit_trace,
             view=sv,
             run=run,
             readout=readout,
@@ -648,14 +666,29 @@ def _sequences(
             max_precision=criteria.max_precision,
         )
         own = _checklist(criteria, evidence)
-        checks += [c for c in own if not _is_lower_bound(c)]
+    tell(progress, "checks: the labels", phase="checks", done=phases - 2, total=phases)
+    if limit_trace is not None and _limit_certified(criteria, own):
+        checks = [
+            replace(
+                c,
+                detail=f"{c.detail} (on the exact hardmax limit: the model equals it where its "
+                f"labels are read, {criteria.checklist.limit_check if criteria.checklist else ''})",
+            )
+            for c in undecided_if_inconclusive(
+                "labels", lambda: [_labels(model, dataset, limit_trace, readout, criteria)]
+            )
+        ]
+    else:
+        checks = undecided_if_inconclusive(
+            "labels", lambda: [_labels(model, dataset, trace, readout, criteria)]
+        )
+    checks += [c for c in own if not _is_lower_bound(c)]
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
     checks += undecided_if_inconclusive(
         "lower_bound",
         lambda: lower_bound_checks(model, dataset, sv, run, res=res, trace=trace),
     )
-    if checklist is not None:  # a checklist's own lower bounds are listed with the others
-        checks += [c for c in own if _is_lower_bound(c)]
+    checks += [c for c in own if _is_lower_bound(c)]  # listed with the other lower bounds
     tell(progress, "", phase="checks", done=phases, total=phases)
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {

@@ -56,8 +56,9 @@ BOUND_METRICS = (
 
 EVALUATES = ("exact", "hardmax-limit", "balls")
 """How a checklist's values are obtained: the exact evaluation of the model as its file defines
-it; the exact evaluation of its hardmax limit (the checklist must then certify that the model
-equals that limit); or Arb balls."""
+it; the exact evaluation of the model, or of its hardmax limit where softmax scores are unequal
+(the checklist must then certify that the model equals that limit: ``limit_check``); or Arb
+balls (the core's exact trace where there is one, else none)."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,10 @@ class Checklist:
     (``sequence``, ``multiset``; None: by task). ``require``: called with the dataset and the
     user's tolerance before any evaluation, it raises :class:`~exactmem.errors.InputError`
     where the checklist cannot judge without a criterion the user did not give (a dataset of
-    target distributions without ``--tolerance``)."""
+    target distributions without ``--tolerance``). ``limit_check``: for a checklist that
+    ``evaluates`` the ``hardmax-limit``, the check that certifies the model equal to its limit
+    where the labels are read; the core judges the labels on the limit only when it passed
+    (else on Arb balls of the model itself)."""
 
     name: str
     tasks: tuple[str, ...]
@@ -150,6 +154,7 @@ class Checklist:
     bounds: Mapping[str, str] = field(default_factory=dict)
     consistency: str | None = None
     require: Callable[[Dataset, mpq | None], None] | None = None
+    limit_check: str | None = None
 
     def __post_init__(self) -> None:
         if self.evaluates not in EVALUATES:

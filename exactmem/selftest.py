@@ -15,7 +15,7 @@ from exactmem.checklist import Breaker, CheckSpec, Construction
 from exactmem.data import Dataset
 from exactmem.verify import Certificate
 
-__all__ = ["BreakerResult", "Row", "breaker_dataset", "run_breaker", "selftest"]
+__all__ = ["BreakerResult", "Row", "breaker_dataset", "build_with", "run_breaker", "selftest"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,20 @@ class BreakerResult:
     def seen_to_fail(self) -> bool:
         """The verdict is refuted and the named check is among the failed ones."""
         return self.verdict == "refuted" and any(_matches(self.fails, f) for f in self.failed)
+
+
+def build_with(
+    construction: Construction, dataset: Dataset, options: Mapping[str, Any], seed: int = 0
+):
+    """The honest model: a registered construction through :func:`exactmem.build` (its options
+    parsed and bounded as ``build --set`` does), one not registered (a plugin under test)
+    through its builder directly."""
+    from exactmem import registry
+    from exactmem.api import build
+
+    if registry.constructions().get(construction.name) is construction:
+        return build(dataset, construction.name, seed=seed, **options)
+    return construction.builder_function()(dataset, {**options, "seed": seed}, None)
 
 
 def breaker_dataset(construction: Construction, breaker: Breaker) -> Dataset:
@@ -67,18 +81,17 @@ def run_breaker(
 ) -> tuple[BreakerResult, Certificate]:
     """Build ``construction``'s honest model on ``dataset`` (default: its example) with
     ``options`` (default: its example options), break it, and certify it under its checklist."""
-    from exactmem.api import build
     from exactmem.certify import certify
 
     if dataset is None:
         dataset = breaker_dataset(construction, breaker)
     opts = dict(construction.example_options if options is None else options)
     if breaker.options is not None:
-        model = build(dataset, construction.name, seed=seed, **{**opts, **breaker.options})
+        model = build_with(construction, dataset, {**opts, **breaker.options}, seed)
     else:
         assert breaker.model is not None
-        model = breaker.model(build(dataset, construction.name, seed=seed, **opts), dataset)
-    cert = certify(model, dataset, construction=construction.name)
+        model = breaker.model(build_with(construction, dataset, opts, seed), dataset)
+    cert = certify(model, dataset, construction=construction.checklist or construction.name)
     result = BreakerResult(
         construction.name,
         breaker.name,
@@ -131,7 +144,6 @@ def selftest(
     ``construction`` (each must refute the model with that check failing); a declared check
     without a breaker, a construction without an example or without declared checks are rows
     that fail."""
-    from exactmem.api import build
     from exactmem.certify import certify
 
     name = construction.name
@@ -162,8 +174,8 @@ def selftest(
     if dataset is not None:
         if tell:
             tell(f"{name}: the honest example")
-        model = build(dataset, name, **dict(construction.example_options))
-        cert = certify(model, dataset, construction=name)
+        model = build_with(construction, dataset, construction.example_options)
+        cert = certify(model, dataset, construction=checklist)
         rows.append(
             Row(
                 name,

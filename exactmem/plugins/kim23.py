@@ -44,6 +44,7 @@ construction = Construction(
         ),
         run=run,
         evaluates="hardmax-limit",
+        limit_check="kim23.softmax",
         bounds=BOUNDS,
     ),
     builder="exactmem.constructions.builders:kim23",
