@@ -565,6 +565,7 @@ def parser() -> argparse.ArgumentParser:
     _add_inspection(sub)
     _add_convert(sub)
     _add_warmup(sub)
+    _add_schema(sub)
     return p
 
 
@@ -606,6 +607,19 @@ def _add_warmup(sub) -> None:
     )
     w.add_argument("--quiet", action="store_true", help="no progress on stderr")
     w.set_defaults(func=_command("warmup"))
+
+
+def _add_schema(sub) -> None:
+    s = sub.add_parser(
+        "schema",
+        help="print a JSON schema of exactmem's files, or the example dataset",
+        description="Print one of the files the documentation cites, as shipped inside the "
+        "package: the JSON schemas of dataset, model and certificate files, and the example "
+        "dataset. Without NAME, list them.",
+        epilog=EPILOG,
+    )
+    s.add_argument("name", nargs="?", metavar="NAME", help="what to print (omit to list)")
+    s.set_defaults(func=_command("schema"))
 
 
 def _stop_workers() -> None:
