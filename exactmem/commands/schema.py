@@ -20,8 +20,6 @@ def run(args: argparse.Namespace) -> int:
     if args.name not in schemas.FILES:
         close = difflib.get_close_matches(args.name, schemas.names(), n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
-        raise InputError(
-            f"schema {args.name!r}: not one of {', '.join(schemas.names())}{hint}"
-        )
+        raise InputError(f"schema {args.name!r}: not one of {', '.join(schemas.names())}{hint}")
     sys.stdout.write(schemas.text(args.name))
     return EXIT_VERIFIED
