@@ -619,6 +619,9 @@ def _add_schema(sub) -> None:
         epilog=EPILOG,
     )
     s.add_argument("name", nargs="?", metavar="NAME", help="what to print (omit to list)")
+    s.add_argument(
+        "--json", action="store_true", help="the list as JSON (a schema is JSON already)"
+    )
     s.set_defaults(func=_command("schema"))
 
 

@@ -7,12 +7,16 @@ import argparse
 import difflib
 import sys
 
+from exactmem.commands import emit_json
 from exactmem.errors import EXIT_VERIFIED, InputError
 
 
 def run(args: argparse.Namespace) -> int:
     from exactmem import schemas
 
+    if args.name is None and args.json:
+        emit_json([{"name": n, "file": f, "describes": w} for n, (f, w) in schemas.FILES.items()])
+        return EXIT_VERIFIED
     if args.name is None:
         for name, (file, what) in schemas.FILES.items():
             print(f"{name:<16} {file:<24} {what}")
