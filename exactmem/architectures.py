@@ -81,25 +81,31 @@ when ``lm_head.weight`` is absent:
 The number of heads H is not in the shapes: ``heads`` (``--heads``) or the header's
 ``__metadata__`` entry ``n_head``. The 1/√d_h score scale is applied exactly, so d_h must be a
 perfect square (4, 16, 64, …; otherwise fold the scale into the query weights and save with
-d_h's scale 1, ``n_head`` alone). Layer norms use eps = 1/100000 (PyTorch's default 1e-5) unless
-the metadata gives ``ln_eps`` as a decimal. In the IR the stream has 2d + 1 lanes: the residual
-in the first d, each layer norm writes its normalisation into the next d (a branch layer norm),
-which is what attention, MLP and unembedding read, and the constant 1 for the attention biases;
-they write back into the first d.
+d_h's scale 1, ``n_head`` alone: 1 to 6 ASCII digits). Layer norms use eps = 1/100000
+(PyTorch's default 1e-5) unless the metadata gives ``ln_eps`` (an exact decimal or fraction,
+read as every number of a file is: ASCII, within ``--max-digits`` and ``--max-exponent``,
+never cut). In the IR the stream has 2d + 1 lanes: the residual in the first d, each layer
+norm writes its normalisation into the next d (a branch layer norm), which is what attention,
+MLP and unembedding read, and the constant 1 for the attention biases; they write back into
+the first d.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable
-from fractions import Fraction
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from gmpy2 import mpq
 
+from exactmem import limits
 from exactmem.errors import InputError
+from exactmem.exact import parse_rational
 from exactmem.model import (
     MLP,
     Affine,
@@ -116,6 +122,45 @@ __all__ = ["ARCHITECTURES", "affine_of", "import_checkpoint"]
 _HEAD = re.compile(r"attn\.(0|[1-9][0-9]{0,5})\.(query|key|value|output)\.weight")
 
 
+_ENTRY_TEXT = 8  # a weight's text beside its hex digits: [column, "0x…"],
+
+
+@dataclass
+class _Output:
+    """The text the imported model's weights take, counted map by map as :func:`affine_of`
+    makes them, against ``--max-bytes``: a map's weights share one power-of-two denominator,
+    so a float64 map mixing subnormals (2^-1074) and huge values (2^1023) widens every weight
+    to ~2100 bits — 525 hex digits for 8 bytes of checkpoint."""
+
+    where: str
+    source: int  # the checkpoint's bytes
+    chars: int = 0
+
+    def charge(self, chars: int) -> None:
+        self.chars += chars
+        cap = limits.current().max_bytes
+        if self.chars > cap:
+            raise InputError(
+                f"{self.where}: the exact model's weights take at least {self.chars} bytes of "
+                f"text, {self.chars / max(self.source, 1):.0f}× the checkpoint's {self.source} "
+                f"bytes, more than the limit of {cap} (--max-bytes): the weights of each map "
+                "share one power-of-two denominator, so tiny and huge values in one tensor "
+                "widen all of them"
+            )
+
+
+_OUTPUT: ContextVar[_Output | None] = ContextVar("exactmem_import_output", default=None)
+
+
+def _charge_rationals(t: DyadicTensor) -> None:
+    """Count the text of ``t``'s values written one by one as rationals (a positional table,
+    a layer norm's gain and bias): numerator and denominator, each in hex."""
+    if (output := _OUTPUT.get()) is not None:
+        m, e = t.mantissa, t.exponent
+        bits = np.frexp(np.abs(m).astype(np.float64))[1] + np.abs(e)  # |m| < 2^53: exact
+        output.charge(int(((bits + 3) // 4).sum()) + 2 * _ENTRY_TEXT * t.size)
+
+
 def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
     """The bias-free linear map of a ``[out, in]`` weight tensor, exactly: integer coefficients
     over the least common power-of-two denominator."""
@@ -130,6 +175,9 @@ def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
     m, e = m >> tz, e + tz
     k = int(max(0, -int(e[nz].min()))) if nz.any() else 0
     shift = e + k
+    if (output := _OUTPUT.get()) is not None:  # counted before the integers are made
+        bits = np.frexp(np.abs(m[nz]).astype(np.float64))[1] + shift[nz]  # |m| < 2^53: exact
+        output.charge(int(((bits + 3) // 4).sum()) + _ENTRY_TEXT * int(nz.sum()))
     rows = []
     for i in range(rows_n):
         lo = i * cols_n
@@ -183,9 +231,10 @@ class _Tensors:
         t = self.tensors.get(name)
         if t is None:
             raise InputError(f"{self.where}: tensor {name!r} is missing")
-        if len(t.shape) != rank:
+        if len(t.shape) != rank or 0 in t.shape:  # (the reader refuses empty tensors too)
             raise InputError(
-                f"{self.where}: tensor {name!r}: shape {list(t.shape)}, expected {rank} dimensions"
+                f"{self.where}: tensor {name!r}: shape {list(t.shape)}, expected {rank} "
+                "non-zero dimensions"
             )
         return t.shape
 
@@ -266,6 +315,7 @@ def _dana(ts: _Tensors, meta: dict) -> Transformer:
     unembed = affine_of(ts.take("unembed.weight", (None, d)))
     table = affine_of(emb)  # [N, d]: row t is token t's embedding; the IR's E_in is d × N
     embed = _transpose(table, names=())
+    _charge_rationals(pos)
     positions = PositionalEncoding(
         tuple(tuple(pos.value(k * d + i) for i in range(d)) for k in range(pos.shape[0])), "pos"
     )
@@ -274,26 +324,30 @@ def _dana(ts: _Tensors, meta: dict) -> Transformer:
 
 
 def _heads(heads: int | None, file_meta: dict, where: str) -> int | None:
+    """The head count: ``--heads``, else the metadata's ``n_head`` — ASCII digits only
+    (``"²"`` and ``"٣"`` are digits to :meth:`str.isdigit` and :func:`int`, not to a file)."""
     if heads is not None:
         return heads
     raw = file_meta.get("n_head")
     if raw is None:
         return None
-    if not raw.isdigit() or len(raw) > 6:
-        raise InputError(f"{where}: __metadata__ n_head = {raw[:20]!r} is not a head count")
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= len(raw) <= 6:
+        raise InputError(
+            f"{where}: __metadata__ n_head = {raw[:20]!r} is not a head count (1 to 6 ASCII digits)"
+        )
     return int(raw)
 
 
 def _eps(file_meta: dict, where: str) -> mpq | None:
+    """The metadata's ``ln_eps``, read as every number of a file is
+    (:func:`exactmem.exact.parse_rational`: exact, ASCII, within ``--max-digits`` and
+    ``--max-exponent``; a value too long is refused, never cut)."""
     raw = file_meta.get("ln_eps")
     if raw is None:
         return None
-    try:
-        eps = mpq(Fraction(raw[:40]))
-    except (ValueError, ZeroDivisionError):
-        raise InputError(f"{where}: __metadata__ ln_eps = {raw[:20]!r} is not a number") from None
+    eps = parse_rational(raw, f"{where}: __metadata__ ln_eps")
     if not eps > 0:
-        raise InputError(f"{where}: __metadata__ ln_eps must be positive")
+        raise InputError(f"{where}: __metadata__ ln_eps must be positive, got {eps}")
     return eps
 
 
@@ -356,6 +410,7 @@ def _embedding_with_one(emb: DyadicTensor, tokens: int, width: int) -> Affine:
 
 
 def _positions(pos: DyadicTensor, d: int, width: int) -> PositionalEncoding:
+    _charge_rationals(pos)
     return PositionalEncoding(
         tuple(
             tuple(pos.value(k * d + i) if i < d else mpq(0) for i in range(width))
@@ -410,6 +465,8 @@ def _cols(a: Affine, lo: int, hi: int, with_bias: bool) -> Affine:
 def _norm(ts: _Tensors, name: str, d: int, eps: mpq, label: str) -> LayerNorm:
     gain = ts.take(f"{name}.weight", (d,))
     bias = ts.take(f"{name}.bias", (d,))
+    _charge_rationals(gain)
+    _charge_rationals(bias)
     return LayerNorm(tuple(gain.values()), tuple(bias.values()), eps, label, source=0, target=d)
 
 
@@ -535,6 +592,14 @@ def import_checkpoint(path: str | Path, arch: str, *, heads: int | None = None) 
         raise InputError(f"--arch {arch!r} is unknown; available: {', '.join(ARCHITECTURES)}")
     tensors, file_meta = read_safetensors(path)
     ts = _Tensors(tensors, f"checkpoint {path} (--arch {arch})")
+    token = _OUTPUT.set(_Output(ts.where, os.stat(path).st_size))
+    try:
+        return _import(ts, arch, heads, file_meta, tensors)
+    finally:
+        _OUTPUT.reset(token)
+
+
+def _import(ts: _Tensors, arch: str, heads: int | None, file_meta: dict, tensors: dict):
     meta = {
         "construction": f"imported:{arch}",
         "theorem": "trained weights, imported exactly (no construction's promise)",

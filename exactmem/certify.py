@@ -9,7 +9,7 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from gmpy2 import mpq
@@ -474,16 +474,13 @@ def _sequences(
         position_advice=not model.token_inputs and feed != "vectors with positions",
     )
     seq2seq = dataset.task == "seq2seq"
-    evaluated = model
     # the construction checklists read Arb balls (flint): imported only when they run
     if construction == "kim23":
         from exactmem.verify_kim23 import check_kim23, hardmax_limit, has_softmax
-    if construction == "kim23" and has_softmax(model):
-        # the exact hardmax limit; kim23.softmax certifies the model equal to it (else refuted)
-        evaluated = hardmax_limit(model)
+    limit_trace = None  # kim23 with unequal softmax scores: its checklist reads the limit
     try:
         trace = run(
-            evaluated,
+            model,
             dataset.vocab,
             dataset.sequences,
             positions="all" if seq2seq else "last",
@@ -493,6 +490,18 @@ def _sequences(
         )
     except InconclusiveError:
         trace = None  # unequal softmax scores: certify on Arb enclosures instead
+        if construction == "kim23" and has_softmax(model):
+            # the exact hardmax limit; kim23.softmax certifies the model equal to it after
+            # every re-quantizing FFN — only then are the limit's labels the model's
+            limit_trace = run(
+                hardmax_limit(model),
+                dataset.vocab,
+                dataset.sequences,
+                positions="all" if seq2seq else "last",
+                progress=progress,
+                jobs=jobs,
+                folds=step_folds(model),
+            )
     phases = 2 + bool(construction)
     tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
     if trace is None or readout == "argmax" or construction in ("mahdavi24", "dana25"):
@@ -502,7 +511,15 @@ def _sequences(
             exact_classification_check,
             mahdavi_checks,
         )
-    if trace is None and seq2seq:
+    kim23_checks = None
+    if limit_trace is not None:
+        kim23_checks = _checklist(
+            construction, lambda: check_kim23(limit_trace, model, dataset, sv)
+        )
+        checks = _kim23_softmax_labels(
+            model, dataset, limit_trace, kim23_checks, readout, criteria, seq2seq
+        )
+    elif trace is None and seq2seq:
         from exactmem.verify_ks24 import ball_seq2seq_label_check
 
         checks = [
@@ -533,7 +550,9 @@ def _sequences(
     if construction == "dana25":
         checks += _checklist(construction, lambda: dana_checks(model, dataset))
     if construction == "kim23":
-        if trace is None:
+        if kim23_checks is not None:
+            checks += kim23_checks
+        elif trace is None:
             checks += _checklist(construction, _not_exactly_uniform)
         else:
             checks += _checklist(construction, lambda: check_kim23(trace, model, dataset, sv))
@@ -576,6 +595,50 @@ def _sequences(
     # the canonical tokens are the vocabulary indices themselves when no two tokens are equal
     identity = sv.canonical == tuple(range(len(dataset.vocab)))
     return checks, stats, data, sv.canonical_sequences if identity else None
+
+
+def _kim23_softmax_labels(model, dataset, limit_trace, kim23_checks, readout, criteria, seq2seq):
+    """The labels of a kim23 softmax model, judged on the model: read on its exact hardmax limit
+    where ``kim23.softmax`` certified the model equal to it after every re-quantizing FFN (and
+    its structure held), else on Arb balls of the model itself; when those stay undecided no
+    labels line is printed (the failed checklist refutes)."""
+    from exactmem.verify_attention import exact_classification_check
+
+    certified = any(c.name == "kim23.softmax" and c.passed for c in kim23_checks) and all(
+        c.passed for c in kim23_checks if c.name.endswith(".structure")
+    )
+    if certified:
+        if readout == "argmax":
+            check = exact_classification_check(limit_trace.outputs, dataset.labels)
+        else:
+            got, den = limit_trace.outputs.first_lane()
+            if not seq2seq:
+                got = got[:, -1:]
+            where = "seq2seq" if seq2seq else "sequences"
+            check = _label_check(got, den, dataset.labels, criteria.tolerance, where)
+        return [
+            replace(
+                check,
+                detail=check.detail + " (the model equals its hardmax limit after every "
+                "re-quantizing FFN: kim23.softmax)",
+            )
+        ]
+    try:
+        if seq2seq:
+            from exactmem.verify_ks24 import ball_seq2seq_label_check
+
+            return [
+                ball_seq2seq_label_check(
+                    model,
+                    dataset,
+                    readout=readout,
+                    tolerance=criteria.tolerance,
+                    limit=criteria.max_precision or 1024,  # a failed checklist refutes anyway
+                )
+            ]
+        return [_ball_labels(model, dataset, readout, criteria)]
+    except InconclusiveError:
+        return []
 
 
 def _label_check(got: np.ndarray, den: int, labels, tolerance: mpq | None, where: str) -> Check:

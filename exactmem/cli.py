@@ -722,9 +722,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous = _install(signal.SIGTERM, _terminate)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             keyboard = _install(signal.SIGINT, _interrupt)
+    guards = _ClosedPipeGuard.install()
     try:
         with _limits(args):
-            return args.func(args)
+            code = args.func(args)
+        _ClosedPipeGuard.flush_all()  # here, not at exit: a late EPIPE keeps the code
+        return code
     except ExactmemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -734,9 +737,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated:
         print(f"terminated: {outputs.kept()}", file=sys.stderr)
         return EXIT_TERMINATED
-    except BrokenPipeError:
-        # stdout was closed early (`| head`): stay quiet and keep the verdict's exit code
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # a write that bypassed the guards (a stream's raw buffer)
+        _ClosedPipeGuard.silence(sys.stdout)
         return getattr(args, "pending_exit", EXIT_INTERNAL)
     except Exception as exc:  # noqa: BLE001 - the contract: internal errors exit 3
         if os.environ.get("EXACTMEM_DEBUG"):
@@ -747,12 +749,78 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_INTERNAL
     finally:
+        _ClosedPipeGuard.remove(guards)
         jit.quiet(was_quiet)
         jit.freeze_after_import(was_freezing)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if keyboard is not None:
             signal.signal(signal.SIGINT, keyboard)
+
+
+class _ClosedPipeGuard:
+    """``sys.stdout`` or ``sys.stderr`` whose reader may leave early (``exactmem show CERT |
+    head -1``): the write or flush that meets the closed pipe points the descriptor at
+    /dev/null and the command goes on, so it ends with its own exit code — the verdict's —
+    whichever write met the pipe, even the flush at the end (issue 27: ``show | head -1``
+    exited 3 in 6 of 50 runs when the exception escaped before ``show`` chose its code)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self.silence(self._stream)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self.silence(self._stream)
+        except ValueError:  # closed by the command itself
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+    @staticmethod
+    def silence(stream) -> None:
+        """Point ``stream``'s descriptor at /dev/null: what it still buffers, and every later
+        write, goes nowhere (the reader has gone)."""
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+
+    @classmethod
+    def install(cls) -> tuple:
+        """Guard stdout and stderr; returns what :meth:`remove` puts back."""
+        saved = (sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = cls(sys.stdout), cls(sys.stderr)
+        return saved
+
+    @staticmethod
+    def flush_all() -> None:
+        """Flush both guarded streams (a closed pipe met here is silenced like any other)."""
+        for guarded in (sys.stdout, sys.stderr):
+            if isinstance(guarded, _ClosedPipeGuard):
+                guarded.flush()
+
+    @classmethod
+    def remove(cls, saved: tuple) -> None:
+        cls.flush_all()
+        if isinstance(sys.stdout, cls):
+            sys.stdout = saved[0]
+        if isinstance(sys.stderr, cls):
+            sys.stderr = saved[1]
 
 
 def _install(signum: int, handler):

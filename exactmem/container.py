@@ -186,6 +186,14 @@ def write_dataset(ds, path: str | os.PathLike) -> None:
 
 AFFINE_FIELDS = ("in", "den", "names", "rows", "bias")
 PACKED_FIELDS = ("in", "den", "names", "packed")
+# a model container's arrays and their shapes (docs/files.md): each has one dimension
+MODEL_ARRAYS = {
+    "row_start": "(maps + 1)",
+    "entry_start": "(rows + 1)",
+    "col": "(entries)",
+    "value": "(entries)",
+    "bias": "(rows)",
+}
 
 
 def write_model(content: dict, digest: str, path: str | os.PathLike) -> None:
@@ -265,7 +273,7 @@ class _Container:
         self.where = f"{what} file {os.fspath(path)}"
         lim = limits.current()
         try:
-            with open(path, "rb") as f:
+            with limits.open_regular(path, self.where) as f:
                 size = os.fstat(f.fileno()).st_size
                 if size > lim.max_bytes:
                     self.fail(f"{size} bytes, more than the limit of {lim.max_bytes} (--max-bytes)")
@@ -317,6 +325,10 @@ class _Container:
                 or not all(_count(s) for s in shape)
             ):
                 self.fail(f"{at}.shape: expected 1 or 2 non-negative integers")
+            if len(shape) == 2 and 0 in shape:
+                # [E, 0] holds no byte but reads as E empty rows: E is a size the file never
+                # pays for, so no 2-D array of the format is empty (an empty list is [0])
+                self.fail(f"{at}.shape: {shape} has an empty dimension (a 2-D array is non-empty)")
             for key in ("offset", "bytes"):
                 if not _count(meta[key]):
                     self.fail(f"{at}.{key}: expected a non-negative integer")
@@ -353,6 +365,13 @@ class _Container:
             missing = sorted(expected - set(self.arrays))
             what = f"unknown array {extra[0]!r}" if extra else f"missing array {missing[0]!r}"
             self.fail(f"header.arrays: {what} (arrays: {', '.join(sorted(expected))})")
+
+    def rank(self, name: str, rank: int, what: str) -> None:
+        """Array ``name`` has ``rank`` dimensions, as its field is defined (docs/files.md): a
+        value beyond the shape the reader reads could hide under the content's hash."""
+        shape = self.arrays[name]["shape"]
+        if len(shape) != rank:
+            self.fail(f"header.arrays.{name}.shape: {shape}, expected {what}")
 
     def shape(self, name: str) -> list[int]:
         return self.arrays[name]["shape"]
@@ -472,7 +491,9 @@ def _affines(c: _Container) -> dict:
     from exactmem.exact import from_hex
     from exactmem.model import Affine
 
-    c.names({"row_start", "entry_start", "col", "value", "bias"})
+    c.names(set(MODEL_ARRAYS))
+    for name, what in MODEL_ARRAYS.items():
+        c.rank(name, 1, what)
     arrays: dict[str, np.ndarray] = {}
     for name in ("row_start", "entry_start", "col"):
         a = c.ints(name)
@@ -587,6 +608,9 @@ def read_dataset(path: str | os.PathLike):
         tokens = task != "points"
         c.names({"numerator", "denominator", "labels"} | ({"sequences"} if tokens else set()))
         rows = "vocab" if tokens else "points"
+        for name in ("numerator", "denominator", *(("sequences",) if tokens else ())):
+            c.rank(name, 2, "(N, n)" if name == "sequences" else "(rows, d)")
+        c.rank("labels", 2 if task == "seq2seq" else 1, "(N, n)" if task == "seq2seq" else "(N)")
         shape = c.shape("numerator")
         if len(shape) != 2 or shape != c.shape("denominator") or 0 in shape:
             c.fail(

@@ -16,6 +16,13 @@ thousands of bits.
 * ``max_gzip_ratio``: decompressed size over compressed size of a ``.gz`` file, above a floor
   of :data:`GZIP_FLOOR` bytes. Text JSON compresses 3–10×; a gzip bomb reaches about 1000×
   (949 KB → 1 GB) and is refused after decompressing at most ratio × its size.
+
+Inputs are regular files (:func:`open_regular`): a character device such as ``/dev/zero`` or
+a FIFO has no size to check before reading, and opening a FIFO would wait for a writer.
+
+Sizes a file declares (an array's shape, a claim's N and d) are checked before anything of
+that size is made: :func:`generated_size_problem` is the budget of the datasets ``generate``
+and claim files ask the random generators for.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import contextlib
 import gzip
 import io
 import os
+import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
@@ -35,11 +43,15 @@ from exactmem.errors import InputError
 __all__ = [
     "DEFAULT",
     "GZIP_FLOOR",
+    "MAX_GENERATED_COORDINATES",
+    "MAX_GENERATED_TOKENS",
     "Limits",
     "add_limit_arguments",
     "current",
+    "generated_size_problem",
     "json_depth",
     "limits_from_args",
+    "open_regular",
     "read_limited",
     "use",
 ]
@@ -93,20 +105,60 @@ def use(limits: Limits) -> Iterator[Limits]:
 # --------------------------------------------------------------------------- reading
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def open_regular(path: str | os.PathLike, where: str):
+    """``path`` opened for binary reading, if it is a regular file; anything else (a device
+    such as ``/dev/zero``, a FIFO, a directory) is an :class:`InputError` naming ``where``.
+
+    Opened without blocking, then checked on the open file (``fstat``, so the file checked is
+    the file read): opening a FIFO would otherwise wait for a writer, and a device's size is 0
+    whatever it yields. A stream is refused rather than read up to ``--max-bytes``: every
+    reader checks a file's size before it reads, which a stream does not have."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "this kind of file")
+            why = (
+                ""
+                if stat.S_ISDIR(mode)
+                else (" (a stream has no size to check before it is read: save it to a file)")
+            )
+            raise InputError(f"{where}: cannot read {kind}: not a regular file{why}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_limited(path: Path, what: str) -> bytes | bytearray:
     """The bytes of ``path``, decompressed when they are gzip, within ``max_bytes`` and
     ``max_gzip_ratio``; every failure is an :class:`InputError` naming the file."""
     lim = current()
     where = f"{what} file {path}"
     too_big = f"more than the limit of {lim.max_bytes} (--max-bytes)"
-    try:
-        size = os.stat(path).st_size  # a pipe or device says 0: the read below is capped too
-        if size > lim.max_bytes:
-            raise InputError(f"{where}: {size} bytes, {too_big}")
-        with open(path, "rb") as f:
+    with open_regular(path, where) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size > lim.max_bytes:
+                raise InputError(f"{where}: {size} bytes, {too_big}")
+            # a regular file that says 0 may still have content (/proc): read, capped
             raw = f.read(size + 1) if size else _read_capped(f, lim.max_bytes)
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
+        except OSError as exc:
+            raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
     if len(raw) > lim.max_bytes:
         raise InputError(f"{where}: {too_big}")
     if raw[:2] != b"\x1f\x8b":
@@ -137,6 +189,29 @@ def _read_capped(stream, cap: int) -> bytearray:
             break
         data += piece
     return data
+
+
+# what the random generators may be asked to hold (`generate`, claim files): every item is
+# kept in memory, a coordinate as an exact rational (about 100 bytes), a token in an array.
+# The N = 10⁷ benchmark (1.6·10⁸ tokens, 8 000 coordinates) fits ten times over; a 300-byte
+# claim asking for 10⁸ points in Q^10⁴ (10¹² coordinates) does not.
+MAX_GENERATED_TOKENS = 2 * 10**9
+MAX_GENERATED_COORDINATES = 2 * 10**8
+
+
+def generated_size_problem(*, tokens: int = 0, coordinates: int = 0) -> str | None:
+    """Why a generated dataset of ``tokens`` token indices and ``coordinates`` rational
+    coordinates is too large to make, or None. Checked before anything is generated."""
+    for count, most, what in (
+        (tokens, MAX_GENERATED_TOKENS, "token indices"),
+        (coordinates, MAX_GENERATED_COORDINATES, "exact rational coordinates"),
+    ):
+        if count > most:
+            return (
+                f"{count} {what}, more than the {most} the random generators hold in "
+                "memory (write larger datasets with your own tools, as .exm containers)"
+            )
+    return None
 
 
 _CHUNK = 1 << 24

@@ -193,9 +193,14 @@ OPTIONS = {
     },
     "ks24": {
         "temperature": (
-            "λ₀ of the softmax head (default: a power of two from the token projections; λ₀/4, "
-            "λ₀ and 4λ₀ are tried)",
-            lambda k, v: _rational_option(k, v),
+            "λ of the softmax head, kept as given (0: plain averaging, the verifier refutes; "
+            "default: a power of two λ₀ from the token projections, then λ₀/4 and 4λ₀)",
+            lambda k, v: _rational_option(k, v, zero=True),
+        ),
+        "ffn": (
+            "requantized (default: ramps, a label lane and exact 0/1 steps) or residual (one "
+            "hidden layer, F(z) = z + W₂ReLU(W₁z + b₁) + b₂, labels on lane 0)",
+            _choice("requantized", "residual"),
         ),
         "precision": (
             "the most bits the build may use to certify the gap (default 4096)",
@@ -229,14 +234,15 @@ OPTIONS["madden24"] = {
 }
 
 
-def _rational_option(key: str, value: str):
+def _rational_option(key: str, value: str, zero: bool = False):
     from exactmem.exact import parse_rational
 
     if len(value) > NUMBER_CHARS:
         raise InputError(f"--set {key}: more than {NUMBER_CHARS} characters")
     q = parse_rational(value, f"--set {key}")
-    if q <= 0:
-        raise InputError(f"--set {key}={value}: expected a positive rational")
+    if q < 0 or (q == 0 and not zero):
+        what = "a non-negative" if zero else "a positive"
+        raise InputError(f"--set {key}={value}: expected {what} rational")
     return str(q)
 
 

@@ -33,6 +33,7 @@ from exactmem.errors import (
     EXIT_VERIFIED,
     InputError,
 )
+from exactmem.limits import generated_size_problem, open_regular
 
 __all__ = [
     "Claim",
@@ -336,7 +337,7 @@ def _toml_kind(value) -> str:
 
 def _read_toml(path: Path, where: str) -> dict:
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, where) as handle:  # a FIFO named *.toml would block the open
             raw = handle.read(MAX_CLAIM_BYTES + 1)
     except OSError as exc:
         raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
@@ -415,7 +416,30 @@ def _instance(obj, construction: str, where: str) -> Instance:
     for key in REQUIRED_PARAMS[gen]:
         if key not in inst:
             raise InputError(f"{where}: missing key {key!r} (generator {gen!r})")
+    # each size is bounded above; what they make together is bounded as `generate` bounds it
+    if problem := generated_size_problem(**_generated_size(gen, inst)):
+        raise InputError(f"{where}: {problem}")
     return Instance(tier, gen, inst, overrides)
+
+
+def _generated_size(gen: str, p: dict) -> dict[str, int]:
+    """The token indices and rational coordinates generator ``gen`` makes for parameters
+    ``p`` (:func:`exactmem.limits.generated_size_problem` bounds them)."""
+    N, n, d = p.get("N", p.get("T", 0)), p.get("n", 1), p.get("d", 1)
+    vocab = p.get("vocab", 1)
+    if gen in ("random_points", "label_extremes"):
+        return {"coordinates": N * d}
+    if gen == "attention":  # n context vectors and the query, each in Q^d
+        return {"coordinates": N * (n + 1) * d}
+    if gen == "associations":
+        return {"tokens": N * p.get("S", 1), "coordinates": vocab}
+    if gen == "contexts":
+        return {"tokens": N * n, "coordinates": vocab}
+    if gen in ("random_sequences", "ks24"):
+        return {"tokens": 2 * N * n, "coordinates": vocab * d}  # seq2seq: a label per token
+    if gen == "zen":
+        return {"tokens": p.get("limit", 0) * n}
+    return {}
 
 
 def _formulas(table: dict, where: str, known: list[str], *, defines: bool) -> dict:

@@ -9,6 +9,14 @@ layer, Σ_j c_j·h_j, is then A·x + B with A and B exact prefix sums over the u
 plus those few units — the same real function of x, enclosed by one ball product. The layers
 after the second are evaluated as they are. Nothing here is approximate: it is the model's own
 function, rearranged exactly (the sums are rational), then enclosed.
+
+It is a shortcut of the ball evaluator (:mod:`exactmem.evaluate.softmax`), kept for speed (a
+token costs O(log K) instead of O(K·d)) and taken only where it computes the same function:
+:func:`shortcut` refuses every model outside the one shape it evaluates — an activation other
+than ReLU (GELU is not piecewise linear), an embedding, token ids, a first layer not of rank
+one — and honours the FFN's residual connection and the read-out map. ``tests/test_rank_one.py``
+checks it against the ball evaluator over those features (masks, scores, activations,
+residual).
 """
 
 from __future__ import annotations
@@ -21,9 +29,9 @@ from flint import arb
 from gmpy2 import mpq
 
 from exactmem.balls import ball_bounds, to_ball
-from exactmem.model import MLP, Affine
+from exactmem.model import MLP, Affine, Attention, Transformer
 
-__all__ = ["RankOneFFN", "rank_one_direction"]
+__all__ = ["RankOneFFN", "rank_one_direction", "shortcut"]
 
 
 def rank_one_direction(first: Affine) -> tuple[list[int], list[Fraction]] | None:
@@ -93,10 +101,12 @@ class _Row:
 
 
 class RankOneFFN:
-    """The FFN ``ffn`` (plain or residual is not supported: plain only, ≥ 2 layers) with a
-    rank-one first layer, evaluated on the ball of x = wᵀz."""
+    """The ReLU FFN ``ffn`` (≥ 2 layers, plain or residual) with a rank-one first layer,
+    evaluated on the ball of x = wᵀz."""
 
     def __init__(self, ffn: MLP, w: list[int], factors: list[Fraction]):
+        if ffn.activation != "relu" or len(ffn.layers) < 2:
+            raise ValueError("the rank-one shortcut evaluates ReLU FFNs of ≥ 2 layers only")
         first, second = ffn.layers[0], ffn.layers[1]
         self.ffn, self.w = ffn, w
         den0 = first.denominator
@@ -108,8 +118,9 @@ class RankOneFFN:
     def _unit(self, j: int, x: arb) -> arb:
         return (to_ball(self.scale[j]) * x + to_ball(self.shift[j])).max(arb(0))
 
-    def layers(self, x: arb) -> list[list[arb]]:
-        """The activations after every hidden layer from the second on, then the output."""
+    def layers(self, x: arb, column: list[arb] | None = None) -> list[list[arb]]:
+        """The activations after every hidden layer from the second on, then the output (a
+        residual FFN adds its input ``column``, whose wᵀ-projection x is)."""
         lo, hi = ball_bounds(x)
         den = arb(self.second.denominator)
         h = [
@@ -122,8 +133,33 @@ class RankOneFFN:
             h = [v.max(arb(0)) for v in h]
             out.append(h)
             h = _affine(layer, h)
+        if self.ffn.residual:
+            if column is None:
+                raise ValueError("a residual FFN needs its input column")
+            h = [a + b for a, b in zip(column, h, strict=True)]
         out.append(h)
         return out
+
+
+def shortcut(model: Transformer) -> RankOneFFN | None:
+    """The :class:`RankOneFFN` of a model that is one softmax or uniform attention layer and one
+    ReLU FFN with a rank-one first layer on raw tokens (and an optional read-out map), else None
+    (evaluate it with the ball evaluator). The attention and the read-out map are the ball
+    evaluator's own (every mask and score kind)."""
+    subs = model.sublayers
+    if (
+        len(subs) != 2
+        or not isinstance(subs[0], Attention)
+        or subs[0].score not in ("softmax", "uniform")
+        or not isinstance(subs[1], MLP)
+        or subs[1].activation != "relu"
+        or len(subs[1].layers) < 2
+        or model.embed is not None
+        or model.token_inputs
+    ):
+        return None
+    found = rank_one_direction(subs[1].layers[0])
+    return None if found is None else RankOneFFN(subs[1], *found)
 
 
 def _affine(a: Affine, v: list[arb]) -> list[arb]:

@@ -5,7 +5,9 @@ tensor's ``dtype``, ``shape`` and ``data_offsets`` ``[begin, end)`` into the byt
 follows, plus an optional ``__metadata__`` object of strings), then the raw little-endian
 tensor bytes. The header is parsed as hostile data: strict JSON within the limits of
 :mod:`exactmem.limits`, exactly these fields, offsets inside the buffer, tensors neither
-overlapping nor leaving gaps, byte lengths equal to shape × item size.
+overlapping nor leaving gaps, byte lengths equal to shape × item size, no empty tensor (a
+zero dimension would make the others sizes the file never pays for). The file must be a
+regular file (:func:`exactmem.limits.open_regular`).
 
 IEEE binary floats are dyadic rationals. A finite value with sign s, biased exponent e and
 fraction f of a format with ``p`` fraction bits and bias ``b`` is
@@ -158,6 +160,10 @@ def _entry(name: str, spec: object, where: str) -> tuple[str, tuple[int, ...], i
         isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape
     ):
         raise InputError(f"{at}: shape must be a list of non-negative integers")
+    if 0 in shape:
+        # [0, 10¹²] holds no byte, yet its other dimensions are sizes a reader would build
+        # (lanes, rows) before it met the emptiness: no architecture has an empty tensor
+        raise InputError(f"{at}: shape {shape} is empty (every tensor needs at least one entry)")
     if not (
         isinstance(offsets, list)
         and len(offsets) == 2
@@ -174,14 +180,14 @@ def read_safetensors(path: str | os.PathLike) -> tuple[dict[str, DyadicTensor], 
     tensor."""
     path = Path(path)
     where = f"checkpoint {path}"
-    try:
-        size = os.stat(path).st_size
-        if size > limits.current().max_bytes:
-            raise InputError(f"{where}: {size} bytes, more than the limit (--max-bytes)")
-        with open(path, "rb") as f:
+    with limits.open_regular(path, where) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size > limits.current().max_bytes:
+                raise InputError(f"{where}: {size} bytes, more than the limit (--max-bytes)")
             raw = f.read(size + 1)
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
+        except OSError as exc:
+            raise InputError(f"{where}: cannot read ({exc.strerror or exc})") from None
     if len(raw) != size:
         raise InputError(f"{where}: the file changed size while it was read")
     header, start = _header(raw, where, len(raw))

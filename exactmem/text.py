@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from gmpy2 import mpq
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.exact_arrays import first_seen_ids
+from exactmem.limits import open_regular
 from exactmem.progress import Steps
 from exactmem.sequences import with_positions
 
@@ -93,15 +95,16 @@ def read_text(path: str | Path) -> str:
     """The UTF-8 text of a file; a missing, empty, binary, non-UTF-8 or too large file is an
     :class:`InputError` naming it. A leading byte-order mark is not part of the text."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise InputError(
-                f"text file {path}: {size} bytes, at most {MAX_BYTES} (1 MiB); cut the text"
-            )
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"text file {path}: cannot read ({exc.strerror or exc})") from None
+    with open_regular(path, f"text file {path}") as f:  # not /dev/zero, not a FIFO
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_BYTES:
+                raise InputError(
+                    f"text file {path}: {size} bytes, at most {MAX_BYTES} (1 MiB); cut the text"
+                )
+            raw = f.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise InputError(f"text file {path}: cannot read ({exc.strerror or exc})") from None
     if len(raw) > MAX_BYTES:  # grew since stat
         raise InputError(f"text file {path}: more than {MAX_BYTES} bytes (1 MiB); cut the text")
     if b"\0" in raw:

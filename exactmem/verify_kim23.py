@@ -6,6 +6,10 @@ labels differ), the attention scores (hardmax ties only between equal values, th
 measured), and every Lemma C.1 stage of the memorizer.
 
 Every figure comes from the trace and the weights; nothing the model says about itself is read.
+The two lanes found by name — the stream's S and the memorizer's key — are validated by their
+values: S must be one value per sequence, equal on equivalent sequences and apart wherever a
+token's labels differ; the keys equal only where the labels are. A lane that merely carries the
+name fails them.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from gmpy2 import mpq
 from exactmem.balls import ball_bounds
 from exactmem.data import Dataset
 from exactmem.evaluate.reference import Stream, Trace
+from exactmem.evaluate.softmax import _keys
 from exactmem.exact import format_rational
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 from exactmem.sequences import SequenceView, canonical_tokens
@@ -106,8 +111,18 @@ def check_kim23(trace: Trace, model: Transformer, ds: Dataset, sv: SequenceView)
         context = context.reshape(-1)
     else:
         context = np.asarray(sv.multiset_ids)
-    checks.append(_context(before, context, seq2seq))
     labels = np.array(ds.labels, dtype=object).reshape(ds.size, -1)
+    context_check = _context(before, context, seq2seq, canon, labels, positional)
+    read = {c for row in subs[-1].layers[0].rows for c, _ in row}
+    if before.names.index("S") not in read:  # a lane named S the memorizer never reads
+        why = (
+            "the memorizer's first layer does not read the lane named S: the context value "
+            "checked is not the one the ids are made of"
+        )
+        if not context_check.passed:
+            why += "; " + context_check.detail
+        context_check = Check("kim23.context", False, why, context_check.figures)
+    checks.append(context_check)
     mem = subs[-1]
     prefix = f"{mem.label}." if mem.label else ""
     key, kden, kindex = trace.lane_raw(prefix + "key")
@@ -149,9 +164,19 @@ def _architecture(model: Transformer, n: int) -> Check:
     )
 
 
-def _context(stream: Stream, context: np.ndarray, seq2seq: bool) -> Check:
-    """The context value S is one value per sequence (at every judged position) and the same
-    for equivalent sequences (equal multisets; equal sequences with positions)."""
+def _context(
+    stream: Stream,
+    context: np.ndarray,
+    seq2seq: bool,
+    canon: np.ndarray,
+    labels: np.ndarray,
+    positional: bool = False,
+) -> Check:
+    """The context value S is one value per sequence (at every judged position), the same for
+    equivalent sequences (equal multisets; equal sequences with positions), and tells the
+    contexts apart wherever the data needs it: two judged items with one S and one token carry
+    one label (the memorizer reads only (S, token)). The lane is found by its name, so these
+    are also what validates it: a lane renamed S that is not the context value fails them."""
     S = np.asarray(stream.numerators("S"), dtype=object)[stream.index]  # (N, P)
     bad = []
     if seq2seq:
@@ -167,11 +192,33 @@ def _context(stream: Stream, context: np.ndarray, seq2seq: bool) -> Check:
                 f"{format_rational(mpq(int(value[j]), stream.den))} and "
                 f"{format_rational(mpq(int(value[i]), stream.den))}"
             )
+    # distinct where the data needs it: (S, token) must determine the label (with positions,
+    # the token's key carries its position)
+    positions = range(canon.shape[1]) if seq2seq else [canon.shape[1] - 1]
+    seen: dict = {}
+    merged = 0
+    for i in range(len(value)):
+        for k in positions:
+            y = labels[i, k] if seq2seq else labels[i, -1]
+            key = (value[i], int(canon[i, k]), k if positional else 0)
+            j, m, z = seen.setdefault(key, (i, k, y))
+            if z != y:
+                merged += 1
+                if len(bad) <= MAX_EXAMPLES:
+                    bad.append(
+                        f"sequences[{j}][{m}] and sequences[{i}][{k}] share the context value "
+                        f"{format_rational(mpq(int(value[i]), stream.den))} and their token but "
+                        f"are labelled {z} and {y}: the contexts are not told apart"
+                    )
     distinct_values = len({value[j] for j in owner.values()})
-    figures = {"contexts": len(owner), "distinct_context_values": distinct_values}
+    figures = {
+        "contexts": len(owner),
+        "distinct_context_values": distinct_values,
+        "merged_items": merged,
+    }
     detail = (
-        f"one context value per sequence, equal across equivalent sequences; {len(owner)} "
-        f"contexts, {distinct_values} distinct values"
+        f"one context value per sequence, equal across equivalent sequences, apart wherever a "
+        f"token's labels differ; {len(owner)} contexts, {distinct_values} distinct values"
     )
     return Check("kim23.context", not bad, _examples(bad) if bad else detail, figures)
 
@@ -234,24 +281,18 @@ def _attention(model: Transformer, trace: Trace) -> Check:
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: scores not read (not one head of size 1)")
             continue
-        q, k, v = (_lin(m, stream)[stream.index] for m in (h.query, h.key, h.value))
-        scores = q[:, :, None] * k[:, None, :]  # (N, query, key), one positive denominator
-        top = scores.max(axis=2)
-        at_top = scores == top[:, :, None]
-        if at_top.all():
+        values, vis, top, at_top, second, mixed = _scores(s, stream)
+        if not mixed.any():
             continue
         mixing += 1
         if s.score not in ("hardmax", "softmax"):
             bad.append(f"sublayers[{si}]: {s.score} attention with unequal scores")
             continue
-        values = np.broadcast_to(v[:, None, :], scores.shape)
         rows, cols = np.indices(top.shape)
         first = values[rows, cols, at_top.argmax(axis=2)]  # the value of one maximiser
         unequal = (at_top & (values != first[:, :, None])).any(axis=2)
         for i, qk in np.argwhere(unequal)[: MAX_EXAMPLES + 1].tolist():
             bad.append(f"sublayers[{si}]: sequences[{i}] column {qk} ties unequal values")
-        second = np.where(at_top, scores.min(), scores).max(axis=2)
-        mixed = ~at_top.all(axis=2)
         gap = mpq(int((top - second)[mixed].min()), _score_den(h, stream))
         margin = gap if margin is None or gap < margin else margin
     detail = (
@@ -264,6 +305,34 @@ def _attention(model: Transformer, trace: Trace) -> Check:
         _examples(bad) if bad else detail,
         {"score_margin": None if margin is None else format_rational(margin)},
     )
+
+
+def _visible(mask: str, n: int) -> np.ndarray:
+    """(query, key) → the key is visible to the query under ``mask``: the evaluators' masks
+    (:func:`exactmem.evaluate.softmax._keys`), so every gap below is over visible keys only."""
+    vis = np.zeros((n, n), bool)
+    for q in range(n):
+        vis[q, _keys(mask, n, q)] = True
+    return vis
+
+
+def _scores(s: Attention, stream: Stream):
+    """(scores, values, visible, top, at_top, second, mixed) of a one-head size-1 layer on the
+    stream it reads, masked as the evaluators mask: per (sequence, query), the top visible
+    score, the visible keys at it, the best visible score below it, and whether the visible
+    scores are unequal."""
+    h = s.heads[0]
+    q, k, v = (_lin(m, stream)[stream.index] for m in (h.query, h.key, h.value))
+    scores = q[:, :, None] * k[:, None, :]  # (N, query, key), one positive denominator
+    vis = _visible(s.mask, scores.shape[2])[None, :, :]
+    low = scores.min() - 1 if scores.size else 0
+    masked = np.where(vis, scores, low)
+    top = masked.max(axis=2)
+    at_top = (masked == top[:, :, None]) & vis
+    second = np.where(at_top | ~vis, low, masked).max(axis=2)
+    mixed = (at_top != vis).any(axis=2)
+    values = np.broadcast_to(v[:, None, :], scores.shape)
+    return values, vis, top, at_top, second, mixed
 
 
 def _before(trace: Trace, si: int) -> Stream:
@@ -294,8 +363,9 @@ def _softmax(model: Transformer, trace: Trace) -> Check:
     reconstruction of Kim et al.'s softmax regime), certified layer by layer:
 
     * a softmax layer's output differs from the limit's (the maximisers' common value v*) by at
-      most ε = (n − 1)·max|v_k − v*|·e^{−g}, g the least gap between the top score and the
-      next (weights off the top are ≤ e^{−gap}); ε is bounded above on Arb balls;
+      most ε = (k − 1)·max|v_k − v*|·e^{−g}, g the least gap between the top score and the
+      next, k the keys a query sees — all over the visible keys only, as the evaluators mask
+      (weights off the top are ≤ e^{−gap}); ε is bounded above on Arb balls;
     * the next sub-layer is an FFN that is constant on the segment the error moves the stream
       along: evaluated exactly at both ends (limit ∓ ε along W_O), no unit changes sign
       between them (so the FFN is affine on the segment) and both ends give the limit's output.
@@ -311,22 +381,18 @@ def _softmax(model: Transformer, trace: Trace) -> Check:
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: not one head of size 1")
             continue
-        q, k, v = (_lin(m, before)[before.index] for m in (h.query, h.key, h.value))
-        scores = q[:, :, None] * k[:, None, :]
-        top = scores.max(axis=2)
-        at_top = scores == top[:, :, None]
-        mixed = ~at_top.all(axis=2)
+        values, vis, top, at_top, second, mixed = _scores(s, before)
         if not mixed.any():
-            continue  # every column exactly uniform
+            continue  # every column exactly uniform over its visible keys
         layers += 1
-        values = np.broadcast_to(v[:, None, :], scores.shape)
         rows, cols = np.indices(top.shape)
         star = values[rows, cols, at_top.argmax(axis=2)]
-        spread = np.abs(values - star[:, :, None]).max()
-        second = np.where(at_top, scores.min(), scores).max(axis=2)
+        # the weights off the top, over the visible keys only, are ≤ e^{−gap} each
+        spread = np.where(vis, np.abs(values - star[:, :, None]), 0).max()
         gap = mpq(int((top - second)[mixed].min()), _score_den(h, before))
+        keys = int(vis.sum(axis=2).max())
         vden = before.den * h.value.denominator
-        eps = _epsilon(scores.shape[2], mpq(int(spread), vden), gap)
+        eps = _epsilon(keys, mpq(int(spread), vden), gap)
         worst = eps if worst is None or eps > worst else worst
         nxt = model.sublayers[si + 1] if si + 1 < len(model.sublayers) else None
         if not isinstance(nxt, MLP):

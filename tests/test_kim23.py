@@ -128,7 +128,9 @@ def test_a_colliding_functional_is_refuted_by_the_ids_check():
     cert, checks = checks_of(model, ds)
     assert not checks["kim23.token_ids"].passed and not checks["labels"].passed
     assert "share the id" in checks["kim23.token_ids"].detail
-    assert checks["kim23.context"].passed  # S is still one value per sequence
+    # S is still one value per sequence, but two contexts the data must tell apart share it
+    assert "the contexts are not told apart" in checks["kim23.context"].detail
+    assert "differs across its positions" not in checks["kim23.context"].detail
 
 
 def _swap(model, i, sub):

@@ -63,14 +63,16 @@ def test_repeated_token_is_refused_naming_the_positions():
         ks24.build(ds, {})
 
 
-def test_repeated_token_is_refuted_by_the_contextual_mapping():
+def test_repeated_token_is_refuted_by_the_hypothesis():
     """Built anyway, the model may fit the labels, but two positions of one sequence share an
-    id: no contextual mapping (the claim ks24_repeated_tokens)."""
+    id: the data are outside the contextual mapping's hypothesis (the claim
+    ks24_repeated_tokens; a data check, which the mechanism claims ks24_boltzmann complete)."""
     ds = ks24.random_instance(6, 3, 2, 8, 3, seed=1, repeats=2)
     model, _ = ks24.build(ds, {"allow_repeats": True})
     cert = certify(model, ds, construction="ks24")
     assert cert.verdict == "refuted"
-    assert "ks24.contextual_mapping" in {c.name for c in cert.failed}
+    assert [c.name for c in cert.failed] == ["ks24.separation"]
+    assert "are equal tokens" in cert.failed[0].detail
 
 
 def test_zero_token_is_refused_and_fails_separation(built):

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from exactmem.errors import EXIT_VERIFIED, InputError
+from exactmem.limits import generated_size_problem
 from exactmem.progress import Progress
 
 # the N = 10⁷ benchmark dataset fits; 10¹² points would run until memory is exhausted
@@ -31,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
                 f"--{name} {getattr(args, name)}: at most {limit} (the random generators keep "
                 "every item in memory; write larger datasets with your own tools)"
             )
+    if problem := generated_size_problem(**_generated_size(args)):
+        raise InputError(f"generate {args.family}: {problem}")
     progress = Progress(not args.quiet)
     try:
         with progress.phase(f"generating {args.family}"):
@@ -59,6 +62,23 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {args.out}: {what}, C = {ds.num_classes}")
     return EXIT_VERIFIED
+
+
+def _generated_size(args: argparse.Namespace) -> dict[str, int]:
+    """The token indices and rational coordinates ``args`` ask for, bounded together before
+    anything is generated (each flag alone is bounded by GENERATE_LIMITS)."""
+    N, d = args.N or 0, args.d or 1
+    if args.family == "points":
+        return {"coordinates": N * d}
+    if args.family == "attention":
+        return {"coordinates": N * ((args.n or 6) + 1) * d}
+    if args.family == "associations":
+        return {"tokens": N * (args.n or 2), "coordinates": args.vocab or 50}
+    if args.family == "contexts":
+        return {"tokens": N * (args.n or 4), "coordinates": args.vocab or 10}
+    if args.family in ("zen", "text"):
+        return {}  # windows of a text of at most 1 MiB
+    return {"tokens": 2 * N * (args.n or 16), "coordinates": (args.vocab or 500) * d}
 
 
 def _generate(args: argparse.Namespace, progress: Progress | None = None):

@@ -2,7 +2,8 @@
 sequence-to-sequence memorization with Õ(d + n + √(nN)) parameters.
 
 The paper's pipeline has three parts, one per term of the bound; the exact weights of its
-contextual mapping are not printed, so the middle part is **our reconstruction** (marked R):
+contextual mapping were not at hand (only the abstract was read), so the middle part is **our
+reconstruction** (marked R):
 
 1. **d — token projection** (E_in): an integer direction w (Stage I of Vardi et al. 2022,
    resampled until the distinct tokens project apart) maps a token x to an integer key

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -158,12 +159,13 @@ def _midpoint_gap(ids, keys) -> mpq | None:
     return min(gaps) if gaps else None
 
 
-def _search(projected, keys, labels, beta, lam0, limit):
+def _search(projected, keys, labels, beta, lam0, limit, fixed: bool = False):
     """The first (λ, precision, hulls, radius, gap) whose class hulls are disjoint with gaps ≥
-    16·radius: λ₀, λ₀/4, 4λ₀ at each precision, the least precision first."""
+    16·radius: λ₀, λ₀/4, 4λ₀ at each precision (λ₀ alone when ``fixed``), the least precision
+    first."""
     precision = min(START_PRECISION, limit)
     while precision <= limit:
-        for j in TEMPERATURE_STEPS:
+        for j in (0,) if fixed else TEMPERATURE_STEPS:
             lam = lam0 * (mpq(2) ** j if j >= 0 else mpq(1, 2 ** (-j)))
             ids = context_ids(projected, lam, beta, precision)
             ordered, radius = _hulls(ids, keys, labels)
@@ -173,6 +175,46 @@ def _search(projected, keys, labels, beta, lam0, limit):
             gap = min(gaps) if gaps else mpq(1)
             if gap > 16 * radius:
                 return lam, precision, ordered, radius, gap
+        precision *= 2
+    return None
+
+
+def _merge_hulls(ids, keys, labels):
+    """(hulls, radius) as :func:`_hulls`, with the classes whose hulls overlap merged (the
+    label of the lowest); (None, None) when an id is not finite."""
+    hull: dict = {}
+    radius = mpq(0)
+    for row, krow, yrow in zip(ids, keys, labels, strict=True):
+        for c, key, y in zip(row, krow, yrow, strict=True):
+            if not c.is_finite():
+                return None, None
+            lo, hi = ball_bounds(c)
+            radius = max(radius, (hi - lo) / 2)
+            a, b, _ = hull.get(key, (lo, hi, y))
+            hull[key] = (min(a, lo), max(b, hi), y)
+    ordered: list = []
+    for lo, hi, y in sorted(hull.values()):
+        if ordered and lo <= ordered[-1][1]:
+            a, b, z = ordered[-1]
+            ordered[-1] = (a, max(b, hi), z)
+        else:
+            ordered.append((lo, hi, y))
+    return ordered, radius
+
+
+def _merged(projected, keys, labels, beta, lam, limit):
+    """(λ, precision, hulls, radius, gap) at the user's λ with the classes whose hulls overlap
+    merged: a model the verifier judges — it refutes where merged classes carry different
+    labels or their ids collide. None when even then no gap ≥ 16·radius separates them."""
+    precision = min(START_PRECISION, limit)
+    while precision <= limit:
+        ordered, radius = _merge_hulls(context_ids(projected, lam, beta, precision), keys, labels)
+        if ordered is None:
+            return None
+        gaps = [b[0] - a[1] for a, b in zip(ordered, ordered[1:], strict=False)]
+        gap = min(gaps) if gaps else mpq(1)
+        if gap > 16 * radius:
+            return lam, precision, ordered, radius, gap
         precision *= 2
     return None
 
@@ -218,7 +260,18 @@ def build(
         toks = [canon[tuple(dataset.vocab[t])] for t in seq]
         ms = tuple(sorted(toks))
         keys.append([(ms, t) for t in toks])
-    labels = [tuple(y) for y in dataset.labels]
+    residual = _form(options, dataset.dim)
+    if residual:  # lane 0 of F(z) = z + …: the FFN adds label − z₀, z₀ the token's coordinate
+        labels = [
+            tuple(mpq(y) - dataset.vocab[t][0] for y, t in zip(ys, seq, strict=True))
+            for ys, seq in zip(dataset.labels, dataset.sequences, strict=True)
+        ]
+    else:
+        labels = [tuple(y) for y in dataset.labels]
+    given = _opt(options, "temperature")
+    if given is not None and given < 0:
+        raise InputError(f"ks24: temperature must be ≥ 0, got {given}")
+    found = None
     for attempt in range(DIRECTION_ATTEMPTS):
         if attempt:
             steps.add(1)
@@ -234,12 +287,24 @@ def build(
         beta = _pow2_at_most(least / (4 * spread)) if least else mpq(1)
         top = max(abs(x) for x in s_of)
         lam0 = _pow2_at_most(1 / (top * spread)) if spread and top else mpq(1)
-        if options.get("temperature"):
-            lam0 = mpq(options["temperature"])
-        found = _search(projected, keys, labels, beta, lam0, limit)
+        if given is not None:
+            lam0 = given
+        found = _search(projected, keys, labels, beta, lam0, limit, fixed=given is not None)
         if found is not None:
             break
     else:
+        if given is not None:  # the user's λ is kept: classes it does not separate are merged
+            found = _merged(projected, keys, labels, beta, given, limit)
+            if found is not None:
+                classes = len({k for row in keys for k in row})
+                warnings.warn(
+                    f"ks24: at temperature {given} the context ids of {classes} (multiset, "
+                    f"token) classes fall in {len(found[2])} groups not certified apart; each "
+                    "group was merged under its lowest class's label (the verifier refutes where "
+                    "merged labels differ, or leaves ids it cannot tell apart undecided)",
+                    stacklevel=2,
+                )
+    if found is None:
         scale = max((abs(x) for x in s_of), default=mpq(1)) or mpq(1)
         raise InconclusiveError(
             f"ks24: the context ids of different (sequence, token) classes were not certified "
@@ -256,7 +321,10 @@ def build(
                 f"ks24: the label lane stays wider than 1/16 at {limit} bits; "
                 f"--set precision={2 * precision} would be needed"
             )
-        ordered, radius = _hulls(context_ids(projected, lam, beta, precision), keys, labels)
+        ids = context_ids(projected, lam, beta, precision)
+        ordered, radius = _hulls(ids, keys, labels)
+        if ordered is None:  # the user's λ left classes merged
+            ordered, radius = _merge_hulls(ids, keys, labels)
         M, thresholds, deltas = _staircase(ordered, radius)
     steps.step("assembling the model")
     built = _assemble(
@@ -264,6 +332,17 @@ def build(
     )
     steps.done()
     return built
+
+
+def _form(options: dict, d: int) -> bool:
+    """True for ``ffn=residual``: the one-hidden-layer residual FFN F(z) = z + W₂ReLU(W₁z + b₁)
+    + b₂ (labels on lane 0; needs d ≥ 2 so that the head writes another lane)."""
+    form = options.get("ffn", "requantized")
+    if form not in ("requantized", "residual"):
+        raise InputError(f"ks24: ffn must be 'requantized' or 'residual', got {form!r}")
+    if form == "residual" and d < 2:
+        raise InputError("ks24: ffn=residual needs d ≥ 2 (the head writes a lane other than 0)")
+    return form == "residual"
 
 
 def _opt(options: dict, key: str) -> mpq | None:
@@ -276,7 +355,10 @@ def _staircase(ordered, radius):
     one (gaps ≥ 16·radius and ≥ 8/M leave an interval ≥ 5/M long), with the label steps Δ_j."""
     steps = [(a, b) for a, b in zip(ordered, ordered[1:], strict=False) if a[2] != b[2]]
     least = min((b[0] - a[1] for a, b in steps), default=mpq(1))
-    M = 1 << max(0, math.ceil(math.log2(8 / least)) + 1)
+    # M a power of two with 1/M ≤ least/8, from bit lengths (a tiny gap, as a hot temperature
+    # gives, is far below a float's range: math.log2 of it overflows)
+    ratio = 8 / least
+    M = 1 << max(0, int(ratio.numerator).bit_length() - int(ratio.denominator).bit_length() + 1)
     while mpq(1, M) > least / 8:
         M *= 2
     thresholds, deltas = [], []
@@ -323,23 +405,45 @@ def _ffn(d: int, v, M: int, thresholds, deltas, y_lo: int, y_hi: int) -> MLP:
     return MLP((ramps, lane, cuts, steps, read), residual=False, label="ffn")
 
 
+def _residual_ffn(d: int, v, M: int, thresholds, deltas, base) -> MLP:
+    """F(z) = z + W₂ReLU(W₁z + b₁) + b₂ with one hidden layer: the ramp pairs of :func:`_ffn`
+    add the steps of label − z₀ to lane 0 (b₂ its value on the lowest class). Exact in the
+    reals; on balls an active ramp pair is 1 only up to its radius, so the outputs are
+    enclosures of radius > 0 (docs/ks24.md)."""
+    ramps = _ffn(d, v, M, thresholds, deltas, 1, 2).layers[0]
+    row = [mpq(0)] * (2 * len(thresholds))
+    for j, dj in enumerate(deltas):
+        row[2 * j], row[2 * j + 1] = mpq(dj), mpq(-dj)
+    out = Affine.from_rationals([row] + [[mpq(0)] * len(row) for _ in range(d - 1)], len(row))
+    bias = [int(mpq(base) * out.denominator)] + [0] * (d - 1)
+    out = Affine(out.in_dim, out.rows, tuple(bias), out.denominator)
+    return MLP((ramps, out), residual=True, label="ffn")
+
+
 def _assemble(
     dataset, options, v, lam, beta, precision, ordered, radius, gap, M, thresholds, deltas
 ):
     d = dataset.dim
-    y_lo = min(c[2] for c in ordered)
-    y_hi = max(c[2] for c in ordered)
-    # the lowest class's label enters through the lane's bias: shift Δ's origin to y_lo
-    ffn = _ffn(d, v, M, thresholds, deltas, y_lo, y_hi)
-    base = ordered[0][2] - y_lo + 1
-    lane = ffn.layers[1]
-    ffn = MLP(
-        (ffn.layers[0], Affine(lane.in_dim, lane.rows, (base,)), *ffn.layers[2:]),
-        residual=False,
-        label="ffn",
-    )
+    residual = _form(options, d)
+    if residual:
+        ffn = _residual_ffn(d, v, M, thresholds, deltas, ordered[0][2])
+    else:
+        y_lo = min(c[2] for c in ordered)
+        y_hi = max(c[2] for c in ordered)
+        # the lowest class's label enters through the lane's bias: shift Δ's origin to y_lo
+        ffn = _ffn(d, v, M, thresholds, deltas, y_lo, y_hi)
+        base = ordered[0][2] - y_lo + 1
+        lane = ffn.layers[1]
+        ffn = MLP(
+            (ffn.layers[0], Affine(lane.in_dim, lane.rows, (base,)), *ffn.layers[2:]),
+            residual=False,
+            label="ffn",
+        )
     u = [mpq(0)] * d
-    j0 = max(range(d), key=lambda i: abs(v[i]))
+    lanes = range(1, d) if residual else range(d)  # residual: lane 0 carries the label
+    j0 = max(lanes, key=lambda i: abs(v[i]))
+    if not v[j0]:
+        raise InputError("ks24: ffn=residual needs a direction v with an entry beyond lane 0")
     u[j0] = beta / v[j0]
     head = AttentionHead(
         Affine.from_rationals([[lam * x for x in v]], d),
@@ -363,7 +467,7 @@ def _assemble(
             ffn,
         ),
         None,
-        None,
+        Affine(d, (((0, 1),),), (0,)) if residual else None,  # the residual form: read lane 0
         meta,
     )
     witness = KS24Witness(

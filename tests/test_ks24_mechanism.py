@@ -1,0 +1,118 @@
+"""ks24 under issue 26: values from the trusted evaluators (file A: a GELU FFN is not read as
+ReLU), the Boltzmann operator checked (λ = 0 refuted; an exact collision refuted, not left
+undecided), the projection checked, the one-hidden-layer residual FFN accepted, and the
+builder's smaller defects (a hot temperature, an explicit temperature)."""
+
+from dataclasses import replace
+
+import pytest
+from gmpy2 import mpq
+
+from exactmem.certify import certify
+from exactmem.cli import main
+from exactmem.constructions import ks24
+from exactmem.data import save_dataset
+from exactmem.errors import InconclusiveError
+from exactmem.io import save_model
+from exactmem.mechanisms.ks24 import _merging_key
+
+
+@pytest.fixture(scope="module")
+def honest():
+    ds = ks24.random_instance(12, 4, 3, 12, 5, seed=1)
+    model, _ = ks24.build(ds, {})
+    return ds, model
+
+
+def _gelu(model):
+    att, ffn = model.sublayers
+    return replace(model, sublayers=(att, replace(ffn, activation="gelu")))
+
+
+def test_file_a_a_gelu_ffn_is_refuted_with_and_without_the_construction(honest, tmp_path):
+    """Issue 26 file A: the rank-one fast path applied ReLU whatever the activation said."""
+    ds, model = honest
+    save_model(_gelu(model), tmp_path / "a.json")
+    save_dataset(ds, tmp_path / "d.json")
+    argv = ["verify", str(tmp_path / "a.json"), "--data", str(tmp_path / "d.json"), "--quiet"]
+    assert main(argv) == 1
+    assert main([*argv, "--construction", "ks24"]) == 1
+
+
+def test_the_honest_model_verifies_with_every_check(honest):
+    ds, model = honest
+    cert = certify(model, ds, construction="ks24")
+    assert cert.verdict == "verified"
+    names = [c.name for c in cert.checks]
+    for name in ("ks24.separation", "ks24.boltzmann", "ks24.contextual_mapping"):
+        assert name in names
+
+
+def test_temperature_zero_is_refuted_by_the_boltzmann_check_alone(honest):
+    """Issue 26 point 2: λ = 0 (plain averaging) passed every check."""
+    ds, _ = honest
+    model, witness = ks24.build(ds, {"temperature": 0})
+    assert witness.temperature == 0
+    cert = certify(model, ds, construction="ks24")
+    assert [c.name for c in cert.failed] == ["ks24.boltzmann"]
+    assert "plain averaging" in cert.failed[0].detail
+
+
+def test_a_real_collision_is_refuted_exactly_not_inconclusive():
+    """Tokens on a line: equal sums collide at λ = 0; the default temperature separates them."""
+    ds = ks24.random_instance(60, 3, 1, 8, 4, seed=2)
+    assert certify(ks24.build(ds, {})[0], ds, construction="ks24").verdict == "verified"
+    model, _ = ks24.build(ds, {"temperature": 0})
+    cert = certify(model, ds, construction="ks24")
+    mapping = next(c for c in cert.checks if c.name == "ks24.contextual_mapping")
+    assert not mapping.passed and "exactly (exact)" in mapping.detail
+
+
+def test_a_query_zeroed_is_refuted_not_inconclusive(honest, tmp_path):
+    """Issue 26 point 1: W_Q = 0 exited 4 under --construction ks24."""
+    ds, model = honest
+    att, ffn = model.sublayers
+    q = att.heads[0].query
+    head = replace(att.heads[0], query=replace(q, rows=((),), bias=(0,)))
+    broken = replace(model, sublayers=(replace(att, heads=(head,)), ffn))
+    save_model(broken, tmp_path / "q.json")
+    save_dataset(ds, tmp_path / "d.json")
+    argv = ["verify", str(tmp_path / "q.json"), "--data", str(tmp_path / "d.json"), "--quiet"]
+    assert main([*argv, "--construction", "ks24"]) == 1
+
+
+def test_separation_fails_on_a_key_that_merges_two_tokens(honest):
+    """ks24.separation could fail only on a zero token; it now checks the projection too."""
+    ds, model = honest
+    cert = certify(_merging_key(model, ds), ds, construction="ks24")
+    sep = next(c for c in cert.checks if c.name == "ks24.separation")
+    assert not sep.passed and "W_K projects the distinct tokens" in sep.detail
+
+
+def test_a_tiny_gap_does_not_overflow_the_staircase():
+    """A hot temperature left gaps below a float's range: math.log2 overflowed (exit 3)."""
+    tiny = mpq(1, 2**3000)
+    ordered = [(mpq(0), mpq(0), 1), (tiny, tiny, 2)]
+    M, thresholds, deltas = ks24._staircase(ordered, mpq(0))
+    assert mpq(1, M) <= tiny / 8 and deltas == [1] and 0 < thresholds[0] <= tiny
+
+
+def test_the_residual_one_hidden_layer_ffn_is_accepted_and_certified(honest, monkeypatch):
+    """Issue 26 point 6: F(z) = z + W₂ReLU(W₁z + b₁) + b₂ is judged, not refused. Its labels are
+    exact through the rank-one rearrangement (an active ramp pair's slopes cancel in exact
+    rationals); plain ball arithmetic cannot cancel them and stays undecided (docs/ks24.md)."""
+    import exactmem.verify_ks24 as verify_ks24
+
+    ds, _ = honest
+    model, _ = ks24.build(ds, {"ffn": "residual"})
+    att, ffn = model.sublayers
+    assert ffn.residual and len(ffn.layers) == 2
+    cert = certify(model, ds, construction="ks24")
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
+    assert "exactly their labels" in cert.checks[0].detail
+    assert "ks24.requantization" not in [c.name for c in cert.checks]
+    monkeypatch.setattr(verify_ks24, "shortcut", lambda model: None)
+    with pytest.raises(InconclusiveError, match="too wide"):
+        certify(model, ds, construction="ks24")
+    cert = certify(model, ds, construction="ks24", tolerance=mpq(1, 4))
+    assert cert.verdict == "verified"
