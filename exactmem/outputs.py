@@ -186,7 +186,9 @@ def write_atomic(
     becomes an :class:`OutputError` naming the path; on any failure or interruption the
     temporary file is removed and the old file is untouched."""
     target = _target(path, option)
-    key = _ledger.plan(target, os.fspath(path))
+    # only the outputs a command checked up front (its own) are reported; files written on the
+    # way (a model handed to worker processes) are not, but are abandoned all the same
+    key = str(target)
     try:
         fd, temp = tempfile.mkstemp(prefix=_prefix(target), suffix=TEMP_SUFFIX, dir=target.parent)
     except OSError as exc:

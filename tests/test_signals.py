@@ -189,3 +189,23 @@ def test_signals_at_many_points(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     load_model(tmp_path / "whole.json")
+
+
+def test_the_line_names_each_checked_output(tmp_path):
+    """What the interruption line says, file by file: written in full, untouched (a previous
+    file), not written; a file written on the way (not one the command checked) is not named."""
+    from exactmem import outputs
+
+    old, new, later = tmp_path / "old.json", tmp_path / "new.json", tmp_path / "later.json"
+    old.write_text(OLD)
+    outputs.new_ledger()
+    assert outputs.kept() == "no output file was begun"
+    for path in (old, new, later):
+        outputs.check_output(path, "--out")
+    outputs.write_atomic(new, b"{}")
+    outputs.write_atomic(tmp_path / "on-the-way.exm", b"x")
+    assert outputs.kept() == (
+        f"{old} untouched (the previous file kept); {new} written in full; {later} not written; "
+        "no partial file left"
+    )
+    outputs.new_ledger()
