@@ -46,8 +46,9 @@ PROG = "exactmem"
 
 EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input (output paths are
 checked before any work), 3 internal error, 4 inconclusive, 5 nothing selected,
-130 interrupted (Ctrl-C), 143 terminated (SIGTERM); files are written atomically, so an
-interrupted or failed write leaves the previous file as it was"""
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM), with one line saying which output files
+are complete and which untouched; files are written atomically, so an interrupted or failed
+write leaves the previous file as it was. `exactmem schema` prints the files' JSON schemas."""
 
 
 def _latex(rows: list[dict], measured: list[dict], sizes: dict | None = None) -> str:
