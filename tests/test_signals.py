@@ -37,9 +37,10 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _signalled(args: list[str], signum: int, delay: float, env: dict[str, str]):
+def _signalled(args: list[str], signum: int, delay: float, env: dict[str, str], wait_for: str = ""):
     """Run ``exactmem ARGS``; once it has said its first line on stderr (its handlers are in
-    place), wait ``delay`` seconds and send ``signum``. Returns (exit code, stdout, stderr)."""
+    place) — or a line containing ``wait_for`` — wait ``delay`` seconds and send ``signum``.
+    Returns (exit code, stdout, stderr)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "exactmem", *args],
         stdout=subprocess.PIPE,
@@ -51,6 +52,11 @@ def _signalled(args: list[str], signum: int, delay: float, env: dict[str, str]):
     )
     try:
         first = proc.stderr.readline()
+        while wait_for and wait_for not in first:
+            line = proc.stderr.readline()
+            if not line:  # the command ended first: the assertions say so
+                break
+            first += line
         time.sleep(delay)
         if proc.poll() is None:
             proc.send_signal(signum)
@@ -118,8 +124,8 @@ def test_a_signal_while_numba_compiles(small, tmp_path, signum):
     cert.write_text(OLD)
     env = _env(NUMBA_CACHE_DIR=str(tmp_path / "empty-cache"))
     args = ["verify", str(model), "--data", str(data), "--certificate", str(cert)]
-    code, _, err = _signalled(args, signum, 1.5, env)
-    assert "exactmem: compiling" in err  # it was compiling
+    code, _, err = _signalled(args, signum, 0.5, env, wait_for="exactmem: compiling")
+    assert "exactmem: compiling" in err  # it was compiling (a kernel takes seconds)
     assert _assert_clean(code, err, signum, cert, OLD)
 
 
