@@ -155,6 +155,52 @@ def test_a_signal_during_build_or_verify(small, tmp_path, command, signum, delay
     _assert_clean(code, err, signum, target, old)
 
 
+MID_WRITE = """
+import os, signal, sys
+from exactmem import outputs
+from exactmem.cli import main
+
+whole = outputs.write_atomic
+
+def signalled_mid_write(path, data, option="output file"):
+    def pieces():
+        for piece in (data,) if isinstance(data, (bytes, bytearray)) else data:
+            yield piece[: len(piece) // 2]
+            os.kill(os.getpid(), signal.{name})  # half the file is in the temporary file
+            yield piece[len(piece) // 2 :]
+
+    return whole(path, pieces(), option)
+
+outputs.write_atomic = signalled_mid_write
+sys.argv = ["exactmem", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("previous", [None, OLD])
+def test_a_signal_in_the_middle_of_a_write(small, tmp_path, signum, previous):
+    """The signal arrives with half the model in the temporary file (a write made to signal
+    its own process): the temporary file is removed, the target is as it was."""
+    data, _ = small
+    target = tmp_path / "m.json"
+    if previous is not None:
+        target.write_text(previous)
+    args = ["build", "--construction", "ks25-next-token", "--data", str(data)]
+    script = MID_WRITE.replace("{name}", signal.Signals(signum).name)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args, "--out", str(target)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=_default_sigint,
+    )
+    assert _assert_clean(done.returncode, done.stderr, signum, target, previous)
+    word = "untouched" if previous else "not written"
+    assert f"{target} {word}" in done.stderr
+
+
 @pytest.mark.slow
 def test_signals_at_many_points(tmp_path):
     """Both signals at a dozen points of a build and a verify at N = 20000, and at three points
