@@ -381,6 +381,9 @@ def _softmax(model: Transformer, trace: Trace) -> Check:
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: not one head of size 1")
             continue
+        if s.scale != 1:  # the gaps below are W_Q, W_K's: the softmax's are √scale smaller
+            bad.append(f"sublayers[{si}]: scores divided by √{s.scale}, not read here")
+            continue
         values, vis, top, at_top, second, mixed = _scores(s, before)
         if not mixed.any():
             continue  # every column exactly uniform over its visible keys
