@@ -370,8 +370,9 @@ def test_the_docs_copy_is_the_shipped_file(name):
     if not docs_copy.exists():  # an installed copy without the docs
         pytest.skip("no docs/examples beside the tests")
     assert docs_copy.read_bytes() == (EXAMPLES / file).read_bytes(), (
-        f"docs/examples/{file} differs from exactmem/schemas/{file}: edit the package's copy "
-        "and copy it over"
+        f"docs/examples/{file} differs from exactmem/schemas/{file} (what the package ships "
+        f"and `exactmem schema` prints): make them the same file, cp docs/examples/{file} "
+        "exactmem/schemas/"
     )
 
 
