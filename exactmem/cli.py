@@ -352,7 +352,8 @@ def parser() -> argparse.ArgumentParser:
         "--construction",
         required=True,
         metavar="NAME",
-        help="the construction to run (listed below): " + ", ".join(CONSTRUCTIONS),
+        help="the construction to run: a built-in (listed below) or an installed plugin's "
+        "(`exactmem constructions` lists every registered one)",
     )
     b.add_argument(
         "--data", required=True, metavar="FILE", help="dataset (.json, .json.gz or .exm)"
@@ -394,8 +395,10 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="demand NAME's full checklist (its stages, margins and lanes; a model lacking one "
         "is refuted). Without it only the construction-independent checks run (labels, lower "
-        "bounds); the model file's own claims are never a criterion. NAME: "
-        + ", ".join(CONSTRUCTIONS),
+        "bounds); the model file's own claims are never a criterion. NAME: a built-in ("
+        + ", ".join(CONSTRUCTIONS)
+        + ") or an installed plugin's; `exactmem constructions NAME` lists its checks with the "
+        "paper and result each tests, and its declared bounds (judged as NAME.bounds.<metric>)",
     )
     v.add_argument(
         "--tolerance",
@@ -426,6 +429,7 @@ def parser() -> argparse.ArgumentParser:
 
     _add_import(sub)
     _add_train(sub)
+    _add_registry(sub)
 
     bo = sub.add_parser(
         "bounds",
@@ -576,6 +580,39 @@ def parser() -> argparse.ArgumentParser:
     _add_convert(sub)
     _add_warmup(sub)
     return p
+
+
+def _add_registry(sub) -> None:
+    """``constructions`` and ``selftest``: the registered constructions (exactmem.registry)."""
+    co = sub.add_parser(
+        "constructions",
+        help="every installed construction (built-ins and plugins) with package, version, paper",
+        description="List every construction registered in the exactmem.constructions "
+        "entry-point group — the built-ins and installed plugins — with its package, version "
+        "and paper. Given NAMEs: each one's checklist — the checks with the paper, result and "
+        "mechanism each tests and their breakers, the tasks, the declared bounds — and its "
+        "options. A plugin that fails to import or register is named in a warning on stderr.",
+        epilog=EPILOG,
+    )
+    co.add_argument("names", nargs="*", metavar="NAME", help="describe these constructions")
+    co.add_argument("--json", action="store_true", help="JSON on stdout")
+    co.set_defaults(func=_command("constructions"))
+
+    st = sub.add_parser(
+        "selftest",
+        help="see every check fail: each check's breakers refute an honest model",
+        description="For each construction (default: every registered one) build its honest "
+        "example, which must verify, then apply every breaker of every declared check and "
+        "certify under the construction's checklist: the check the breaker names must fail. "
+        "Prints a table (check, paper/result, breaker, verdict, seen to fail); exit 1 when a "
+        "breaker is not seen to fail, a declared check has no breaker, or a construction has "
+        "no example dataset or no declared checks.",
+        epilog=EPILOG,
+    )
+    st.add_argument("names", nargs="*", metavar="NAME", help="only these constructions")
+    st.add_argument("--json", action="store_true", help="JSON on stdout")
+    st.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    st.set_defaults(func=_command("selftest"))
 
 
 def _add_convert(sub) -> None:

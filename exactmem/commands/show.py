@@ -11,7 +11,7 @@ import argparse
 import re
 from typing import cast
 
-from exactmem.errors import EXIT_REFUTED, EXIT_VERIFIED, InputError
+from exactmem.errors import InputError
 
 CERTIFICATE_BYTES = 64 * 2**20  # with per-layer statistics a certificate is a few hundred kB
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -63,7 +63,7 @@ def validate(cert: dict, where: str) -> dict:
     if extra:
         raise InputError(f"{here}: unexpected field {sorted(extra)[0][:40]!r}")
     _field(cert, "verdict", str, here)
-    _one_of(cert, "verdict", ("verified", "refuted"), here)
+    _one_of(cert, "verdict", ("verified", "refuted", "inconclusive"), here)
     subject = _field(cert, "subject", dict, here)
     _one_of(subject, "task", ("points", "next-token", "seq2seq"), f"{here}.subject")
     for key in ("dataset_sha256", "model_sha256"):
@@ -99,18 +99,29 @@ def validate(cert: dict, where: str) -> dict:
         _field(check, "name", str, f"{here}.checks[{i}]")
         _field(check, "passed", bool, f"{here}.checks[{i}]")
         _field(check, "detail", str, f"{here}.checks[{i}]")
+        if "undecided" in check:
+            _field(check, "undecided", bool, f"{here}.checks[{i}]")
+            if check["undecided"] and check["passed"]:
+                raise InputError(f"{here}.checks[{i}]: passed and undecided at once")
     act = _field(cert, "activation", dict, here)
     for key in ("relu_layers", "zero_preactivations", "preactivations"):
         _count(act, key, f"{here}.activation")
     _rational_or_null(act, "min_nonzero_preactivation", f"{here}.activation")
     # the verdict is what the checks say: a file whose verdict contradicts them is not one
     # the verifier wrote
-    passed = all(check["passed"] for check in checks)
-    if (cert["verdict"] == "verified") != passed:
-        raise InputError(
-            f"{here}.verdict: {cert['verdict']!r}, but "
-            + ("every check passed" if passed else "a check failed")
-        )
+    from exactmem.verify import Check, verdict_of
+
+    verdict = verdict_of(
+        Check(c["name"], c["passed"], c["detail"], undecided=c.get("undecided") is True)
+        for c in checks
+    )
+    if cert["verdict"] != verdict:
+        said = {
+            "verified": "every check passed",
+            "refuted": "a check failed",
+            "inconclusive": "no check failed and one is undecided",
+        }
+        raise InputError(f"{here}.verdict: {cert['verdict']!r}, but {said[verdict]}")
     return cert
 
 
@@ -146,4 +157,6 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"certificate {args.certificate}: format and sha256 checked")
         print_certificate(cast(dict, _printable(cert)))
-    return EXIT_VERIFIED if cert["verdict"] == "verified" else EXIT_REFUTED
+    from exactmem.commands.verify import EXIT_CODES
+
+    return EXIT_CODES[cert["verdict"]]
