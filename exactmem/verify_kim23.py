@@ -139,7 +139,41 @@ def check_kim23(trace: Trace, model: Transformer, ds: Dataset, sv: SequenceView)
         return f"sequences[{m // P}][{m % P if seq2seq else n - 1}]"
 
     checks += check_any_memorizer(trace, mem, expected, describe)
+    checks += _dataflow(model, before.names)
     return checks
+
+
+TOKEN_LANES = ("t",)  # the token lane the ids z = A(S − S_min) + t read besides S
+
+
+def _dataflow(model: Transformer, names) -> list[Check]:
+    """The checked lanes produce the output (:mod:`exactmem.dataflow`, over the non-zero
+    weights): ``kim23.dataflow.memorizer`` — every path from the input to the output crosses
+    the memorizer's checked read-out (Lemma C.1 Stage III's matches and labels), so a lookup
+    beside it, or a memorizer left as dead code, fails; ``kim23.dataflow.lanes`` — every path
+    into that read-out crosses the lanes the ids are made of, S (checked by ``kim23.context``)
+    and the token lane t, located by the trace's names ``names`` of the stream before the
+    memorizer (a lane named falsely is tied to the weights here)."""
+    from exactmem.dataflow import cut_check, graph, lane_units, memorizer_cut, memorizer_dataflow
+
+    at = len(model.sublayers) - 1
+    mem = model.sublayers[at]
+    assert isinstance(mem, MLP)
+    g = graph(model)
+    readout, missing = memorizer_cut(g, at, mem)
+    lanes = ("S", *TOKEN_LANES)
+    return [
+        memorizer_dataflow("kim23.dataflow.memorizer", model, at),
+        cut_check(
+            "kim23.dataflow.lanes",
+            model,
+            lane_units(g, at, names, lanes),
+            targets=readout,
+            what="the lanes S and t before the memorizer",
+            missing=[*missing, *(x for x in lanes if x not in names)],
+            g=g,
+        ),
+    ]
 
 
 def _architecture(model: Transformer, n: int) -> Check:
