@@ -186,16 +186,45 @@ def _add_inspection(sub) -> None:
 
     sh = sub.add_parser(
         "show",
-        help="read a certificate file back: its schema and hash checked, its verdict table",
-        description="Check a certificate file written by verify --certificate (format, sha256, "
-        "the fields of the exactmem.certificate/2 schema) and print its verdict table. The exit "
-        "code is the recorded verdict's (0 verified, 1 refuted); nothing is evaluated again.",
+        help="display a certificate file as the record it is (recheck re-derives it)",
+        description="Display the verdict table a certificate file records, after checking its "
+        "format, fields (the exactmem.certificate/2 schema) and sha256. An intact sha256 means "
+        "the content is unchanged since it was hashed — not who wrote it nor that it is true "
+        "(docs/trust.md). The exit code is the recorded verdict's (0 verified, 1 refuted); "
+        "nothing is evaluated again: `exactmem recheck` re-derives the verdict from the files.",
         epilog=EPILOG,
     )
     sh.add_argument("certificate", metavar="CERT", help="certificate file (.json or .json.gz)")
     sh.add_argument("--json", action="store_true", help="the certificate's content on stdout")
     _add_limits(sh)
     sh.set_defaults(func=_command("show"))
+
+    rc = sub.add_parser(
+        "recheck",
+        help="re-derive a certificate's verdict from its model and dataset files",
+        description="Re-derive CERT: check that MODEL and the dataset are the files it names "
+        "(their sha256), verify them again under the criteria it records (construction, "
+        "tolerance, max precision), and report every difference from the record — verdict, "
+        "checks, resources, hashes. Exit 0: re-derived the same; 1: something differs (listed); "
+        "2: bad input.",
+        epilog=EPILOG,
+    )
+    rc.add_argument("certificate", metavar="CERT", help="certificate file (.json or .json.gz)")
+    rc.add_argument("--model", required=True, metavar="MODEL", help="model file it names")
+    rc.add_argument("--data", required=True, metavar="FILE", help="dataset file it names")
+    rc.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in the dataset, converted exactly (dyadic)",
+    )
+    _add_evaluator(rc)
+    _add_jobs(rc)
+    rc.add_argument(
+        "--json", action="store_true", help="JSON on stdout: the differences and both certificates"
+    )
+    rc.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_limits(rc)
+    rc.set_defaults(func=_command("recheck"))
 
 
 def _add_limits(sub: argparse.ArgumentParser) -> None:
