@@ -204,6 +204,25 @@ def test_f3_ks24_dead_ffn_beside_a_token_readout_is_refuted(tmp_path):
     assert _verify(path, data, "ks24") == 1
 
 
+def test_f3_ks24_ffn_dead_on_the_data_is_refuted(tmp_path):
+    """The variant with W₂ ≠ 0 on the lane the read-out reads, from a unit that is 0 on every
+    token (bias −10⁹): the weights reach the output, the values never do — the knock-out of
+    the FFN's hidden units (W₂ = 0) still gives every label."""
+    data = _generate(tmp_path, "s2s", "seq2seq", "--N", "2", "--n", "4", "--d", "8", "--C", "4")
+    ds = exactmem.load_dataset(data)
+    att, _ = _dead_ffn_model(ds).sublayers
+    d = ds.dim
+    first = Affine(d, (((d - 1, 1),),), (-(10**9),))
+    w2 = Affine(1, tuple(((0, 1),) if i == 0 else () for i in range(d)), (0,) * d)
+    bad = replace(
+        _dead_ffn_model(ds), sublayers=(att, MLP((first, w2), residual=True, label="ffn"))
+    )
+    cert = certify(bad, ds, construction="ks24")
+    assert cert.verdict == "refuted"
+    (flow,) = [c for c in cert.failed if c.name == "ks24.dataflow"]
+    assert "dead on the data" in flow.detail
+
+
 @pytest.mark.parametrize("form", ["requantized", "residual"])
 def test_f3_honest_ks24_models_pass_the_dataflow_check(tmp_path, form):
     data = _generate(tmp_path, "s2s", "seq2seq", "--N", "4", "--n", "3", "--d", "3", "--C", "3")
