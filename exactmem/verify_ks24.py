@@ -377,13 +377,19 @@ def _dataflow(model, ds) -> Check:
         require_use=False,
     )
     reached = set(range(g.levels[g.output].width))
-    for at in range(g.output, first, -1):
+    read_at: dict[int, set[int]] = {}
+    for at in range(g.output, 0, -1):
         deps = g.levels[at].deps
         assert deps is not None
         reached = {c for i in reached for c in deps[i]}
-    used = {j for _, j in ids} & reached
+        read_at[at - 1] = reached
+    used = {j for _, j in ids} & read_at[first]
     figures = {**around.figures, "id_units": len(ids), "id_units_read": len(used)}
     bad = [] if around.passed else [around.detail]
+    if not read_at[0]:  # one class: the output is a constant of the weights, nothing to bypass
+        return Check(
+            "ks24.dataflow", True, "the output is a constant (it reads no input lane)", figures
+        )
     if not used:
         bad.append(
             "the output reads none of the FFN's units that read the id wᵀz (W₂ = 0 on what the "
