@@ -321,7 +321,7 @@ def build(
     # the (context, token) ids at the judged positions, distinct, with their first label
     steps.step("the (context, token) ids")
     positions = list(range(n)) if seq2seq else [n - 1]
-    A = T + 1
+    A = options.get("id_multiplier") or T + 1  # T + 1 by default; A ≥ T keeps ids apart
     S_min = min(S.tolist())
     labels = dataset.labels
     first_item: dict[int, tuple[int, int]] = {}
