@@ -308,8 +308,8 @@ OPTION_LIMITS = {
 
 LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
 for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d ≤ max(2, N); head_dim ≤ max(2, N, the
-token dimension); direction_bound, functional_bound ≤ max(N², 2⁶⁴); scale, temperature, id_multiplier ≤ 2⁶⁴;
-precision ≤ 65536; width ≤ 2N; bits ≤ 4096; numbers ≤ 64 characters"""
+token dimension); direction_bound, functional_bound ≤ max(N², 2⁶⁴); scale, temperature,
+id_multiplier ≤ 2⁶⁴; precision ≤ 65536; width ≤ 2N; bits ≤ 4096; numbers ≤ 64 characters"""
 
 
 def check_option_limits(options: dict, dataset) -> None:

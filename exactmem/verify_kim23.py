@@ -444,7 +444,7 @@ def _flat(mlp: MLP, output: Affine, after: Stream, limit: Stream, eps: mpq, si: 
             if cross.size:
                 return [
                     f"sublayers[{si + 1}]: hidden unit {u} of layer {layer} changes sign "
-                    f"within the softmax error (row {int(cross[0])})"
+                    f"within the softmax error ({_column(after, int(cross[0]))})"
                 ]
     want = limit.rows
     for r in range(size):
@@ -452,7 +452,15 @@ def _flat(mlp: MLP, output: Affine, after: Stream, limit: Stream, eps: mpq, si: 
         for lane, (a, b, w) in enumerate(zip(low, high, want[r], strict=True)):
             if a != b or a != w:
                 return [
-                    f"sublayers[{si + 1}]: lane {lane} of row {r} is not constant on the "
-                    "softmax error segment"
+                    f"sublayers[{si + 1}]: lane {lane} is not constant on the softmax error "
+                    f"segment ({_column(after, r)})"
                 ]
     return []
+
+
+def _column(stream: Stream, r: int) -> str:
+    """The first (sequence, position) whose column is the stream's distinct row ``r``."""
+    i, k = np.argwhere(stream.index == r)[0].tolist()
+    if stream.index.shape[1] == 1:  # only the last position is carried (next-token data)
+        return f"first at sequences[{i}]"
+    return f"first at sequences[{i}][{k}]"
