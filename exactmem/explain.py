@@ -462,9 +462,10 @@ def render(expl: Explanation) -> list[str]:
     lines = [f"verdict: {expl.verdict.upper()}"]
     walked: dict[str, str] = {}
     for f in expl.findings:
-        lines.append(
-            f"{'FAIL' if f['check'] != 'inconclusive' else 'undecided'} {f['check']}: {f['detail']}"
-        )
+        if f["check"] == "inconclusive":
+            lines.append(f"undecided: {f['detail']}")
+        else:
+            lines.append(f"FAIL {f['check']}: {f['detail']}")
         figures = {k: _brief(v) for k, v in f.get("figures", {}).items() if v is not None}
         if figures:
             lines.append("  figures: " + ", ".join(f"{k} = {v}" for k, v in figures.items()))
