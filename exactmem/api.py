@@ -317,11 +317,12 @@ def save_model(model: Transformer, path: str | Path) -> str:
     return save(model, path)
 
 
-def import_model(path: str | Path, arch: str, *, heads: int | None = None) -> Transformer:
+def import_model(path: str | Path, arch: str | None, *, heads: int | None = None) -> Transformer:
     """The exact model of a trained safetensors checkpoint of architecture ``arch``
-    (``mahdavi24``, ``dana25``, ``ks25``, ``madden24`` or ``gpt``; tensor names in
-    docs/trained.md). ``heads``: a ``gpt`` checkpoint's number of heads (default: its
-    ``__metadata__`` entry ``n_head``).
+    (``mahdavi24``, ``dana25``, ``ks25``, ``madden24``, ``gpt`` or ``gpt2``; tensor names in
+    docs/trained.md): a file, or a Hugging Face ``save_pretrained`` folder (``arch`` None: the
+    ``model_type`` of its ``config.json``). ``heads``: the number of heads of a ``gpt`` or
+    ``nn.MultiheadAttention`` checkpoint (default: its ``__metadata__`` entry ``n_head``).
 
     float32, float16, bfloat16 and float64 weights are read as the exact dyadic rationals their
     bits encode; no pickle and no PyTorch are involved. What the model does is for

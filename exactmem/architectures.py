@@ -8,9 +8,9 @@ others imply, and each error names the tensor. Linear maps follow PyTorch's ``nn
 convention: ``weight`` has shape ``[out, in]``; embedding tables ``nn.Embedding``'s
 ``[tokens, width]``.
 
-Attention scores are ``(W_K x)ᵀ(W_Q y)`` exactly: a model trained with scores scaled by
-``1/√d_h`` must fold the scale into its query weights before saving (the irrational factor has
-no exact reading of its own).
+Attention scores of the per-head tensor names (``attn.{h}.query.weight``, …) are
+``(W_K x)ᵀ(W_Q y)`` exactly: a model trained with scores scaled by ``1/√d_h`` folds the scale
+into its query weights before saving, or is saved as ``nn.MultiheadAttention`` (which scales).
 
 ``mahdavi24`` — Mahdavi, Liao & Thrampoulidis 2024: one multi-head softmax attention layer on
 input vectors in Q^d; a sequence is the context tokens followed by the query, the query attends
@@ -79,9 +79,17 @@ when ``lm_head.weight`` is absent:
 * ``transformer.ln_f.weight``, ``.bias`` ``[d]``; ``lm_head.weight`` ``[V, d]`` (optional).
 
 The number of heads H is not in the shapes: ``heads`` (``--heads``) or the header's
-``__metadata__`` entry ``n_head``. The 1/√d_h score scale is applied exactly, so d_h must be a
-perfect square (4, 16, 64, …; otherwise fold the scale into the query weights and save with
-d_h's scale 1, ``n_head`` alone: 1 to 6 ASCII digits). Layer norms use eps = 1/100000
+``__metadata__`` entry ``n_head`` (1 to 6 ASCII digits). The 1/√d_h score scale is folded into
+the query weights exactly when d_h is a square, and is otherwise the attention's ``scale``
+(enclosed on Arb balls). Absent biases (nanoGPT's ``bias=False``), the tied weight stored as
+``lm_head.weight`` and the ``attn.bias`` causal-mask buffers are read as
+:mod:`exactmem.gpt_import` says.
+
+``gpt2`` — Hugging Face GPT-2 as ``save_pretrained`` writes it (a folder: ``config.json`` and
+the weights, sharded or not; :mod:`exactmem.checkpoint_files`, :mod:`exactmem.gpt_import`).
+
+``mahdavi24`` and ``dana25`` also read a ``torch.nn.MultiheadAttention`` state dict in place of
+the per-head tensors (:mod:`exactmem.mha_import`). Layer norms use eps = 1/100000
 (PyTorch's default 1e-5) unless the metadata gives ``ln_eps`` (an exact decimal or fraction,
 read as every number of a file is: ASCII, within ``--max-digits`` and ``--max-exponent``,
 never cut). In the IR the stream has 2d + 1 lanes: the residual in the first d, each layer
@@ -92,8 +100,6 @@ the first d.
 
 from __future__ import annotations
 
-import math
-import os
 import re
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -111,11 +117,10 @@ from exactmem.model import (
     Affine,
     Attention,
     AttentionHead,
-    LayerNorm,
     PositionalEncoding,
     Transformer,
 )
-from exactmem.safetensors_io import DyadicTensor, read_safetensors
+from exactmem.safetensors_io import DyadicTensor
 
 __all__ = ["ARCHITECTURES", "affine_of", "import_checkpoint"]
 
@@ -462,80 +467,52 @@ def _cols(a: Affine, lo: int, hi: int, with_bias: bool) -> Affine:
     return Affine(hi - lo, rows, bias, a.denominator)
 
 
-def _norm(ts: _Tensors, name: str, d: int, eps: mpq, label: str) -> LayerNorm:
-    gain = ts.take(f"{name}.weight", (d,))
-    bias = ts.take(f"{name}.bias", (d,))
-    _charge_rationals(gain)
-    _charge_rationals(bias)
-    return LayerNorm(tuple(gain.values()), tuple(bias.values()), eps, label, source=0, target=d)
-
-
 def _gpt(ts: _Tensors, meta: dict, heads: int | None = None, eps: mpq | None = None):
-    wte = ts.take("transformer.wte.weight", (None, None))
-    V, d = wte.shape
-    wpe = ts.take("transformer.wpe.weight", (None, d))
-    H = heads
-    if H is None or H < 1 or d % H:
+    """nanoGPT's decoder (:mod:`exactmem.gpt_import`): ``nn.Linear`` layout, erf GELU."""
+    from exactmem.gpt_import import GptForm, import_gpt
+
+    form = GptForm(heads, mpq(1, 100000) if eps is None else eps)
+    return import_gpt(ts, meta, form)
+
+
+def _gpt2(ts: _Tensors, meta: dict, config, heads: int | None = None) -> Transformer:
+    """Hugging Face GPT-2 (:mod:`exactmem.gpt_import`): Conv1D layout, ``config.json``."""
+    from exactmem.checkpoint_files import gpt2_config
+    from exactmem.gpt_import import GptForm, import_gpt
+
+    if config is None:
         raise InputError(
-            f"{ts.where}: the number of heads must divide d = {d} (got {H}; give --heads H or "
-            "the __metadata__ entry n_head)"
+            f"{ts.where}: --arch gpt2 reads the config.json beside the weights: give the folder "
+            "save_pretrained wrote"
         )
-    dh = d // H
-    root = math.isqrt(dh)
-    if root * root != dh:
-        raise InputError(
-            f"{ts.where}: head dimension d/H = {dh} is not a perfect square, so 1/√d_h is "
-            "irrational: fold it into the query weights of c_attn and save them scaled"
+    c = gpt2_config(*config)
+    if heads is not None and heads != c.n_head:
+        raise InputError(f"{ts.where}: --heads {heads}, but config.json n_head = {c.n_head}")
+    prefix = "transformer." if any(n.startswith("transformer.") for n in ts.tensors) else ""
+    form = GptForm(
+        c.n_head,
+        c.eps,
+        c.activation,
+        conv1d=True,
+        prefix=prefix,
+        tied=c.tied,
+        scale_weights=c.scale_attn_weights,
+        by_layer=c.by_layer,
+        sizes={
+            "n_embd": c.n_embd,
+            "n_layer": c.n_layer,
+            "n_positions": c.n_positions,
+            "n_inner": c.n_inner,
+            "vocab_size": c.vocab_size,
+        },
+    )
+    meta["options"]["model"] = "GPT2LMHeadModel" if prefix else "GPT2Model"
+    if not prefix and "lm_head.weight" not in ts.tensors and c.tied:
+        form.notes.append(
+            "GPT2Model has no head: the logits are read through the tied token embedding, as "
+            "GPT2LMHeadModel's"
         )
-    eps = mpq(1, 100000) if eps is None else eps
-    width, one = 2 * d + 1, 2 * d
-    sublayers: list = [_positions(wpe, d, width)]
-    i = 0
-    while f"transformer.h.{i}.ln_1.weight" in ts.tensors:
-        at = f"transformer.h.{i}"
-        sublayers.append(_norm(ts, f"{at}.ln_1", d, eps, f"h.{i}.ln_1"))
-        qkv = _map(ts, f"{at}.attn.c_attn", d, 3 * d)
-        proj = _map(ts, f"{at}.attn.c_proj", d, d)
-        attn_heads = []
-        for h in range(H):
-            lo = h * dh
-            value = _place(_rows(qkv, 2 * d + lo, 2 * d + lo + dh), width, col=d, one=one)
-            if h == 0:  # c_proj's bias, added once: read from the constant carried by head 0
-                value = _carrying_one(value, one)
-                out = _place(_cols(proj, lo, lo + dh, True), dh + 1, rows=width, one=dh)
-            else:
-                out = _place(_cols(proj, lo, lo + dh, False), dh, rows=width)
-            attn_heads.append(
-                AttentionHead(
-                    _place(_rows(qkv, lo, lo + dh, root), width, col=d, one=one),
-                    _place(_rows(qkv, d + lo, d + lo + dh), width, col=d, one=one),
-                    value,
-                    out,
-                )
-            )
-        sublayers.append(Attention(tuple(attn_heads), "softmax", f"h.{i}.attn", "causal"))
-        sublayers.append(_norm(ts, f"{at}.ln_2", d, eps, f"h.{i}.ln_2"))
-        fc = _map(ts, f"{at}.mlp.c_fc", d)
-        down = _map(ts, f"{at}.mlp.c_proj", fc.out_dim, d)
-        sublayers.append(
-            MLP(
-                (_place(fc, width, col=d), _place(down, fc.out_dim, rows=width)),
-                residual=True,
-                label=f"h.{i}.mlp",
-                activation="gelu",
-            )
-        )
-        i += 1
-    if i == 0:
-        raise InputError(f"{ts.where}: no blocks (tensor 'transformer.h.0.ln_1.weight')")
-    sublayers.append(_norm(ts, "transformer.ln_f", d, eps, "ln_f"))
-    tied = "lm_head.weight" not in ts.tensors
-    head = wte if tied else ts.take("lm_head.weight", (None, d))
-    unembed = _place(affine_of(head), width, col=d)
-    embed = _embedding_with_one(wte, V, width)
-    meta["options"]["tied"] = tied
-    meta["options"]["heads"] = H
-    return Transformer(V, tuple(sublayers), embed, unembed, meta, token_inputs=True)
+    return import_gpt(ts, meta, form)
 
 
 def _ks_blocks(ts: _Tensors, stack: str, m: int) -> list[MLP]:
@@ -580,26 +557,55 @@ ARCHITECTURES: dict[str, tuple[str, Callable[..., Transformer]]] = {
     "ks25": ("Kajitsuka & Sato 2025 (eq. 165): ReLU blocks, uniform attention, ReLU blocks", _ks),
     "madden24": ("Madden et al. 2024: one-layer decoder, causal attention, GELU FNN", _madden),
     "gpt": ("GPT-style pre-norm decoder (nanoGPT names): LayerNorm, causal MHA, GELU", _gpt),
+    "gpt2": ("Hugging Face GPT-2 as save_pretrained writes it (Conv1D, config.json)", _gpt2),
 }
 
 
-def import_checkpoint(path: str | Path, arch: str, *, heads: int | None = None) -> Transformer:
+def detect_arch(config: dict | None) -> str | None:
+    """The architecture a checkpoint names itself: ``gpt2`` when its ``config.json`` says
+    ``model_type: gpt2``; else None (give ``--arch``)."""
+    return "gpt2" if isinstance(config, dict) and config.get("model_type") == "gpt2" else None
+
+
+def import_checkpoint(
+    path: str | Path, arch: str | None, *, heads: int | None = None
+) -> Transformer:
     """The model of a safetensors checkpoint of architecture ``arch`` (see the module
-    docstring), every weight exact. Its ``meta`` records the architecture and the checkpoint's
-    dtypes as labels. ``heads``: the number of heads of a ``gpt`` checkpoint (else its
-    ``__metadata__`` entry ``n_head``)."""
-    if arch not in ARCHITECTURES:
+    docstring), every weight exact: a file, or a folder written by Hugging Face
+    ``save_pretrained`` (``model.safetensors`` or its shards, ``config.json``;
+    :mod:`exactmem.checkpoint_files`). ``arch`` None: read from ``config.json``. Its ``meta``
+    records the architecture and the checkpoint's dtypes as labels. ``heads``: the number of
+    heads of a ``gpt`` checkpoint (else its ``__metadata__`` entry ``n_head``) or of an
+    attention checkpoint saved as ``nn.MultiheadAttention``."""
+    from exactmem.checkpoint_files import read_checkpoint
+
+    if arch is not None and arch not in ARCHITECTURES:
         raise InputError(f"--arch {arch!r} is unknown; available: {', '.join(ARCHITECTURES)}")
-    tensors, file_meta = read_safetensors(path)
-    ts = _Tensors(tensors, f"checkpoint {path} (--arch {arch})")
-    token = _OUTPUT.set(_Output(ts.where, os.stat(path).st_size))
+    ckpt = read_checkpoint(path)
+    if arch is None:
+        arch = detect_arch(ckpt.config)
+        if arch is None:
+            raise InputError(
+                f"{ckpt.where}: no config.json names its architecture: give --arch "
+                f"({', '.join(ARCHITECTURES)})"
+            )
+    elif ckpt.config is not None and arch != "gpt2":
+        raise InputError(
+            f"{ckpt.config_where}: --arch {arch} reads no config.json, whose settings would be "
+            "ignored (a save_pretrained folder is --arch gpt2)"
+        )
+    ts = _Tensors(ckpt.tensors, f"{ckpt.where} (--arch {arch})")
+    token = _OUTPUT.set(_Output(ts.where, ckpt.size))
     try:
-        return _import(ts, arch, heads, file_meta, tensors)
+        config = None if ckpt.config is None else (ckpt.config, ckpt.config_where)
+        return _import(ts, arch, heads, ckpt.meta, ckpt.tensors, config)
     finally:
         _OUTPUT.reset(token)
 
 
-def _import(ts: _Tensors, arch: str, heads: int | None, file_meta: dict, tensors: dict):
+def _import(
+    ts: _Tensors, arch: str, heads: int | None, file_meta: dict, tensors: dict, config=None
+):
     meta = {
         "construction": f"imported:{arch}",
         "theorem": "trained weights, imported exactly (no construction's promise)",
@@ -607,9 +613,27 @@ def _import(ts: _Tensors, arch: str, heads: int | None, file_meta: dict, tensors
     }
     if arch == "gpt":
         model = _gpt(ts, meta, _heads(heads, file_meta, ts.where), _eps(file_meta, ts.where))
+    elif arch == "gpt2":
+        model = _gpt2(ts, meta, config, heads)
+    elif arch in ("mahdavi24", "dana25") and _mha_prefix(ts) is not None:
+        from exactmem.mha_import import import_mha
+
+        model = import_mha(ts, arch, meta, _heads(heads, file_meta, ts.where), _mha_prefix(ts))
     else:
         if heads is not None:
-            raise InputError(f"--heads is for --arch gpt (the heads of {arch} are its tensors)")
+            raise InputError(
+                f"--heads is for --arch gpt and nn.MultiheadAttention checkpoints (the heads of "
+                f"{arch} are its tensors)"
+            )
         model = ARCHITECTURES[arch][1](ts, meta)
     ts.finish()
     return model
+
+
+def _mha_prefix(ts: _Tensors) -> str | None:
+    """Where a ``torch.nn.MultiheadAttention`` state dict sits in the checkpoint (``""``,
+    ``attn.`` or an encoder layer's ``self_attn.``), or None."""
+    for prefix in ("", "attn.", "self_attn."):
+        if f"{prefix}in_proj_weight" in ts.tensors or f"{prefix}q_proj_weight" in ts.tensors:
+            return prefix
+    return None

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from flint import arb, fmpq
 from gmpy2 import mpq
 
-__all__ = ["ball_bounds", "ball_midpoint", "gelu_ball", "softmax_balls", "to_ball"]
+__all__ = [
+    "activation_ball",
+    "ball_bounds",
+    "ball_midpoint",
+    "gelu_ball",
+    "gelu_tanh_ball",
+    "softmax_balls",
+    "to_ball",
+]
 
 
 def to_ball(value: mpq) -> arb:
@@ -58,3 +66,29 @@ def gelu_ball(x: arb) -> arb:
     if x.is_exact() and x == 0:
         return arb(0)
     return x * (1 + (x / arb(2).sqrt()).erf()) / 2
+
+
+GELU_TANH_CUBIC = fmpq(44715, 1000000)  # 0.044715, the decimal the tanh approximation names
+
+
+def gelu_tanh_ball(x: arb) -> arb:
+    """An enclosure of GELU's tanh approximation ½x(1 + tanh(√(2/π)(x + 0.044715x³))) — Hugging
+    Face GPT-2's ``gelu_new`` and PyTorch's ``gelu(approximate="tanh")``, a function other than
+    x·Φ(x) (:func:`gelu_ball`); √(2/π), tanh and the decimal 0.044715 are enclosed by Arb.
+    It is 0 exactly at 0."""
+    if x.is_exact() and x == 0:
+        return arb(0)
+    inner = (2 / arb.pi()).sqrt() * (x + arb(GELU_TANH_CUBIC) * x * x * x)
+    return x * (1 + inner.tanh()) / 2
+
+
+def activation_ball(name: str):
+    """The ball enclosure of the MLP activation ``name`` (:data:`exactmem.model.ACTIVATIONS`);
+    an unknown name is an error, never another activation."""
+    if name == "gelu":
+        return gelu_ball
+    if name == "gelu_tanh":
+        return gelu_tanh_ball
+    if name == "relu":
+        return lambda x: x.max(arb(0))
+    raise ValueError(f"activation {name!r} has no ball evaluation")

@@ -22,6 +22,7 @@ from exactmem.data import (
     radius_and_separation,
     squared_radius,
 )
+from exactmem.dataflow import memorizer_dataflow
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.reference import run as reference_run
 from exactmem.exact import format_rational
@@ -421,7 +422,9 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
             first = model.sublayers[0] if len(model.sublayers) == 1 else None
             if not isinstance(first, MLP) or model.embed or model.unembed:
                 raise ChecklistStructureError("the model is not one MLP")
-            return check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
+            checks = check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
+            # the checked read-out must be what produces the output (issue 26, file C)
+            return [*checks, memorizer_dataflow("vys.dataflow", model, 0)]
 
         checks += _checklist("vys", memorizer)
     data = {**_geometry(dataset.points, "N"), "C": dataset.num_classes, "d": dataset.dim}

@@ -247,6 +247,7 @@ ARCHITECTURES = {
     "ks25": "Kajitsuka & Sato 2025 (eq. 165): ReLU blocks, uniform attention, ReLU blocks",
     "madden24": "Madden et al. 2024: one-layer decoder, causal attention, GELU FNN",
     "gpt": "GPT-style pre-norm decoder (nanoGPT names): LayerNorm, causal MHA, GELU",
+    "gpt2": "Hugging Face GPT-2 as save_pretrained writes it (Conv1D, config.json)",
 }
 
 
@@ -263,19 +264,25 @@ def _add_import(sub) -> None:
         + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    im.add_argument("checkpoint", metavar="MODEL.safetensors", help="the checkpoint to read")
+    im.add_argument(
+        "checkpoint",
+        metavar="MODEL.safetensors|DIR",
+        help="the checkpoint to read: a safetensors file or a save_pretrained folder",
+    )
     im.add_argument(
         "--arch",
-        required=True,
         metavar="ARCH",
-        help="its architecture: " + ", ".join(ARCHITECTURES),
+        help="its architecture: "
+        + ", ".join(ARCHITECTURES)
+        + " (default: the model_type of the folder's config.json)",
     )
     im.add_argument("--out", required=True, metavar="MODEL", help="model file to write")
     im.add_argument(
         "--heads",
         type=int,
         metavar="H",
-        help="number of attention heads of a gpt checkpoint (default: its __metadata__ n_head)",
+        help="number of attention heads of a gpt or nn.MultiheadAttention checkpoint (default: "
+        "its __metadata__ n_head)",
     )
     im.add_argument("--quiet", action="store_true", help="no progress on stderr")
     im.add_argument("--json", action="store_true", help=JSON_WRITTEN)
@@ -349,6 +356,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_jobs(c)
     _add_evaluator(c)
+    _add_limits(c)  # (every command that evaluates bounds its values: --max-value-bits)
     c.set_defaults(func=_command("check"))
 
     b = sub.add_parser(

@@ -24,6 +24,7 @@ from exactmem.gcpause import paused_gc
 from exactmem.model import (
     ACTIVATIONS,
     MASKS,
+    MAX_SCALE,
     MLP,
     SCORE_MODES,
     Affine,
@@ -118,7 +119,7 @@ def _sublayer_json(
         if s.activation != "relu":  # ReLU files (and their hashes) stay as they were
             obj["activation"] = s.activation
         return obj
-    return {
+    obj = {
         "kind": "attention",
         "label": s.label,
         "score": s.score,
@@ -128,6 +129,9 @@ def _sublayer_json(
             for h in s.heads
         ],
     }
+    if s.scale != 1:  # unscaled files (and their hashes) stay as they were
+        obj["scale"] = f"1/sqrt({s.scale})"
+    return obj
 
 
 def model_to_json(model: Transformer, _affine_json=_affine_json) -> dict:
@@ -209,7 +213,7 @@ def _frozen_weights(model: Transformer) -> bool:
                 return False
             maps += s.layers
         elif kind is Attention:
-            if type(s.heads) is not tuple or not flat((s.label, s.score, s.mask)):
+            if type(s.heads) is not tuple or not flat((s.label, s.score, s.mask, s.scale)):
                 return False
             for h in s.heads:
                 if type(h) is not AttentionHead:
@@ -286,7 +290,7 @@ def save_certificate(content: dict, path: str | Path) -> str:
 AFFINE_FIELDS = ("in", "den", "names", "rows", "bias")
 SUBLAYER_FIELDS = {
     "mlp": ("kind", "label", "residual", "meta", "layers", "probes", "activation"),
-    "attention": ("kind", "label", "score", "mask", "heads"),
+    "attention": ("kind", "label", "score", "mask", "heads", "scale"),
     "positional": ("kind", "label", "table"),
     "layernorm": ("kind", "label", "gain", "bias", "eps", "source", "target"),
 }
@@ -443,7 +447,8 @@ def _sublayer_from(obj: object, where: str) -> MLP | Attention | PositionalEncod
         for key, value, allowed in (("score", score, SCORE_MODES), ("mask", mask, MASKS)):
             if value not in allowed:
                 raise InputError(f"{where}.{key}: {value!r:.40} is not one of {', '.join(allowed)}")
-        return _checked(lambda: Attention(tuple(heads), score, label, mask), where)
+        scale = _scale_from(obj, where)
+        return _checked(lambda: Attention(tuple(heads), score, label, mask, scale), where)
     table = []
     for k, row in enumerate(_field(obj, "table", list, where)):
         if not isinstance(row, list) or (table and len(row) != len(table[0])):
@@ -467,6 +472,25 @@ def _activation_from(obj: dict, where: str) -> str:
             f"{where}.activation: {value!r:.40} is not one of {allowed} (omit the field for relu)"
         )
     return value
+
+
+_SCALE = re.compile(r"1/sqrt\(([1-9][0-9]{0,5})\)")
+
+
+def _scale_from(obj: dict, where: str) -> int:
+    """An attention's optional ``scale``, the text ``"1/sqrt(k)"`` (k of 1 to 6 ASCII digits,
+    k ≥ 2): its scores are divided by √k. Absent means 1; written only when it is not, so
+    ``"1/sqrt(1)"`` is refused (one spelling per model, one hash)."""
+    if "scale" not in obj:
+        return 1
+    value = obj["scale"]
+    match = _SCALE.fullmatch(value) if isinstance(value, str) else None
+    if match is None or match[1] == "1":
+        raise InputError(
+            f'{where}.scale: {value!r:.40} is not "1/sqrt(k)" with k an integer from 2 to '
+            f"{MAX_SCALE} (omit the field for unscaled scores)"
+        )
+    return int(match[1])
 
 
 def _checked(make, where: str):

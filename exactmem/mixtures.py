@@ -93,7 +93,7 @@ def mixture_model(model: Transformer, att: Attention, *, values: bool, keep_stre
             )
         )
         at += b
-    mixing = Attention(tuple(heads), att.score, att.label, att.mask)
+    mixing = Attention(tuple(heads), att.score, att.label, att.mask, att.scale)
     read = range(0 if keep_stream else w, width)
     return Transformer(
         model.input_dim,

@@ -26,6 +26,8 @@ __all__ = [
     "MLP",
     "Problem",
     "ACTIVATIONS",
+    "MAX_SCALE",
+    "TRANSCENDENTAL",
     "Affine",
     "Attention",
     "AttentionHead",
@@ -45,8 +47,10 @@ __all__ = [
 Row = tuple[tuple[int, int], ...]  # ((column, integer coefficient), ...), non-zero, sorted
 
 SCORE_MODES = ("uniform", "hardmax", "softmax")
+MAX_SCALE = 999_999  # an attention's score divisor √scale: scale of 1 to 6 digits
 MASKS = ("none", "context", "causal")
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+TRANSCENDENTAL = ("gelu", "gelu_tanh")  # only the ball evaluator runs them
 
 
 @dataclass(frozen=True)
@@ -133,12 +137,15 @@ class Probe:
 class MLP:
     """Token-wise network ``L_k ∘ σ ∘ … ∘ σ ∘ L_1`` (σ after every layer but the last).
 
-    ``activation``: σ is ``relu`` (default; exact) or ``gelu`` (x·Φ(x), Φ the standard normal
-    distribution function: transcendental, so only the ball evaluator runs it — Madden, Fox &
-    Thrampoulidis 2024 use it). With ``residual=True`` the sub-layer returns ``H + MLP(H)``
-    (Kajitsuka & Sato 2025, eq. (3)); a standard FFN is the two-layer case. With
-    ``residual=False`` it is a plain MLP and may change the width of the stream (arbitrary-depth
-    F^(FF), eq. (43)).
+    ``activation``: σ is ``relu`` (default; exact), ``gelu`` (x·Φ(x), Φ the standard normal
+    distribution function — Madden, Fox & Thrampoulidis 2024 use it; PyTorch's
+    ``nn.GELU()``, nanoGPT's MLP) or ``gelu_tanh``, the tanh approximation
+    ½x(1 + tanh(√(2/π)(x + 0.044715x³))) (Hugging Face GPT-2's ``gelu_new``, PyTorch's
+    ``gelu(approximate="tanh")``): a different function, never read for the other. Both GELUs
+    are transcendental, so only the ball evaluator runs them. With ``residual=True`` the
+    sub-layer returns ``H + MLP(H)`` (Kajitsuka & Sato 2025, eq. (3)); a standard FFN is the
+    two-layer case. With ``residual=False`` it is a plain MLP and may change the width of the
+    stream (arbitrary-depth F^(FF), eq. (43)).
     """
 
     layers: tuple[Affine, ...]
@@ -170,7 +177,8 @@ class MLP:
 
 @dataclass(frozen=True)
 class AttentionHead:
-    """One head: ``W_O W_V Z σ[(W_K Z)ᵀ (W_Q Z)]`` (eq. (2)); the maps are bias-free."""
+    """One head: ``W_O W_V Z σ[(W_K Z)ᵀ (W_Q Z) / √scale]`` (eq. (2)); the maps are bias-free
+    (``scale`` is the sub-layer's, :class:`Attention`)."""
 
     query: Affine
     key: Affine
@@ -188,18 +196,29 @@ class Attention:
     ``mask``: ``none`` (every position is a key), ``context`` (every position but the last is
     a key: a query token placed last attends to its context only, the model of Mahdavi et al.
     2024) or ``causal`` (position k attends to positions 0..k: a decoder, Madden et al. 2024).
+
+    ``scale``: the scores are divided by √scale (a positive integer; 1, the default, leaves
+    them as they are). It carries an irrational score scale such as 1/√d_h of a head size d_h
+    that is not a square, which no exact weight can hold. Dividing every score by the same
+    positive number changes neither ties nor maximisers, so uniform and hardmax weights and
+    softmax weights of a column of equal scores (exactly 1/n) do not depend on it; only softmax
+    of unequal scores does, which is transcendental anyway: the ball evaluator encloses
+    1/√scale, the exact evaluators stop there as they do without it.
     """
 
     heads: tuple[AttentionHead, ...]
     score: str = "hardmax"
     label: str = ""
     mask: str = "none"
+    scale: int = 1
 
     def __post_init__(self) -> None:
         if self.score not in SCORE_MODES:
             raise ValueError(f"score mode {self.score!r} not in {SCORE_MODES}")
         if self.mask not in MASKS:
             raise ValueError(f"mask {self.mask!r} not in {MASKS}")
+        if type(self.scale) is not int or not 1 <= self.scale <= MAX_SCALE:
+            raise ValueError(f"scale {self.scale!r} is not an integer in 1 … {MAX_SCALE}")
         for h in self.heads:
             for m in (h.query, h.key, h.value, h.output):
                 if any(m.bias):
@@ -347,8 +366,9 @@ class Transformer:
 
 
 def has_gelu(model: Transformer) -> bool:
-    """Whether an MLP of ``model`` uses GELU (transcendental: only the ball evaluator runs it)."""
-    return any(isinstance(s, MLP) and s.activation == "gelu" for s in model.sublayers)
+    """Whether an MLP of ``model`` uses a GELU, erf or tanh (transcendental: only the ball
+    evaluator runs it)."""
+    return any(isinstance(s, MLP) and s.activation in TRANSCENDENTAL for s in model.sublayers)
 
 
 @dataclass(frozen=True)
@@ -606,6 +626,8 @@ def shape_problem(
                 return f"{path}.score", f"{s.score!r} is not one of {', '.join(SCORE_MODES)}"
             if s.mask not in MASKS:
                 return f"{path}.mask", f"{s.mask!r} is not one of {', '.join(MASKS)}"
+            if type(s.scale) is not int or not 1 <= s.scale <= MAX_SCALE:
+                return f"{path}.scale", f"{s.scale!r} is not an integer in 1 … {MAX_SCALE}"
             for j, h in enumerate(s.heads):
                 if problem := _head_problem(h, f"{path}.heads[{j}]", width):
                     return problem

@@ -105,6 +105,11 @@ KS25_OPTIONS = {
         "⌈B/√log₂B⌉ slots (Theorem F.1)",
         _positive,
     ),
+    "token_ids": (
+        "lemma (default) | weakened: ids one unit apart (Lemma C.2 asks two), or counted from "
+        "0 (Theorem E.1 asks [1, ω]) — refuted by the id checks",
+        _choice("lemma", "weakened"),
+    ),
 }
 OPTIONS = {
     "vys": {

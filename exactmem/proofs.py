@@ -170,9 +170,13 @@ def _gen_lemma_b2_counterexample(p: dict, progress=None):
     from exactmem.data import Dataset
 
     vocab = ((mpq(1), mpq(0)), (mpq(0), mpq(1)), (mpq(2), mpq(2)), (mpq(-1), mpq(3)))
+    if p.get("task", "next-token") == "seq2seq":  # the same collision at the last position
+        labels: tuple = ((1, 1, 1), (1, 1, 2), (1, 1, 1))
+    else:
+        labels = (1, 2, 1)
     return Dataset(
-        "next-token",
-        (1, 2, 1),
+        "seq2seq" if p.get("task") == "seq2seq" else "next-token",
+        labels,
         2,
         vocab=vocab,
         sequences=((0, 2, 3), (1, 1, 3), (0, 1, 3)),
@@ -284,7 +288,7 @@ GENERATOR_PARAMS: dict[str, dict[str, type | tuple[str, ...]]] = {
         "task": ("next-token", "seq2seq"),
         "labels_by": ("key", "multiset"),
     },
-    "lemma_b2_counterexample": {"seed": int},  # a fixed dataset; the seed is the build's
+    "lemma_b2_counterexample": {"seed": int, "task": ("next-token", "seq2seq")},  # fixed data
     "zen": {"n": int, "unit": ("char", "word"), "limit": int, "seed": int},
     "attention": {"T": int, "n": int, "d": int, "C": int, "seed": int, "shared_context": bool},
     "associations": {"vocab": int, "S": int, "T": int, "seed": int},

@@ -330,14 +330,6 @@ def _scores(head: HeadRecord):
     return values, vis, top, at_top, second, mixed
 
 
-def _before(trace: Trace, si: int) -> Stream:
-    """The stream sub-layer ``si`` reads (check_kim23 made sure the embedding's is kept)."""
-    stream = trace.streams[si - 1] if si else trace.embedded
-    if stream is None:
-        raise ChecklistStructureError("the evaluation kept no stream before the first layer")
-    return stream
-
-
 # --------------------------------------------------------------------------- softmax
 
 
@@ -366,6 +358,9 @@ def _softmax(model: Transformer, trace: Trace, heads: dict[int, HeadRecord]) -> 
         h = s.heads[0]
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: not one head of size 1")
+            continue
+        if s.scale != 1:  # the gaps below are W_Q, W_K's: the softmax's are √scale smaller
+            bad.append(f"sublayers[{si}]: scores divided by √{s.scale}, not read here")
             continue
         values, vis, top, at_top, second, mixed = _scores(heads[si])
         if not mixed.any():

@@ -235,6 +235,8 @@ def _layers(model) -> tuple[Attention, MLP, list[int], list[Fraction]]:
     att, ffn = subs
     if att.score != "softmax" or att.mask != "none" or len(att.heads) != 1:
         raise ChecklistStructureError("its attention is not one softmax head over every position")
+    if att.scale != 1:  # λ is read from W_Q and W_K alone: a score divisor would change it
+        raise ChecklistStructureError(f"its scores are divided by √{att.scale} (the λ of W_Q, W_K)")
     h = att.heads[0]
     if (h.query.out_dim, h.key.out_dim, h.value.out_dim, h.output.in_dim) != (1, 1, 1, 1):
         raise ChecklistStructureError("its W_Q, W_K, W_V, W_O are not of rank one (1 row/column)")

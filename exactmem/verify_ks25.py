@@ -16,6 +16,14 @@ import numpy as np
 from gmpy2 import mpq
 
 from exactmem.data import SEPARATION_LIMIT, Dataset, radius_and_separation
+from exactmem.dataflow import (
+    cut_check,
+    graph,
+    lane_units,
+    memorizer_cut,
+    memorizer_dataflow,
+    merged,
+)
 from exactmem.evaluate.reference import Stream, Trace
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import (
@@ -144,6 +152,59 @@ def check_ks25(
     rows, where = first_occurrences(mixed.index)
     expected2 = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
     checks += check_any_memorizer(trace, f2_mlp, expected2, lambda r: f"context id row {r}")
+    read = ("seq",) if variant == "ks25-deep-sets" else ("phi", "tid", "seq")
+    checks += _dataflow(model, at, first.names, mixed.names, read, bool(A))
+    return checks
+
+
+def _dataflow(model, at: int, before, after, read, phi_used: bool) -> list[Check]:
+    """The checked lanes produce the output (:mod:`exactmem.dataflow`): F2's output is computed
+    from its checked read-out; F2 reads only the lanes ``read`` of the stream after the
+    attention (the context ids checked above, located by the trace's names: a lane named
+    falsely fails here), and those lanes read only φ̃ and the token id before it; φ̃ is
+    F1's checked read-out (constant when A is empty)."""
+    g = graph(model)
+    checks = [memorizer_dataflow("ks25.dataflow.f2", model, at + 1)]
+    ids = lane_units(g, at + 1, after, read)
+    inputs = lane_units(g, at, before, ("phi", "tid"))
+    lanes = [
+        cut_check(
+            "ks25.dataflow.lanes",
+            model,
+            ids,
+            what=f"the checked context-id lanes {', '.join(read)}",
+            missing=[x for x in read if x not in after],
+            g=g,
+        ),
+        cut_check(
+            "ks25.dataflow.lanes",
+            model,
+            inputs,
+            targets=ids,
+            what="the checked lanes φ̃ and token id before the attention",
+            missing=[x for x in ("phi", "tid") if x not in before],
+            g=g,
+            require_use=False,
+        ),
+    ]
+    checks.append(merged("ks25.dataflow.lanes", lanes))
+    f1 = model.sublayers[0] if at == 1 else None
+    if isinstance(f1, MLP):
+        cut, missing = memorizer_cut(g, 0, f1) if phi_used else (set(), [])
+        checks.append(
+            cut_check(
+                "ks25.dataflow.f1",
+                model,
+                cut,
+                targets=lane_units(g, at, before, ("phi",)),
+                what="F1's checked read-out (Lemma B.3's memorizer of φ̃)"
+                if phi_used
+                else "nothing (A is empty: φ̃ must be constant)",
+                missing=missing,
+                g=g,
+                require_use=phi_used,
+            )
+        )
     return checks
 
 

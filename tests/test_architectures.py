@@ -16,6 +16,7 @@ from exactmem.certify import certify
 from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.evaluate.floats import float_logits
+from exactmem.model import Attention
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
@@ -256,8 +257,8 @@ def test_gpt_heads_from_the_option_and_refusals(tmp_path):
         import_checkpoint(path, "dana25", heads=2)
     odd = gpt_tensors(d=6, blocks=1)
     safetensors_numpy.save_file(odd, str(path), metadata={"n_head": "2"})  # d_h = 3
-    with pytest.raises(InputError, match="not a perfect square"):
-        import_checkpoint(path, "gpt")
+    scaled = import_checkpoint(path, "gpt")  # 1/√3 is irrational: the attention's own scale
+    assert {s.scale for s in scaled.sublayers if isinstance(s, Attention)} == {3}
     safetensors_numpy.save_file(t, str(path), metadata={"n_head": "two"})
     with pytest.raises(InputError, match="n_head = 'two' is not a head count"):
         import_checkpoint(path, "gpt")

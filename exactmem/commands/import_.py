@@ -5,6 +5,7 @@ judged by ``verify``."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from exactmem.errors import EXIT_VERIFIED
 
@@ -16,10 +17,15 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.outputs import check_output
     from exactmem.progress import Progress
 
-    check_output(args.out, "--out", [args.checkpoint])
+    checkpoint = Path(args.checkpoint)
+    # a save_pretrained folder: none of its files may be the output
+    inputs = sorted(checkpoint.iterdir()) if checkpoint.is_dir() else [checkpoint]
+    check_output(args.out, "--out", inputs)
     progress = Progress(not args.quiet)
-    with progress.phase(f"reading {args.checkpoint} as {args.arch}"):
+    with progress.phase(f"reading {args.checkpoint} as {args.arch or 'its config.json says'}"):
         model = import_checkpoint(args.checkpoint, args.arch, heads=getattr(args, "heads", None))
+    arch = model.meta["options"]["arch"]
+    notes = model.meta["options"].get("notes", [])
     with progress.phase(f"writing {args.out}"):
         digest = save_model(model, args.out)
     res = resources(model)
@@ -31,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
                 "path": args.out,
                 "sha256": digest,
                 "file_sha256": file_sha256(args.out),
-                "arch": args.arch,
+                "arch": arch,
+                "notes": notes,
                 "checkpoint": args.checkpoint,
                 "dtypes": model.meta["options"]["dtypes"],
                 "resources": res.as_dict(),
@@ -40,8 +47,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_VERIFIED
     dtypes = ", ".join(model.meta["options"]["dtypes"])
     print(
-        f"wrote {args.out} (sha256 {digest[:16]}…): {args.arch}, width {res.width}, "
+        f"wrote {args.out} (sha256 {digest[:16]}…): {arch}, width {res.width}, "
         f"{res.dense_parameters} dense / {res.nonzero_parameters} non-zero parameters, "
         f"max {res.max_bits} bits per parameter, weights {dtypes} read exactly"
     )
+    for note in notes:  # what was read otherwise than stored (absent biases, a tied name)
+        print(f"  note: {note}")
     return EXIT_VERIFIED

@@ -78,6 +78,7 @@ def describe(model) -> list[dict]:
                     "label": s.label,
                     "score": s.score,
                     "mask": s.mask,
+                    **({"scale": f"1/sqrt({s.scale})"} if s.scale != 1 else {}),
                     "heads": len(s.heads),
                     "head_dim": head.query.out_dim if head else 0,
                     "value_dim": head.value.out_dim if head else 0,
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         elif r["kind"] == "attention":
             print(
                 f"{name} {r['score']}, {r['heads']} head(s) of dimension {r['head_dim']}, "
-                f"mask {r['mask']}"
+                f"mask {r['mask']}" + (f", scores × {r['scale']}" if "scale" in r else "")
             )
         elif r["kind"] == "layer norm":
             print(f"{name} token-wise, width {r['width']}")

@@ -484,16 +484,20 @@ def build(
 
     tokens = list(sv.tokens)
     phi_witness = None
+    # token_ids=weakened (a claim's adversary, refuted): Lemma C.2's ids one unit apart instead
+    # of two; Theorem E.1's counted from 0, outside [1, ω]
+    weakened = options.get("token_ids", "lemma") == "weakened"
+    first_id = 0 if weakened else 1
     if token_ids:
         # Theorem E.1: the embedding column of token x is (f(x), x, 0), x counted from 1
         omega = len(dataset.vocab)
         rows = (
             tuple((t, f[t]) for t in tokens if f.get(t)),
-            tuple((t, t + 1) for t in range(omega)),
+            tuple((t, t + first_id) for t in range(omega) if t + first_id),
             (),
         )
         first = Affine(omega, rows, (0, 0, 0), 1, LANES)
-        key_of = {t: t + 1 for t in tokens}
+        key_of = {t: t + first_id for t in tokens}
         sublayers: tuple = ()
     else:
         vectors_of = {t: dataset.vocab[t] for t in tokens}
@@ -501,6 +505,8 @@ def build(
         extra = [t for t in tokens if t not in in_A]
         # one Stage I projection: φ̃'s keys are the token ids (Kajitsuka & Sato 2025, Theorem 4.1)
         proj = integer_projection([vectors_of[t] for t in labelled + extra], random.Random(seed))
+        if weakened:  # ids one unit apart: t = p − p_min + 2 instead of 2(p − p_min) + 2
+            proj = Projection(proj.scale, proj.direction, (proj.shift - 2) // 2 + 2, 1)
         if labelled:
             mlp, phi_witness = _memorizer(
                 [vectors_of[t] for t in labelled],

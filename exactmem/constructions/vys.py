@@ -174,13 +174,11 @@ def paper_group_size(N: int) -> int:
 
 def stage3_layers(gadget: str, K: int, rho: int, c: int) -> int:
     """Hidden layers of Stage III for K slots (mirrors the layouts built below)."""
-    if gadget == "peel":
-        L = max(rho, c)
-        spill = 1 if max(c, 2) == L else 0
-        return K * L + spill
+    if gadget == "peel":  # the last slot: its match, c label bits and their AND gates
+        return (K - 1) * max(rho, c + 1) + c + 2
     if gadget == "keyed":
         return keyed_layers(K, rho, c)
-    return K * (rho + max(c, 2) + 1)
+    return K * (rho + max(c, 2) + 1) + 1  # the last slot's select in a layer of its own
 
 
 def choose_group_size(N: int, gadget: str, rho: int, c: int) -> int:
@@ -219,52 +217,54 @@ def _stage2(circ: Circuit, t: Lin, thresholds, us, ws) -> tuple[Lin, Lin, Lin]:
 def _stage3_peel(
     circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int, carry_key: bool
 ) -> Lin:
-    """Integer bit-peel extraction; one layer per bit, U and W in parallel (width ≤ 11)."""
-    L = max(rho, c)
+    """Integer bit-peel extraction; one layer per bit, U and W in parallel (width ≤ 11).
+
+    Slot k spans L = max(ρ, c + 1) layers from layer kL, where U[k] and W[k] are probed. Its
+    key bits are peeled off U from layer kL, its match is read there; its label bits are
+    peeled off W from layer kL + 1, so that every label bit reads the probed W[k] unit (the
+    output depends on the input only through the checked W[k] and match[k]:
+    :mod:`exactmem.dataflow`), and gated by the match one layer later. The last slot peels no
+    key bits (its key is U itself)."""
+    L = max(rho, c + 1)
     total = stage3_layers("peel", K, rho, c)
     last_slot = (K - 1) * L
     out: Lin | None = None
-    m: Lin | None = None
     due: list[tuple[str, Lin, Lin, int]] = []  # AND units for this layer: name, bit, flag, weight
-    b0: tuple[str, Lin] | None = None
     for g in range(total):
         k, i = divmod(g, L)
         units: dict[str, Lin] = {}
-        if g == 0 or g < last_slot or carry_key:
+        if g < last_slot or g == 0 or carry_key:
             units["t"] = t
-        slot_start = k < K and i == 0
-        if g < last_slot + rho - 1 or slot_start:
+        if g <= last_slot:
             units["U"] = U
-        if g < last_slot + c - 1 or slot_start:
+        if g < last_slot + c:
             units["W"] = W
         if out is not None:
             units["out"] = out
-        next_due: list[tuple[str, Lin, Lin, int]] = []
         and_names = []
         for name, bit, flag, weight in due:
             units[name] = and_bit(bit, flag)
             and_names.append((name, weight))
+        due = []
         u_bit = w_bit = None
+        p = q = 0
         if k < K:
             P, Q = rho * (K - 1 - k), c * (K - 1 - k)
             if i == 0:
                 units.update(interval_match(f"s3.{k}", U - t * 2**P, 2**P))
             elif i == 1:
                 units[f"s3.{k}.m"] = interval_match_finish(f"s3.{k}")
-            else:
-                units[f"s3.{k}.m"] = m
-            if i == 1 and b0 is not None:
-                units[b0[0]] = b0[1]
-                next_due.append((f"s3.{k}.and0", var(b0[0]), var(f"s3.{k}.m"), 2 ** (c - 1)))
-                b0 = None
-            if i < rho:
+            elif i <= c:
+                units[f"s3.{k}.m"] = var(f"s3.{k}.m")
+            if i < rho and k < K - 1:
                 p = P + rho - 1 - i
                 su, u_bit = step(f"s3.{k}.u{i}", U, 2**p)
                 units.update(su)
-            if i < c:
-                q = Q + c - 1 - i
-                sw, w_bit = step(f"s3.{k}.w{i}", W, 2**q)
+            if 1 <= i <= c:
+                q = Q + c - i
+                sw, w_bit = step(f"s3.{k}.w{i - 1}", W, 2**q)
                 units.update(sw)
+                due.append((f"s3.{k}.and{i - 1}", w_bit, var(f"s3.{k}.m"), 2 ** (c - i)))
         circ.layer(units)
         if k < K and i == 0:
             circ.probe(f"U[{k}]", var("U"))
@@ -275,23 +275,15 @@ def _stage3_peel(
             circ.probe(f"match[{k}]", var(f"s3.{k}.m"))
         # expressions over this layer, for the next one
         t = var("t")
-        U = var("U") - (2 ** (P + rho - 1 - i)) * u_bit if u_bit is not None else var("U")
-        W = var("W") - (2 ** (Q + c - 1 - i)) * w_bit if w_bit is not None else var("W")
+        U = var("U") - (2**p) * u_bit if u_bit is not None else var("U")
+        W = var("W") - (2**q) * w_bit if w_bit is not None else var("W")
         if and_names:
             out = (var("out") if out is not None else const(0)) + sum(
                 (var(n) * wt for n, wt in and_names), const(0)
             )
         elif out is not None:
             out = var("out")
-        if k < K and i >= 1:
-            m = var(f"s3.{k}.m")
-        if w_bit is not None:
-            if i == 0:
-                b0 = (f"s3.{k}.b0", w_bit)
-            else:
-                next_due.append((f"s3.{k}.and{i}", w_bit, m, 2 ** (c - 1 - i)))
-        due = next_due
-    if due or b0 is not None:
+    if due:
         raise AssertionError("peel layout left label bits unread")  # stage3_layers is wrong
     return out
 
@@ -398,19 +390,27 @@ def _stage3_keyed(
 def _stage3_tent(
     circ: Circuit, t: Lin, U: Lin, W: Lin, K: int, rho: int, c: int, carry_key: bool
 ) -> Lin:
-    """Paper-style extraction: tent-map trajectory pairs (Lemma G.4), hat match, select."""
+    """Paper-style extraction: tent-map trajectory pairs (Lemma G.4), hat match, select.
+
+    Slot k's select σ(y − 2^c(1 − m)) reads the probed label lane y and the carried match one
+    layer after its last layer (the next slot's first, or a layer of its own after the last
+    slot), so that the output depends on the input only through the checked label[k] and
+    match[k] (:mod:`exactmem.dataflow`)."""
     Su, Sw = 2 ** (K * rho + 1), 2 ** (K * c + 1)
     zu, zu2 = 2 * U, 2 * U + 1  # z = u/2^n and z' = z + 2^{-(n+1)}, in units of 2^{-(n+1)}
     zw, zw2 = 2 * W, 2 * W + 1
     out: Lin = const(0)
     span = max(c, 2)
+    pending: tuple[str, Lin] | None = None  # the previous slot's select, due in this layer
     for k in range(K):
         v: Lin = const(0)
         y: Lin = const(0)
         m: Lin | None = None
         more = k < K - 1
         for i in range(rho + span + 1):
-            units: dict[str, Lin] = {"out": out} if k else {}
+            units: dict[str, Lin] = {"out": out} if out.terms else {}
+            if pending is not None:
+                units[pending[0]] = pending[1]
             if more or i < rho or carry_key:
                 units["t"] = t
             if more and i >= rho:
@@ -437,8 +437,6 @@ def _stage3_tent(
                 b, zw2_next = tent(f"s3.{k}.zx{i - rho}", zw2, Sw)
                 units.update(a)
                 units.update(b)
-            if i == rho + span:
-                units[f"s3.{k}.sel"] = y - 2**c * (1 - m)
             circ.layer(units)
             if k == 0 and i == 0:
                 circ.probe("key", var("t"))
@@ -449,6 +447,9 @@ def _stage3_tent(
             if i == rho + span:
                 circ.probe(f"label[{k}]", var("y"))
             out = var("out") if "out" in units else const(0)
+            if pending is not None:
+                out = out + var(pending[0])
+                pending = None
             t, zu, zu2, zw, zw2 = var("t"), var("zu"), var("zu2"), var("zw"), var("zw2")
             if i < rho:
                 bit_index = k * rho + i + 1
@@ -467,8 +468,13 @@ def _stage3_tent(
             if i >= rho + 1:
                 m = var(f"s3.{k}.m")
             if i == rho + span:
-                out = out + var(f"s3.{k}.sel")
-    return out
+                pending = (f"s3.{k}.sel", var("y") - 2**c * (1 - var(f"s3.{k}.m")))
+    assert pending is not None
+    units = {"out": out} if out.terms else {}
+    if carry_key:
+        units["t"] = var("t")
+    circ.layer({**units, pending[0]: pending[1]})
+    return (var("out") if out.terms else const(0)) + var(pending[0])
 
 
 # --------------------------------------------------------------------------- builder

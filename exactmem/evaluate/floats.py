@@ -59,6 +59,8 @@ def _attention(cache: _Cache, att: Attention, z: np.ndarray) -> np.ndarray:
     for h in att.heads:
         q, k, v = (_apply(cache, m, z) for m in (h.query, h.key, h.value))
         scores = k[:, keys_at].T @ q  # [keys, queries]
+        if getattr(att, "scale", 1) != 1:
+            scores = scores / math.sqrt(att.scale)
         if seen is not None:
             scores = np.where(seen, scores, -np.inf)
         if att.score == "uniform":
@@ -83,12 +85,22 @@ def _gelu(h: np.ndarray) -> np.ndarray:
     return 0.5 * h * (1 + _erf(h / math.sqrt(2)))
 
 
+def _gelu_tanh(h: np.ndarray) -> np.ndarray:
+    """GELU's tanh approximation ½x(1 + tanh(√(2/π)(x + 0.044715x³))) (as Hugging Face's
+    ``gelu_new`` and ``torch.nn.GELU(approximate="tanh")``), float64."""
+    return 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
+
+
+_ACTIVATIONS = {"gelu": _gelu, "gelu_tanh": _gelu_tanh, "relu": lambda h: np.maximum(h, 0)}
+
+
 def _mlp(cache: _Cache, mlp: MLP, z: np.ndarray) -> np.ndarray:
     h = z
+    act = _ACTIVATIONS[getattr(mlp, "activation", "relu")]
     for i, layer in enumerate(mlp.layers):
         h = _apply(cache, layer, h)
         if i < len(mlp.layers) - 1:
-            h = _gelu(h) if getattr(mlp, "activation", "relu") == "gelu" else np.maximum(h, 0)
+            h = act(h)
     return z + h if mlp.residual else h
 
 

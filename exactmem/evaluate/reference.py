@@ -277,6 +277,71 @@ def _stat(Z: Batch, den: int, sub: int, layer: int, size: int) -> LayerStat:
     return LayerStat(sub, layer, len(Z), size, zeros, None if best is None else mpq(int(best), den))
 
 
+class KeptStats(list):
+    """The ReLU layers' statistics of one run, within a budget of bits in all.
+
+    Each keeps one exact value, its layer's least non-zero |pre-activation|, and the values of
+    a deep model may grow layer by layer: 25 000 layers of 30-digit weights (an 8.6 KB
+    ``.json.gz``) kept 25 000 values of up to 2.5 million bits, L²·D in all (5.6 GB), however
+    well each single value was bounded. So the list counts their bits as they come and stops
+    the run (:class:`InputError`, exit 2) past :data:`STATS_FACTOR` × ``--max-value-bits``;
+    honest models keep a few bits a layer (Lemma C.1 memorizers: at most 20). Lists made by
+    :meth:`sibling` (a sub-layer's, before it hands them on) count into the same budget."""
+
+    def __init__(self, budget: int, spent: list[int] | None = None):
+        super().__init__()
+        self.budget = budget
+        self._spent = spent if spent is not None else [0]
+
+    def sibling(self) -> KeptStats:
+        return KeptStats(self.budget, self._spent)
+
+    @property
+    def spent(self) -> int:
+        """Bits counted so far (this list's and its siblings')."""
+        return self._spent[0]
+
+    def rewind(self, spent: int) -> None:
+        """Count no more than ``spent`` again: the statistics of a sibling that was discarded
+        (a sub-layer the fast evaluator handed back to this one) no longer count."""
+        self._spent[0] = min(self._spent[0], spent)
+
+    def append(self, stat: LayerStat) -> None:
+        m = stat.min_nonzero
+        if m is not None:
+            self._spent[0] += m.numerator.bit_length() + m.denominator.bit_length()
+            if self._spent[0] > self.budget:
+                raise InputError(
+                    f"model: the least non-zero |pre-activation| of its ReLU layers, kept for "
+                    f"the certificate, take more than {self.budget} bits in all by sub-layer "
+                    f"{stat.sublayer} layer {stat.layer} ({STATS_FACTOR} × the limit of "
+                    "--max-value-bits): its values grow layer by layer"
+                )
+        super().append(stat)
+
+    def extend(self, stats) -> None:  # type: ignore[override]
+        if isinstance(stats, KeptStats) and stats._spent is self._spent:
+            super().extend(stats)  # a sibling's: counted already
+            return
+        for stat in stats:
+            self.append(stat)
+
+    def __iadd__(self, stats):  # type: ignore[override]
+        self.extend(stats)
+        return self
+
+    def __reduce__(self):  # sent to another process as the plain list it holds
+        return list, (list(self),)
+
+
+STATS_FACTOR = 64  # the statistics' bits in all, in units of --max-value-bits
+
+
+def kept_like(stats: list) -> list:
+    """An empty list for a sub-layer's statistics, within ``stats``'s budget if it has one."""
+    return stats.sibling() if isinstance(stats, KeptStats) else []
+
+
 def merged_stats(chunks: Sequence[Sequence[LayerStat]], size: int) -> list[LayerStat]:
     """One statistic per layer from those of the chunks the rows were split into (processes
     or shards): zeros summed, the least non-zero magnitude kept."""
@@ -629,7 +694,8 @@ def run(
         X, den = _OneHot(used, model.input_dim), 1
     else:
         X, den = _to_batch([tuple(mpq(v) for v in vocab[tok]) for tok in used], model.input_dim)
-    trace = Trace(outputs=[])
+    _bound_values(model, None if model.token_inputs else X, den, n)
+    trace = Trace(outputs=[], stats=KeptStats(STATS_FACTOR * _limits().max_value_bits))
     if record is not None:
         record.trace = trace
     last_attention = max(
@@ -740,6 +806,22 @@ def run(
         X, den = _reduce(X, den)
     trace.outputs = Outputs(X, den, index)
     return trace
+
+
+def _limits():
+    from exactmem import limits
+
+    return limits.current()
+
+
+def _bound_values(model: Transformer, X: Batch | None, den: int, n: int) -> None:
+    """Refuse, before any work, a model whose values could exceed ``--max-value-bits``
+    (:mod:`exactmem.evaluate.value_bits`); ``X`` None: one-hot token ids."""
+    from exactmem.evaluate.value_bits import check_value_bits
+    from exactmem.exact_arrays import top
+
+    inputs = None if X is None else [top(np.asarray(col)) for col in X]
+    check_value_bits(model, inputs, den, n, _limits().max_value_bits)
 
 
 def run_points(model: Transformer, points: Sequence[Sequence[mpq]], **kw) -> Trace:

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from flint import arb, arb_mat, ctx, fmpq
 from gmpy2 import mpq
 
-from exactmem.balls import ball_bounds, ball_midpoint, gelu_ball, softmax_balls, to_ball
+from exactmem.balls import (
+    activation_ball,
+    ball_bounds,
+    ball_midpoint,
+    softmax_balls,
+    to_ball,
+)
 from exactmem.evaluate.layernorm import layer_norm_balls
 from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
 
@@ -121,7 +127,7 @@ def _mlp_batch(mlp: MLP, cols: list[list[arb]]) -> list[list[arb]]:
     for i, layer in enumerate(mlp.layers):
         h = _affine_batch(layer, h)
         if i < last:
-            act = gelu_ball if mlp.activation == "gelu" else (lambda x: x.max(arb(0)))
+            act = activation_ball(mlp.activation)
             h = [[act(x) for x in c] for c in h]
     if mlp.residual:
         return [[a + b for a, b in zip(v, c, strict=True)] for v, c in zip(cols, h, strict=True)]
@@ -151,6 +157,10 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
             q = _affine(h.query, cols[kq])  # only the columns read: the last one, or all
             idx = _keys(att.mask, n, kq)
             scores = [sum((a * b for a, b in zip(keys[k], q, strict=True)), arb(0)) for k in idx]
+            tie = all(s.is_exact() for s in scores) and all(s == scores[0] for s in scores)
+            if att.scale != 1 and not tie:  # scores / √scale: Arb encloses the square root
+                root = arb(att.scale).sqrt()
+                scores = [s / root for s in scores]
             if att.score == "uniform":
                 weights = [arb(fmpq(1, len(idx)))] * len(idx)
             elif att.score == "softmax":

@@ -4,7 +4,7 @@ registered as a plugin."""
 from __future__ import annotations
 
 from exactmem.checklist import Checklist, Construction
-from exactmem.mechanisms.ks25 import CHECKS, EXAMPLES
+from exactmem.mechanisms.ks25 import CHECKS, EXAMPLE_OPTIONS, EXAMPLES
 
 # TODO(checklist interface): ``run`` adapts the checklist to :class:`~exactmem.checklist.Evidence`
 construction = Construction(
@@ -20,4 +20,5 @@ construction = Construction(
     ),
     builder=None,
     example=EXAMPLES.get("ks25-bit-budget"),
+    example_options=EXAMPLE_OPTIONS["ks25-bit-budget"],
 )
