@@ -20,6 +20,8 @@ key                                     what                                    
 ``outputs``                             the model's outputs                         (N, P, out)
 ======================================  ==========================================  ============
 
+Scores are ⟨q, k⟩ as the query and key maps give them, before an attention's division by
+√scale (``Attention.scale``; hardmax and equal scores do not depend on it, softmax weights do).
 Every value is an exact rational (``gmpy2.mpq``) but one: softmax weights of a column whose
 scores are not all equal are transcendental, so there ``pattern`` holds Arb balls
 (``flint.arb``, :func:`exactmem.evaluate.softmax.softmax_balls` of the exact scores) that
@@ -146,9 +148,12 @@ def trace(
     try:
         run(evaluated, vocab, sequences, record=record)
     except InconclusiveError as exc:
-        if record.stopped is None:
+        if record.trace is None:  # pragma: no cover - refused before any sub-layer ran
             raise
-        cache.stopped = (record.stopped[0], str(exc))
+        # the sub-layer that could not be evaluated exactly: the one after the last stream
+        # kept (a softmax column of unequal scores, a LayerNorm of irrational root)
+        at = record.stopped[0] if record.stopped else len(record.trace.streams)
+        cache.stopped = (at, str(exc))
     _lay_out(cache, record, precision)
     return cache
 
@@ -186,8 +191,9 @@ def _lay_out(cache: RunCache, record: Recording, precision: int) -> None:
                 store[f"sublayers.{s}.heads.{h.head}.{what[0]}"] = getattr(h, what)
         if s in heads:
             store[f"sublayers.{s}.scores"] = np.stack([h.scores for h in heads[s]], axis=1)
+            scale = getattr(cache.model.sublayers[s], "scale", 1)
             store[f"sublayers.{s}.pattern"] = np.stack(
-                [_pattern(h, precision) for h in heads[s]], axis=1
+                [_pattern(h, precision, scale) for h in heads[s]], axis=1
             )
         for (sub, layer), (Z, zden, index) in record.pre.items():
             if sub == s:
@@ -208,9 +214,10 @@ def _lay_out(cache: RunCache, record: Recording, precision: int) -> None:
         store["outputs"] = table[out.index]
 
 
-def _pattern(head: HeadRecord, precision: int) -> np.ndarray:
+def _pattern(head: HeadRecord, precision: int, scale: int = 1) -> np.ndarray:
     """The head's weights: the exact ones recorded, and Arb enclosures (softmax of the exact
-    scores, :func:`exactmem.evaluate.softmax.softmax_balls`) where they are transcendental."""
+    scores divided by √scale, :func:`exactmem.evaluate.softmax.softmax_balls`) where they are
+    transcendental."""
     weights = head.weights.copy()
     missing = np.argwhere(np.vectorize(lambda w: w is None, otypes=[bool])(weights[:, :, 0]))
     if not len(missing):
@@ -224,7 +231,8 @@ def _pattern(head: HeadRecord, precision: int) -> np.ndarray:
     try:
         for i, q in missing.tolist():
             at = np.flatnonzero(head.visible[q]).tolist()
-            balls = softmax_balls([to_ball(head.scores[i, q, k]) for k in at])
+            root = to_ball(mpq(scale)).sqrt()
+            balls = softmax_balls([to_ball(head.scores[i, q, k]) / root for k in at])
             weights[i, q, :] = mpq(0)
             for k, b in zip(at, balls, strict=True):
                 weights[i, q, k] = b

@@ -8,6 +8,8 @@ run ``python tests/test_tracing.py`` from the repository root.
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -155,6 +157,22 @@ def test_trace_stops_at_softmax_with_enclosures_and_before_gelu():
     cache = exactmem.trace(gelu, data)
     assert cache.stopped[0] == 1 and "GELU" in cache.stopped[1]
     assert "sublayers.0" in cache and "sublayers.0.pattern" in cache
+
+
+def test_softmax_enclosures_divide_the_scores_by_the_root_of_the_scale():
+    from exactmem.data import Dataset
+
+    model = one_head("softmax")
+    scaled = Transformer(2, (replace(model.sublayers[0], scale=4),))
+    data = Dataset("next-token", (1, 2), 2, vocab=VOCAB, sequences=((0, 1, 2), (1, 2, 0)))
+    plain, halved = exactmem.trace(model, data), exactmem.trace(scaled, data)
+    assert (plain["sublayers.0.scores"] == halved["sublayers.0.scores"]).all()  # ⟨q, k⟩ both
+    scores = plain["sublayers.0.scores"][0, 0, 0]  # query 0: lane 0 of token 0 is 1
+    for trace_, root in ((plain, 1), (halved, 2)):
+        w = trace_["sublayers.0.pattern"][0, 0, 0]
+        exps = [math.exp(float(x) / root) for x in scores]
+        for ball, e in zip(w, exps, strict=True):
+            assert abs(float(ball.mid()) - e / sum(exps)) < 1e-12
 
 
 def test_trace_of_points_and_of_positions():

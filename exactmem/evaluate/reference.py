@@ -149,10 +149,11 @@ class HeadRecord:
 
     ``queries``, ``keys``, ``values``: object arrays (sequences, positions, head size) of mpq
     (None for a ``uniform`` head's queries and keys, which it never computes). ``scores``:
-    (sequences, queries, keys) of mpq ⟨q, k⟩ for the visible keys, None for the masked ones
-    and for a uniform head. ``weights``: the attention pattern, (sequences, queries, keys) of
-    mpq — 0 for a masked key — or None for every key of a softmax column whose scores are not
-    all equal (transcendental; :func:`exactmem.evaluate.softmax.softmax_balls` encloses them).
+    (sequences, queries, keys) of mpq ⟨q, k⟩ for the visible keys (before the sub-layer's
+    division by √scale), None for the masked ones and for a uniform head. ``weights``: the
+    attention pattern, (sequences, queries, keys) of mpq — 0 for a masked key — or None for
+    every key of a softmax column whose scores are not all equal (transcendental;
+    :func:`exactmem.evaluate.softmax.softmax_balls` encloses them).
     ``visible``: (queries, keys) booleans, the mask."""
 
     sublayer: int
