@@ -102,14 +102,15 @@ def explain(
     ``inconclusive``: the message of an :class:`~exactmem.errors.InconclusiveError` (no
     certificate was written); the walk then finds where exact evaluation ends."""
     result = Explanation(verdict)
-    cache = trace(model, dataset) if model is not None and dataset is not None else None
+    failed = [c for c in checks if not c.get("passed", True)]
+    walk = model is not None and dataset is not None and (failed or inconclusive is not None)
+    cache = trace(model, dataset) if walk else None  # nothing to walk on a verified run
     if inconclusive is not None:
         finding: dict = {"check": "inconclusive", "detail": inconclusive, "figures": {}}
         if cache is not None:
             finding.update(_where_exactness_ends(cache))
         result.findings.append(finding)
         return result
-    failed = [c for c in checks if not c.get("passed", True)]
     if not failed:
         result.note = "every check passed: nothing to explain"
         return result
@@ -124,7 +125,7 @@ def explain(
         if cache is not None:
             finding.update(_walk(cache, c["name"], c["detail"], construction))
         result.findings.append(finding)
-    if cache is None:
+    if model is None or dataset is None:
         result.note = (
             "give the model and the dataset (--model, --data) to walk the examples through the "
             "exact trace"
