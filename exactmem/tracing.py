@@ -188,9 +188,13 @@ def _lay_out(cache: RunCache, record: Recording, precision: int) -> None:
     for s in range(len(cache.model.sublayers)):
         for h in heads.get(s, []):
             for what in ("queries", "keys", "values"):
-                store[f"sublayers.{s}.heads.{h.head}.{what[0]}"] = getattr(h, what)
+                numerators = getattr(h, what)
+                den = getattr(h, f"{what[:-1] if what != 'queries' else 'query'}_den")
+                store[f"sublayers.{s}.heads.{h.head}.{what[0]}"] = (
+                    None if numerators is None else _rationals(numerators, den)
+                )
         if s in heads:
-            store[f"sublayers.{s}.scores"] = np.stack([h.scores for h in heads[s]], axis=1)
+            store[f"sublayers.{s}.scores"] = np.stack([_scores(h) for h in heads[s]], axis=1)
             scale = getattr(cache.model.sublayers[s], "scale", 1)
             store[f"sublayers.{s}.pattern"] = np.stack(
                 [_pattern(h, precision, scale) for h in heads[s]], axis=1
@@ -214,13 +218,32 @@ def _lay_out(cache: RunCache, record: Recording, precision: int) -> None:
         store["outputs"] = table[out.index]
 
 
+def _rationals(numerators: np.ndarray, den: int) -> np.ndarray:
+    """Integer numerators over ``den`` as an object array of mpq."""
+    out = np.empty(numerators.shape, dtype=object)
+    for at, v in np.ndenumerate(numerators):
+        out[at] = mpq(int(v), den)
+    return out
+
+
+def _scores(head: HeadRecord) -> np.ndarray:
+    """The head's scores as rationals, None for a masked key (and everywhere for a uniform
+    head, which computes none)."""
+    N, n = head.values.shape[:2]
+    if head.scores is None:
+        return np.full((N, n, n), None, dtype=object)
+    out = _rationals(head.scores, head.score_den)
+    out[:, ~head.visible] = None
+    return out
+
+
 def _pattern(head: HeadRecord, precision: int, scale: int = 1) -> np.ndarray:
     """The head's weights: the exact ones recorded, and Arb enclosures (softmax of the exact
     scores divided by √scale, :func:`exactmem.evaluate.softmax.softmax_balls`) where they are
     transcendental."""
-    weights = head.weights.copy()
-    missing = np.argwhere(np.vectorize(lambda w: w is None, otypes=[bool])(weights[:, :, 0]))
-    if not len(missing):
+    weights = _rationals(head.weights, head.weight_den)
+    missing = np.argwhere(~head.exact)
+    if not len(missing) or head.scores is None:
         return weights
     from flint import ctx
 
@@ -229,11 +252,11 @@ def _pattern(head: HeadRecord, precision: int, scale: int = 1) -> np.ndarray:
     old = ctx.prec
     ctx.prec = precision
     try:
+        root = to_ball(mpq(scale)).sqrt()
         for i, q in missing.tolist():
             at = np.flatnonzero(head.visible[q]).tolist()
-            root = to_ball(mpq(scale)).sqrt()
-            balls = softmax_balls([to_ball(head.scores[i, q, k]) / root for k in at])
-            weights[i, q, :] = mpq(0)
+            scores = [mpq(int(head.scores[i, q, k]), head.score_den) for k in at]
+            balls = softmax_balls([to_ball(x) / root for x in scores])
             for k, b in zip(at, balls, strict=True):
                 weights[i, q, k] = b
     finally:

@@ -22,7 +22,7 @@ from gmpy2 import mpq
 
 from exactmem.balls import ball_bounds
 from exactmem.data import Dataset
-from exactmem.evaluate.reference import HeadRecord, Recording, Stream, Trace, run, run_points
+from exactmem.evaluate.reference import HeadRecord, Recording, Stream, Trace, run_points
 from exactmem.exact import format_rational
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 from exactmem.sequences import SequenceView, canonical_tokens
@@ -261,9 +261,14 @@ def _heads(model: Transformer, ds: Dataset) -> dict[int, HeadRecord]:
     them (:class:`~exactmem.evaluate.reference.Recording`), by sub-layer. A softmax model is
     recorded on its hardmax limit: the scores are the model's wherever ``kim23.softmax``
     certifies the streams equal to the limit's, which is what the checks below then rely on."""
+    from exactmem.evaluate.fast import run as fast_run  # its hardmax step records, on arrays
+
     record = Recording(attention=True)
     evaluated = hardmax_limit(model) if has_softmax(model) else model
-    run(evaluated, ds.vocab, ds.sequences, record=record)
+    last = max((i for i, s in enumerate(model.sublayers) if isinstance(s, Attention)), default=-1)
+    # the sub-layers up to the last attention: the memorizer after it records no head
+    prefix = replace(evaluated, sublayers=evaluated.sublayers[: last + 1], unembed=None)
+    fast_run(prefix, ds.vocab, ds.sequences, record=record)
     return {h.sublayer: h for h in record.heads if h.head == 0}
 
 
@@ -297,7 +302,7 @@ def _attention(model: Transformer, heads: dict[int, HeadRecord]) -> Check:
         unequal = (at_top & (values != first[:, :, None])).any(axis=2)
         for i, qk in np.argwhere(unequal)[: MAX_EXAMPLES + 1].tolist():
             bad.append(f"sublayers[{si}]: sequences[{i}] column {qk} ties unequal values")
-        gap = (top - second)[mixed].min()
+        gap = mpq(int((top - second)[mixed].min()), heads[si].score_den)
         margin = gap if margin is None or gap < margin else margin
     detail = (
         f"{mixing} layers with unequal scores, ties only between equal values; the "
@@ -313,15 +318,15 @@ def _attention(model: Transformer, heads: dict[int, HeadRecord]) -> Check:
 
 def _scores(head: HeadRecord):
     """(values, visible, top, at_top, second, mixed) of a one-head size-1 layer, read from the
-    reference evaluator's record of it (exact rationals, masked as the evaluators mask): per
-    (sequence, query), the top visible score, the visible keys at it, the best visible score
-    below it, and whether the visible scores are unequal (hardmax and softmax heads only: a
-    uniform head records no scores)."""
-    N, n, _ = head.scores.shape
+    evaluator's record of it (integer numerators: values over ``head.value_den``, scores over
+    ``head.score_den``), masked as the evaluators mask: per (sequence, query), the top visible
+    score, the visible keys at it, the best visible score below it, and whether the visible
+    scores are unequal (hardmax and softmax heads only: a uniform head records no scores)."""
+    scores = head.scores
+    N, n, _ = scores.shape
     vis = np.broadcast_to(head.visible[None, :, :], (N, n, n))
-    seen = [v for v in head.scores[vis].tolist() if v is not None]
-    low = min(seen) - 1
-    masked = np.where(vis, head.scores, low)
+    low = scores.min() - 1 if scores.size else 0
+    masked = np.where(vis, scores, low)
     top = masked.max(axis=2)
     at_top = (masked == top[:, :, None]) & vis
     second = np.where(at_top | ~vis, low, masked).max(axis=2)
@@ -369,10 +374,10 @@ def _softmax(model: Transformer, trace: Trace, heads: dict[int, HeadRecord]) -> 
         rows, cols = np.indices(top.shape)
         star = values[rows, cols, at_top.argmax(axis=2)]
         # the weights off the top, over the visible keys only, are ≤ e^{−gap} each
-        spread = np.where(vis, np.abs(values - star[:, :, None]), mpq(0)).max()
-        gap = (top - second)[mixed].min()
+        spread = np.where(vis, np.abs(values - star[:, :, None]), 0).max()
+        gap = mpq(int((top - second)[mixed].min()), heads[si].score_den)
         keys = int(vis.sum(axis=2).max())
-        eps = _epsilon(keys, spread, gap)
+        eps = _epsilon(keys, mpq(int(spread), heads[si].value_den), gap)
         worst = eps if worst is None or eps > worst else worst
         nxt = model.sublayers[si + 1] if si + 1 < len(model.sublayers) else None
         if not isinstance(nxt, MLP):

@@ -64,12 +64,13 @@ def test_recording_changes_no_value_and_is_off_by_default(module):
     assert len(record.pre) == relu_layers
 
 
+@pytest.mark.parametrize("module", [reference, fast])
 @pytest.mark.parametrize("mask", ["none", "causal", "context"])
-def test_scores_are_q_dot_k_and_patterns_the_hardmax_ties(mask):
+def test_scores_are_q_dot_k_and_patterns_the_hardmax_ties(mask, module):
     model = one_head("hardmax", mask)
     seqs = [[0, 1, 2], [2, 2, 1], [1, 0, 0]]
     record = Recording(attention=True)
-    reference.run(model, VOCAB, seqs, record=record)
+    module.run(model, VOCAB, seqs, record=record)
     (head,) = record.heads
     n = 3
     for i, seq in enumerate(seqs):
@@ -79,13 +80,14 @@ def test_scores_are_q_dot_k_and_patterns_the_hardmax_ties(mask):
             assert visible == expect[mask]
             scores = {k: VOCAB[seq[q]][0] * VOCAB[seq[k]][1] for k in visible}
             for k in range(n):
-                assert head.scores[i, q, k] == scores.get(k)  # None where masked
+                got = mpq(int(head.scores[i, q, k]), head.score_den)
+                assert got == scores.get(k, 0)  # 0 where masked
             top = max(scores.values())
             tied = [k for k in visible if scores[k] == top]
-            assert list(head.weights[i, q]) == [
-                mpq(1, len(tied)) if k in tied else 0 for k in range(n)
-            ]
-            assert head.values[i, q, 0] == sum(VOCAB[seq[q]])
+            weights = [mpq(int(w), head.weight_den) for w in head.weights[i, q]]
+            assert weights == [mpq(1, len(tied)) if k in tied else 0 for k in range(n)]
+            assert mpq(int(head.values[i, q, 0]), head.value_den) == sum(VOCAB[seq[q]])
+            assert head.exact[i, q]
 
 
 def test_a_softmax_column_of_unequal_scores_is_recorded_then_given_up():
@@ -95,9 +97,9 @@ def test_a_softmax_column_of_unequal_scores_is_recorded_then_given_up():
         reference.run(model, VOCAB, [[0, 0, 0], [0, 1, 2]], record=record)
     (head,) = record.heads
     assert record.stopped[0] == 0 and record.trace.streams == []
-    assert list(head.weights[0, 0]) == [mpq(1, 3)] * 3  # key lane 0 everywhere: equal scores
-    assert list(head.weights[1, 0]) == [None] * 3  # transcendental
-    assert list(head.scores[1, 0]) == [0, 1, 3]
+    assert head.exact[0, 0] and not head.exact[1, 0]  # key lane 0 everywhere: equal scores
+    assert [mpq(int(w), head.weight_den) for w in head.weights[0, 0]] == [mpq(1, 3)] * 3
+    assert [mpq(int(x), head.score_den) for x in head.scores[1, 0]] == [0, 1, 3]
 
 
 # --------------------------------------------------------------------------- trace

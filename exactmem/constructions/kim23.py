@@ -321,7 +321,8 @@ def build(
     # the (context, token) ids at the judged positions, distinct, with their first label
     steps.step("the (context, token) ids")
     positions = list(range(n)) if seq2seq else [n - 1]
-    A = options.get("id_multiplier") or T + 1  # T + 1 by default; A ≥ T keeps ids apart
+    A = T + 1
+    A = options.get("id_multiplier") or A  # a user's A (A ≥ T keeps the ids apart)
     S_min = min(S.tolist())
     labels = dataset.labels
     first_item: dict[int, tuple[int, int]] = {}

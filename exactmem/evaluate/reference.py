@@ -145,27 +145,65 @@ class Outputs(Sequence):
 class HeadRecord:
     """What one attention head computed on every sequence, recorded when :func:`run` is asked
     (``record=Recording(attention=True)``): the analogue of TransformerLens's ``hook_q``,
-    ``hook_k``, ``hook_v``, ``hook_attn_scores`` and ``hook_pattern``, exact.
+    ``hook_k``, ``hook_v``, ``hook_attn_scores`` and ``hook_pattern``, exact. Every array holds
+    integer numerators (Python ints in object arrays) over the denominator beside it, as the
+    evaluators keep their values (:func:`exactmem.tracing.trace` lays them out as rationals).
 
-    ``queries``, ``keys``, ``values``: object arrays (sequences, positions, head size) of mpq
-    (None for a ``uniform`` head's queries and keys, which it never computes). ``scores``:
-    (sequences, queries, keys) of mpq ⟨q, k⟩ for the visible keys (before the sub-layer's
-    division by √scale), None for the masked ones and for a uniform head. ``weights``: the
-    attention pattern, (sequences, queries, keys) of mpq — 0 for a masked key — or None for
-    every key of a softmax column whose scores are not all equal (transcendental;
-    :func:`exactmem.evaluate.softmax.softmax_balls` encloses them).
-    ``visible``: (queries, keys) booleans, the mask."""
+    ``queries`` (over ``query_den``), ``keys`` (``key_den``), ``values`` (``value_den``):
+    (sequences, positions, head size); None for a ``uniform`` head's queries and keys, which it
+    never computes. ``scores`` (``score_den``): (sequences, queries, keys), ⟨q, k⟩ before the
+    sub-layer's division by √scale, 0 where the key is masked (``visible``: (queries, keys)
+    booleans), None for a uniform head. ``weights`` (``weight_den``): the attention pattern,
+    0 for a masked key; ``exact`` (sequences, queries) is False for a softmax column whose
+    scores are not all equal — its weights are transcendental, left 0 here
+    (:func:`exactmem.evaluate.softmax.softmax_balls` encloses them)."""
 
     sublayer: int
     head: int
     score: str
     mask: str
-    queries: np.ndarray
-    keys: np.ndarray
-    values: np.ndarray
-    scores: np.ndarray
-    weights: np.ndarray
     visible: np.ndarray
+    queries: np.ndarray | None
+    keys: np.ndarray | None
+    values: np.ndarray
+    scores: np.ndarray | None
+    weights: np.ndarray
+    exact: np.ndarray
+    query_den: int = 1
+    key_den: int = 1
+    value_den: int = 1
+    score_den: int = 1
+    weight_den: int = 1
+
+
+def _over_one_den(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """An object array of mpq (None read as 0) as integer numerators over their lcm."""
+    flat = [v for v in values.reshape(-1).tolist() if v is not None]
+    den = math.lcm(*[int(v.denominator) for v in flat]) if flat else 1
+    out = np.zeros(values.shape, dtype=object)
+    for at, v in np.ndenumerate(values):
+        if v is not None:
+            out[at] = int(v.numerator) * (den // int(v.denominator))
+    return out, den
+
+
+def _head_record(sublayer: int, head: int, att: Attention, book: dict, visible) -> HeadRecord:
+    """A :class:`HeadRecord` from the per-sequence rationals the reference computed."""
+    uniform = att.score == "uniform"
+    exact = np.array(
+        [
+            [book["weights"][i, q, 0] is not None for q in range(visible.shape[0])]
+            for i in range(book["weights"].shape[0])
+        ],
+        dtype=bool,
+    ).reshape(book["weights"].shape[:2])
+    q, qd = (None, 1) if uniform else _over_one_den(book["queries"])
+    k, kd = (None, 1) if uniform else _over_one_den(book["keys"])
+    v, vd = _over_one_den(book["values"])
+    sc, sd = (None, 1) if uniform else _over_one_den(book["scores"])
+    w, wd = _over_one_den(book["weights"])
+    return HeadRecord(sublayer, head, att.score, att.mask, visible, q, k, v, sc, w, exact,
+                      qd, kd, vd, sd, wd)  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -178,8 +216,10 @@ class Recording:
 
     The caller keeps the object: it is filled as the evaluation goes, so what was recorded
     before an :class:`~exactmem.errors.InconclusiveError` (softmax with unequal scores) is
-    still there, with the partial trace in ``trace``. Recording evaluates every attention and
-    MLP sub-layer on the plain exact path (no shortcut of the fast evaluator)."""
+    still there, with the partial trace in ``trace``. Pre-activations are recorded on the plain
+    path of this module; attention on it too, or in the fast evaluator's hardmax step
+    (:func:`exactmem.evaluate.hardmax.hardmax_mix`), with the same values; the shortcut for
+    all-equal scores stands aside."""
 
     attention: bool = False
     preactivations: bool = False
@@ -566,7 +606,7 @@ def _attention(
         result.append([tuple(c) for c in new])
     if record is not None:
         for hi, book in enumerate(books):
-            record.append(HeadRecord(sublayer, hi, att.score, att.mask, **book, visible=visible))
+            record.append(_head_record(sublayer, hi, att, book, visible))
     if transcendental:
         raise _softmax_inconclusive(att)
     return result, unequal
@@ -664,8 +704,6 @@ def run(
             "a GELU MLP is transcendental: the exact evaluators do not run it; evaluate with the "
             "ball evaluator (exactmem.evaluate.softmax)"
         )
-    if record is not None and record.attention:
-        mix_step = None  # the shortcuts record no scores
     if record is not None and record.preactivations:
         mlp_step, jobs = None, 1
     if any(isinstance(s, Attention) and s.mask == "causal" for s in model.sublayers):
@@ -758,7 +796,12 @@ def run(
                 f"positions, the sequences have {n}"
             )
         keep = range(n - 1, n) if positions == "last" and si == last_attention else range(n)
-        shortcut = mix_step(sub, X, den, index, keep) if mix_step is not None else None
+        # recording heads: no shortcut for all-equal scores (it computes none to record)
+        heads = record.heads if record is not None and record.attention else None
+        heads = heads if isinstance(sub, Attention) else None
+        shortcut = None
+        if mix_step is not None and heads is None:
+            shortcut = mix_step(sub, X, den, index, keep)
         if shortcut is not None:  # all scores equal: weights exactly 1/n, nothing to decide
             X, den, index = shortcut
             if isinstance(sub, Attention):
@@ -769,7 +812,7 @@ def run(
         if mix_step is not None and isinstance(sub, Attention) and sub.score == "hardmax":
             from exactmem.evaluate.hardmax import hardmax_mix  # the fast path, on arrays
 
-            X, den, index, unequal = hardmax_mix(sub, X, den, index, keep)
+            X, den, index, unequal = hardmax_mix(sub, X, den, index, keep, heads, si)
             trace.attention.append(AttentionStat(si, N * n * len(sub.heads), unequal))
             size = len(X[0]) if X else 0
             trace.streams.append(Stream(tuple(_stream_names(trace)), X, den, index))
@@ -785,7 +828,6 @@ def run(
                 for seq in seq_cols
             ]
         else:
-            heads = record.heads if record is not None and record.attention else None
             try:
                 mixed, unequal = _attention(sub, seq_cols, heads, si)
             except InconclusiveError as exc:
