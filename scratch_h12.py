@@ -1,10 +1,13 @@
-import exactmem, time
-from exactmem.sequences import random_sequences
+import exactmem
+from dataclasses import replace
+from exactmem.data import random_points
 from exactmem.cli import main
-data = random_sequences(20, 4, 2, 5, 3, seed=1, task="seq2seq")
-exactmem.save_dataset(data, "/tmp/h12/d1.json")
-cold = exactmem.build(data, "kim23", attention="softmax", temperature=4)
-exactmem.save_model(cold, "/tmp/h12/cold.json")
-t = time.time()
-print(main(["explain", "--model", "/tmp/h12/cold.json", "--data", "/tmp/h12/d1.json"]))
-print(time.time() - t)
+pts = random_points(30, 2, 4, seed=1)
+m = exactmem.build(pts, "vys")
+mlp = m.sublayers[0]
+first = mlp.layers[0]
+bias = list(first.bias); bias[0] += 3 * first.denominator
+mlp = replace(mlp, layers=(replace(first, bias=tuple(bias)), *mlp.layers[1:]))
+bad = replace(m, sublayers=(mlp,))
+exactmem.save_dataset(pts, "/tmp/h12/pts.json"); exactmem.save_model(bad, "/tmp/h12/badvys.json")
+print(main(["explain", "--model", "/tmp/h12/badvys.json", "--data", "/tmp/h12/pts.json", "--construction", "vys"]))

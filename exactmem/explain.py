@@ -15,7 +15,8 @@ reference evaluator's trace (:func:`exactmem.tracing.trace`). The rule, exactly:
    example's column that changed there (all lanes at the embedding), exact.
 3. **Where the two merge.** With a partner: the first sub-layer after which the two columns are
    equal in every lane and stay equal to the output, and the lanes that still told them apart
-   just before it. That is where the mechanism lost the distinction the labels need. Without a
+   just before it, and — inside an MLP — that layer's units and probes, one value for both.
+   That is where the mechanism lost the distinction the labels need. Without a
    partner the example's output differs from every differently labelled item's: the read-out
    itself gives the wrong value, and the memorizer's lanes (probes) at the example are shown.
 4. **The proof's lanes.** For a memorizer stage (``memorizer.stage1.keys``, …) the probes of
@@ -353,8 +354,12 @@ def _partner(cache: RunCache, item) -> tuple[int, int] | None:
 
 
 def _lane_names(cache: RunCache, key: str) -> tuple[str, ...]:
+    """A stream's lane names, or an MLP layer's unit names (``unit j`` where unnamed)."""
     if ".pre." in key:
-        return tuple(f"unit {j}" for j in range(cache[key].shape[2]))
+        _, s, _, layer = key.split(".")
+        names = cache.model.sublayers[int(s)].layers[int(layer)].names
+        width = cache[key].shape[2]
+        return tuple(names) if len(names) == width else tuple(f"unit {j}" for j in range(width))
     return cache.lanes(key)
 
 
@@ -380,17 +385,25 @@ def _merge(cache: RunCache, a, b) -> dict:
         if x != y
     }
     merged["apart"] = dict(list(apart.items())[:SHOWN_LANES])
-    sub = cache.model.sublayers[int(keys[start].split(".")[1])] if start else None
-    if isinstance(sub, MLP) and sub.probes:
-        prefix = f"probes.{sub.label}." if sub.label else "probes."
+    parts = keys[start].split(".")
+    sub = cache.model.sublayers[int(parts[1])]
+    if isinstance(sub, MLP) and len(parts) == 4:  # merged at a layer inside an MLP
+        layer = int(parts[3])
+        prefix = f"{sub.label}." if sub.label else ""
+        # the layer's units and the probes it computes: the proof's lanes that now hold one
+        # value for both (for a Lemma C.1 memorizer's first layer: the key, Stage I)
+        names = _lane_names(cache, keys[start])
         shared = {
-            key[len("probes.") :]: _fmt(cache[key][a])
-            for key in cache.names
-            if key.startswith(prefix) and cache[key][a] == cache[key][b]
+            f"{prefix}{name}": _fmt(v) for name, v in zip(names, cache[keys[start]][a], strict=True)
         }
-        # the lanes of one value (the key) before the families of slots and steps
-        ordered = sorted(shared.items(), key=lambda kv: "[" in kv[0])
-        merged["shared"] = dict(ordered[:SHOWN_LANES])
+        shared.update(
+            {
+                prefix + probe.name: _fmt(cache[f"probes.{prefix}{probe.name}"][a])
+                for probe in sub.probes
+                if probe.layer == layer and f"probes.{prefix}{probe.name}" in cache
+            }
+        )
+        merged["shared"] = dict(list(shared.items())[:SHOWN_LANES])
     return merged
 
 

@@ -219,7 +219,7 @@ def test_explain_walks_a_collision_to_the_memorizers_key(weak, capsys):
     merge = labels["merge"]
     assert merge["where"].startswith("sublayers[12]") and "layer 0" in merge["where"]
     assert merge["apart"]["S"] == "1 vs 0" and merge["apart"]["t"] == "1 vs 1966"
-    assert merge["shared"]["memorizer.key"] == "13181222"
+    assert merge["shared"]["memorizer.t"] == "13181222"  # Stage I: the key, one for both
     ids = by["kim23.token_ids"]  # names both items: no partner search
     assert (ids["example"], ids["partner"]) == ("sequences[1][0]", "sequences[13][0]")
     assert by["memorizer.stage1.keys"]["lanes"] == {"key": "13181222"}
