@@ -292,19 +292,6 @@ def _output(cache: RunCache, item) -> list[str] | None:
     return [_fmt(v) for v in cache["outputs"][i, k]]
 
 
-def _partner(cache: RunCache, item) -> tuple[int, int] | None:
-    """The first judged item with another label and exactly the same output."""
-    if "outputs" not in cache:
-        return None
-    out = cache["outputs"]
-    y = _label(cache.dataset, item)
-    mine = tuple(out[item])
-    for other in _items(cache):
-        if other != item and _label(cache.dataset, other) != y and tuple(out[other]) == mine:
-            return other
-    return None
-
-
 def _checkpoints(cache: RunCache) -> list[str]:
     """The recorded values of a column in evaluation order: the embedding, and per sub-layer
     its ReLU layers' pre-activations (inside an MLP) and the stream after it."""

@@ -322,7 +322,9 @@ def _scores(head: HeadRecord):
     ``head.score_den``), masked as the evaluators mask: per (sequence, query), the top visible
     score, the visible keys at it, the best visible score below it, and whether the visible
     scores are unequal (hardmax and softmax heads only: a uniform head records no scores)."""
-    scores = head.scores
+    if head.scores is None:  # pragma: no cover - uniform layers fail before their scores
+        raise ChecklistStructureError(f"sublayers[{head.sublayer}]: no scores recorded")
+    scores: np.ndarray = head.scores
     N, n, _ = scores.shape
     vis = np.broadcast_to(head.visible[None, :, :], (N, n, n))
     low = scores.min() - 1 if scores.size else 0
