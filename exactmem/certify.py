@@ -435,9 +435,12 @@ def _consistency_mode(model, dataset, criteria: Criteria, feed: str) -> str:
     if criteria.construction == "ks25-deep-sets":
         return "multiset"
     if feed == "vectors with positions" or any(
-        isinstance(s, PositionalEncoding) for s in model.sublayers
+        isinstance(s, PositionalEncoding) or getattr(s, "mask", "none") != "none"
+        for s in model.sublayers
     ):
-        return "sequence"  # positions break permutation equivariance: only equal sequences
+        # positions, a causal mask (position k reads 0..k) or a context mask (the last token is
+        # no key) break permutation equivariance: only equal sequences must agree
+        return "sequence"
     return dataset.task
 
 

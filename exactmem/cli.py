@@ -388,7 +388,8 @@ def parser() -> argparse.ArgumentParser:
         "--out",
         required=True,
         metavar="MODEL",
-        help="model file to write (.json, .json.gz or .exm)",
+        help="model file to write (.json, .json.gz or .exm; above 10⁵ rows use .exm, for the "
+        "dataset too: half the size, faster to write and read)",
     )
     b.add_argument("--seed", type=int, default=0, help="seed of the random choices (default 0)")
     b.add_argument(
@@ -542,7 +543,8 @@ def parser() -> argparse.ArgumentParser:
         "--out",
         required=True,
         metavar="FILE",
-        help="dataset file to write (.json, .json.gz or .exm)",
+        help="dataset file to write (.json, .json.gz or .exm; above 10⁵ rows use .exm: half the "
+        "size, faster to write and read)",
     )
     g.add_argument("--json", action="store_true", help=JSON_WRITTEN)
     g.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -615,7 +617,12 @@ def _add_convert(sub) -> None:
         epilog=EPILOG,
     )
     cv.add_argument("input", metavar="IN", help="dataset or model file (.json, .json.gz, .exm)")
-    cv.add_argument("output", metavar="OUT", help="file to write (.exm, .json or .json.gz)")
+    cv.add_argument(
+        "output",
+        metavar="OUT",
+        help="file to write (.exm, .json or .json.gz; above 10⁵ rows use .exm: half the size, "
+        "faster to write and read)",
+    )
     cv.add_argument(
         "--allow-floats",
         action="store_true",

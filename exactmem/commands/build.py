@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.data import load_dataset
     from exactmem.io import save_model
     from exactmem.model import resources
-    from exactmem.outputs import check_output
+    from exactmem.outputs import check_output, note_json_at_scale
 
     check_output(args.out, "--out", [args.data])
     if args.construction not in CONSTRUCTIONS:
@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
             digest = save_model(model, args.out)
     finally:
         progress.close()
+    note_json_at_scale(dataset.size, {"--data": args.data, "--out": args.out})
     res = resources(model)
     parts = None
     if args.construction == "kim23":  # the three terms of Õ(d + n + √(nN)), from the weights

@@ -16,7 +16,7 @@ GENERATE_LIMITS = {"N": 10**8, "n": 10**4, "d": 10**4, "vocab": 10**8}
 
 def run(args: argparse.Namespace) -> int:
     from exactmem.data import save_dataset
-    from exactmem.outputs import check_output
+    from exactmem.outputs import check_output, note_json_at_scale
 
     check_output(args.out, "--out")
     if (args.file is not None or args.window is not None) and args.family != "text":
@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
             save_dataset(ds, args.out, progress=progress)
     finally:
         progress.close()
+    note_json_at_scale(ds.size, {"--out": args.out})
     if args.json:
         from exactmem.commands import emit_json, file_sha256
         from exactmem.data import dataset_hash

@@ -414,6 +414,8 @@ def _mlp(
     progress: Callable[[str], None] | None = None,
     keep_pre: Callable[[int, Batch, int], None] | None = None,
 ) -> tuple[Batch, int]:
+    if mlp.activation != "relu":  # (run refuses such models first; a step never reads GELU as ReLU)
+        raise InconclusiveError(f"MLP {mlp.label!r}: {mlp.activation} is transcendental")
     probes_at: dict[int, list] = {}
     for p in mlp.probes:
         probes_at.setdefault(p.layer, []).append(p)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 from gmpy2 import mpq
 
+from exactmem.errors import InconclusiveError
 from exactmem.evaluate import reference
 from exactmem.evaluate.fast import limits
 from exactmem.evaluate.fast.engine import _Engine
@@ -31,6 +32,8 @@ def mlp(
 ) -> tuple[Batch, int]:
     """Drop-in for the reference's MLP step: same values, lanes and statistics. Falls back to
     the reference evaluator (whole sub-layer) where int64 safety cannot be proved."""
+    if mlp.activation != "relu":  # (run refuses such models first; a step never reads GELU as ReLU)
+        raise InconclusiveError(f"MLP {mlp.label!r}: {mlp.activation} is transcendental")
     threads(jobs)
     if size == 1 and _long_values(mlp, X, den):
         return reference._mlp(mlp, X, den, size, sub, on_probe, stats, progress)
