@@ -47,10 +47,11 @@ from exactmem.tracing import RunCache, trace
 __all__ = ["Explanation", "explain", "render"]
 
 MECHANISM_MODULES = ("vys", "ks25", "mahdavi24", "dana25", "kim23", "ks24", "madden24")
-EXAMPLE = re.compile(r"\b(sequences|points)\[(\d+)\](?:\[(\d+)\])?")
-SUBLAYER = re.compile(r"sublayers\[(\d+)\]")
-COLUMN = re.compile(r"column (\d+)")
-UNIT = re.compile(r"hidden unit (\d+) of layer (\d+)")
+# a certificate is a file like any other: indices are read with at most 9 digits and checked
+EXAMPLE = re.compile(r"\b(sequences|points)\[(\d{1,9})\](?:\[(\d{1,9})\])?")
+SUBLAYER = re.compile(r"sublayers\[(\d{1,9})\]")
+COLUMN = re.compile(r"column (\d{1,9})")
+UNIT = re.compile(r"hidden unit (\d{1,9}) of layer (\d{1,9})")
 STAGE_PROBES = {
     "stage1": ("key",),
     "stage2": ("step[",),
@@ -157,12 +158,13 @@ def _label(ds: Dataset, item: tuple[int, int]) -> int:
 def _named(cache: RunCache, detail: str) -> list[tuple[int, int]]:
     """The items the check's detail names, in order (at most two: the first complaint's)."""
     ds = cache.dataset
+    n = 1 if ds.task == "points" else len(ds.sequences[0])
     first = detail.split(";")[0]
     found = []
     for what, i, k in EXAMPLE.findall(first):
         i = int(i)
-        if i >= ds.size:
-            continue
+        if i >= ds.size or (k and int(k) >= n):
+            continue  # not an item of this dataset
         if k:
             found.append((i, int(k)))
         elif what == "points" or ds.task == "points":
@@ -268,7 +270,7 @@ def _unit(cache: RunCache, detail: str, item, construction: str | None) -> dict:
 
         source = trace(hardmax_limit(cache.model), cache.dataset, attention=False)
         said += " on the hardmax limit"
-    if key not in source:
+    if key not in source or u >= source[key].shape[2]:
         return {}
     return {said: _fmt(source[key][item][u])}
 
@@ -419,6 +421,8 @@ def _proof_lanes(cache: RunCache, check: str, detail: str, item) -> dict:
         s = int(where.group(1))
         if f"sublayers.{s}.scores" in cache:
             q = int(column.group(1)) if column else k
+            if q >= cache[f"sublayers.{s}.scores"].shape[2]:
+                return lanes
             lanes["scores"] = [_fmt(v) for v in cache[f"sublayers.{s}.scores"][i, 0, q]]
             lanes["pattern"] = [_fmt(v) for v in cache[f"sublayers.{s}.pattern"][i, 0, q]]
             lanes["column"] = f"sublayers[{s}], sequences[{i}], query {q}, head 0"

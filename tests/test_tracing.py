@@ -244,6 +244,32 @@ def test_explain_from_the_certificate_alone_and_refusals(weak, capsys, tmp_path)
     assert main(["explain", str(cert), "--construction", "kim23"]) == 2
 
 
+def test_explain_reads_a_crafted_certificate_as_data(weak, capsys, tmp_path):
+    """A certificate is a file like any other: its texts name items and units that do not
+    exist, carry terminal escapes, or huge numbers; explain walks none of them and exits with
+    the recorded verdict, escaping what it prints."""
+    from exactmem.io import canonical_hash
+
+    cert = tmp_path / "cert.json"
+    argv = ["verify", str(weak / "weak.json"), "--data", str(weak / "data.json"), "--quiet"]
+    assert main([*argv, "--construction", "kim23", "--certificate", str(cert)]) == 1
+    capsys.readouterr()
+    obj = json.loads(cert.read_text())
+    checks = obj["certificate"]["checks"]
+    checks[0]["detail"] = (
+        "sequences[999999][0] and sequences[1][99]: \x1b[31mred\x1b[0m; "
+        f"sublayers[3]: hidden unit 99 of layer 0; column {'9' * 5000}"
+    )
+    obj["sha256"] = canonical_hash(obj["certificate"])
+    cert.write_text(json.dumps(obj))
+    files = ["--model", str(weak / "weak.json"), "--data", str(weak / "data.json")]
+    assert main(["explain", str(cert), *files]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "red" in out
+    first = out.split("\nFAIL ", 2)[1]
+    assert "  example " not in first  # no item of this dataset named: nothing walked
+
+
 def test_explain_a_verified_and_an_inconclusive_run(weak, capsys, tmp_path):
     ds = kim23_data()
     exactmem.save_dataset(ds, tmp_path / "d.json")

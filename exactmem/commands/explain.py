@@ -7,6 +7,7 @@ and ``--data`` (their SHA-256 checked against it) to walk the examples through t
 from __future__ import annotations
 
 import argparse
+from typing import cast
 
 from exactmem.errors import (
     EXIT_INCONCLUSIVE,
@@ -58,9 +59,10 @@ def run(args: argparse.Namespace) -> int:
     if args.certificate is not None:
         if args.construction is not None:
             raise InputError("--construction: a certificate records its own criteria")
-        from exactmem.commands.show import read
+        from exactmem.commands.show import _printable, read
 
-        cert = read(args.certificate)
+        # its texts are printed: non-printable characters escaped, as show prints them
+        cert = cast(dict, _printable(read(args.certificate)))
         if args.model is not None:
             model, dataset = _load(args)
             _same_subject(cert, args.certificate, model, dataset)
