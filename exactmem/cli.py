@@ -186,10 +186,12 @@ def _add_inspection(sub) -> None:
 
     sh = sub.add_parser(
         "show",
-        help="read a certificate file back: its schema and hash checked, its verdict table",
-        description="Check a certificate file written by verify --certificate (format, sha256, "
-        "the fields of the exactmem.certificate/2 schema) and print its verdict table. The exit "
-        "code is the recorded verdict's (0 verified, 1 refuted); nothing is evaluated again.",
+        help="display a certificate file as the record it is (recheck re-derives it)",
+        description="Display the verdict table a certificate file records, after checking its "
+        "format, fields (the exactmem.certificate/2 schema) and sha256. An intact sha256 means "
+        "the content is unchanged since it was hashed — not who wrote it nor that it is true "
+        "(docs/trust.md). The exit code is the recorded verdict's (0 verified, 1 refuted); "
+        "nothing is evaluated again: `exactmem recheck` re-derives the verdict from the files.",
         epilog=EPILOG,
     )
     sh.add_argument("certificate", metavar="CERT", help="certificate file (.json or .json.gz)")
@@ -223,6 +225,33 @@ def _add_inspection(sub) -> None:
     ex.add_argument("--json", action="store_true", help="the explanation as JSON on stdout")
     _add_limits(ex)
     ex.set_defaults(func=_command("explain"))
+
+    rc = sub.add_parser(
+        "recheck",
+        help="re-derive a certificate's verdict from its model and dataset files",
+        description="Re-derive CERT: check that MODEL and the dataset are the files it names "
+        "(their sha256), verify them again under the criteria it records (construction, "
+        "tolerance, max precision), and report every difference from the record — verdict, "
+        "checks, resources, hashes. Exit 0: re-derived the same; 1: something differs (listed); "
+        "2: bad input.",
+        epilog=EPILOG,
+    )
+    rc.add_argument("certificate", metavar="CERT", help="certificate file (.json or .json.gz)")
+    rc.add_argument("--model", required=True, metavar="MODEL", help="model file it names")
+    rc.add_argument("--data", required=True, metavar="FILE", help="dataset file it names")
+    rc.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in the dataset, converted exactly (dyadic)",
+    )
+    _add_evaluator(rc)
+    _add_jobs(rc)
+    rc.add_argument(
+        "--json", action="store_true", help="JSON on stdout: the differences and both certificates"
+    )
+    rc.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_limits(rc)
+    rc.set_defaults(func=_command("recheck"))
 
 
 def _add_limits(sub: argparse.ArgumentParser) -> None:
@@ -379,7 +408,8 @@ def parser() -> argparse.ArgumentParser:
         "--construction",
         required=True,
         metavar="NAME",
-        help="the construction to run (listed below): " + ", ".join(CONSTRUCTIONS),
+        help="the construction to run: a built-in (listed below) or an installed plugin's "
+        "(`exactmem constructions` lists every registered one)",
     )
     b.add_argument(
         "--data", required=True, metavar="FILE", help="dataset (.json, .json.gz or .exm)"
@@ -421,8 +451,10 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="demand NAME's full checklist (its stages, margins and lanes; a model lacking one "
         "is refuted). Without it only the construction-independent checks run (labels, lower "
-        "bounds); the model file's own claims are never a criterion. NAME: "
-        + ", ".join(CONSTRUCTIONS),
+        "bounds); the model file's own claims are never a criterion. NAME: a built-in ("
+        + ", ".join(CONSTRUCTIONS)
+        + ") or an installed plugin's; `exactmem constructions NAME` lists its checks with the "
+        "paper and result each tests, and its declared bounds (judged as NAME.bounds.<metric>)",
     )
     v.add_argument(
         "--tolerance",
@@ -453,6 +485,7 @@ def parser() -> argparse.ArgumentParser:
 
     _add_import(sub)
     _add_train(sub)
+    _add_registry(sub)
 
     bo = sub.add_parser(
         "bounds",
@@ -603,6 +636,39 @@ def parser() -> argparse.ArgumentParser:
     _add_convert(sub)
     _add_warmup(sub)
     return p
+
+
+def _add_registry(sub) -> None:
+    """``constructions`` and ``selftest``: the registered constructions (exactmem.registry)."""
+    co = sub.add_parser(
+        "constructions",
+        help="every installed construction (built-ins and plugins) with package, version, paper",
+        description="List every construction registered in the exactmem.constructions "
+        "entry-point group — the built-ins and installed plugins — with its package, version "
+        "and paper. Given NAMEs: each one's checklist — the checks with the paper, result and "
+        "mechanism each tests and their breakers, the tasks, the declared bounds — and its "
+        "options. A plugin that fails to import or register is named in a warning on stderr.",
+        epilog=EPILOG,
+    )
+    co.add_argument("names", nargs="*", metavar="NAME", help="describe these constructions")
+    co.add_argument("--json", action="store_true", help="JSON on stdout")
+    co.set_defaults(func=_command("constructions"))
+
+    st = sub.add_parser(
+        "selftest",
+        help="see every check fail: each check's breakers refute an honest model",
+        description="For each construction (default: every registered one) build its honest "
+        "example, which must verify, then apply every breaker of every declared check and "
+        "certify under the construction's checklist: the check the breaker names must fail. "
+        "Prints a table (check, paper/result, breaker, verdict, seen to fail); exit 1 when a "
+        "breaker is not seen to fail, a declared check has no breaker, or a construction has "
+        "no example dataset or no declared checks.",
+        epilog=EPILOG,
+    )
+    st.add_argument("names", nargs="*", metavar="NAME", help="only these constructions")
+    st.add_argument("--json", action="store_true", help="JSON on stdout")
+    st.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    st.set_defaults(func=_command("selftest"))
 
 
 def _add_convert(sub) -> None:

@@ -1,13 +1,15 @@
-"""The constructions the CLI and the API build, their ``--set KEY=VALUE`` options, and the upper
-bounds of the numeric options, checked against the dataset before any work.
+"""The built-in constructions' descriptions and ``--set KEY=VALUE`` options (registered with
+them, :mod:`exactmem.plugins`), and the upper bounds of the numeric options, checked against the
+dataset before any work.
 
-One table serves ``build --set``, :func:`exactmem.build` and the claim files' ``[options]``, so
-the three parse and bound an option by the same code.
+One table per construction serves ``build --set``, :func:`exactmem.build` and the claim files'
+``[options]``, so the three parse and bound an option by the same code; a plugin's table is its
+:attr:`~exactmem.checklist.Construction.options` (:func:`options_of`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from exactmem.errors import InputError
 
@@ -256,9 +258,20 @@ def _rational_option(key: str, value: str, zero: bool = False):
     return str(q)
 
 
+def options_of(construction: str) -> Mapping[str, tuple[str, Callable[[str, str], object]]]:
+    """The ``--set`` options of a registered construction (:mod:`exactmem.registry`): the
+    built-ins' tables above, or what a plugin declares."""
+    from exactmem import registry
+
+    try:
+        return registry.get(construction).options
+    except KeyError as exc:
+        raise InputError(f"--construction {exc.args[0]}") from None
+
+
 def parse_options(construction: str, items: Sequence[str]) -> dict:
     """``--set KEY=VALUE`` pairs, checked against the construction's options."""
-    known = OPTIONS[construction]
+    known = options_of(construction)
     options: dict = {}
     for item in items:
         key, sep, value = item.partition("=")

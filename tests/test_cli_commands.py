@@ -147,7 +147,7 @@ def test_show_prints_the_verdict_table(built, capsys):
     _, _, cert = built
     assert main(["show", str(cert)]) == 0
     out = capsys.readouterr().out
-    assert "format and sha256 checked" in out and "verdict: VERIFIED" in out
+    assert "a RECORD, displayed as written" in out and "verdict: VERIFIED" in out
     assert "ok   labels" in out
     code, said = run_json(capsys, ["show", str(cert), "--json"])
     assert code == 0 and said == json.loads(cert.read_text())["certificate"]

@@ -6,8 +6,19 @@ from __future__ import annotations
 import argparse
 
 from exactmem.errors import EXIT_VERIFIED, InputError
-from exactmem.options import CONSTRUCTIONS, check_option_limits, parse_options
+from exactmem.options import check_option_limits, parse_options
 from exactmem.progress import Progress
+
+
+def require_construction(name: str) -> None:
+    """Exit 2 unless ``name`` is a registered construction (plugins included)."""
+    from exactmem import registry
+
+    if name not in registry.constructions():
+        raise InputError(
+            f"--construction {name!r} is unknown; available: "
+            f"{', '.join(registry.constructions())} (exactmem constructions lists them)"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,11 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.outputs import check_output, note_json_at_scale
 
     check_output(args.out, "--out", [args.data])
-    if args.construction not in CONSTRUCTIONS:
-        raise InputError(
-            f"--construction {args.construction!r} is unknown; available: "
-            f"{', '.join(CONSTRUCTIONS)}"
-        )
+    require_construction(args.construction)
     progress = Progress(not args.quiet)
     options = parse_options(args.construction, args.set or [])
     options["seed"] = args.seed

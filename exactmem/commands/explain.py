@@ -59,10 +59,10 @@ def run(args: argparse.Namespace) -> int:
     if args.certificate is not None:
         if args.construction is not None:
             raise InputError("--construction: a certificate records its own criteria")
-        from exactmem.commands.show import _printable, read
+        from exactmem.certificates import printable, read
 
         # its texts are printed: non-printable characters escaped, as show prints them
-        cert = cast(dict, _printable(read(args.certificate)))
+        cert = cast(dict, printable(read(args.certificate)))
         if args.model is not None:
             model, dataset = _load(args)
             _same_subject(cert, args.certificate, model, dataset)

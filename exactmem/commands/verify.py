@@ -9,9 +9,24 @@ import json
 import sys
 
 from exactmem.commands import emit_json
-from exactmem.errors import EXIT_REFUTED, EXIT_USAGE, EXIT_VERIFIED, InputError
-from exactmem.options import CONSTRUCTIONS
+from exactmem.errors import (
+    EXIT_INCONCLUSIVE,
+    EXIT_REFUTED,
+    EXIT_USAGE,
+    EXIT_VERIFIED,
+    InputError,
+)
 from exactmem.progress import Progress
+
+EXIT_CODES = {"verified": EXIT_VERIFIED, "refuted": EXIT_REFUTED, "inconclusive": EXIT_INCONCLUSIVE}
+"""The exit code of each verdict: 0, 1, 4."""
+
+
+def status(check: dict) -> str:
+    """``ok``, ``FAIL`` or ``undecided`` (the tri-state of :class:`exactmem.verify.Check`)."""
+    if check.get("passed"):
+        return "ok"
+    return "undecided" if check.get("undecided") else "FAIL"
 
 
 def print_certificate(cert: dict) -> None:
@@ -49,7 +64,7 @@ def print_certificate(cert: dict) -> None:
     )
     for c in cert["checks"]:
         name, detail = _printable(c["name"]), _printable(c["detail"])  # labels come from the file
-        print(f"  {'ok  ' if c['passed'] else 'FAIL'} {name:<28} {detail}")
+        print(f"  {status(c):<4} {name:<28} {detail}")
         _print_margins(c)
     act = cert["activation"]
     print(
@@ -72,11 +87,12 @@ def run(args: argparse.Namespace) -> int:
         tolerance = parse_rational(args.tolerance, "--tolerance")
         if tolerance < 0:
             raise InputError(f"--tolerance {args.tolerance}: must be ≥ 0")
-    if args.construction is not None and args.construction not in CONSTRUCTIONS:
-        raise InputError(
-            f"--construction {args.construction!r} is unknown; available: "
-            f"{', '.join(CONSTRUCTIONS)}"
-        )
+    if args.construction is not None:
+        from exactmem.certify import checklist_of
+        from exactmem.commands.build import require_construction
+
+        require_construction(args.construction)
+        checklist_of(args.construction)  # one that registers no checklist: exit 2 now
     if args.certificate:
         check_output(args.certificate, "--certificate", [args.model, args.data])
     _cluster(args, start=False)  # usage errors and a missing extra before any work
@@ -111,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             progress(f"certificate written to {args.certificate}", force=True)
         except OutputError as exc:  # the verdict is still printed: the work is not lost
             unwritten = exc
-    args.pending_exit = EXIT_VERIFIED if cert.verdict == "verified" else EXIT_REFUTED
+    args.pending_exit = EXIT_CODES[cert.verdict]
     if unwritten is not None:
         args.pending_exit = EXIT_USAGE
     if args.json:
