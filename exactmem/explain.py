@@ -22,9 +22,9 @@ reference evaluator's trace (:func:`exactmem.tracing.trace`). The rule, exactly:
 4. **The proof's lanes.** For a memorizer stage (``memorizer.stage1.keys``, …) the probes of
    that stage at the example; for a check naming an attention sub-layer and a column, that
    head's exact scores and pattern there.
-5. **INCONCLUSIVE** (exact arithmetic cannot decide): the first sub-layer where the exact
-   evaluation ends (a softmax column with unequal scores, or a GELU MLP), the first such
-   column, its exact scores and the Arb enclosures of its weights.
+5. **An undecided check** (exact arithmetic and Arb balls cannot decide it): the first
+   sub-layer where the exact evaluation ends (a softmax column with unequal scores, or a GELU
+   MLP), the first such column, its exact scores and the Arb enclosures of its weights.
 
 Lane names are shown as the model file gives them (a label for the reader): where the walk
 leads is decided by the evaluated values alone.
@@ -104,28 +104,40 @@ def explain(
     ``inconclusive``: the message of an :class:`~exactmem.errors.InconclusiveError` (no
     certificate was written); the walk then finds where exact evaluation ends."""
     result = Explanation(verdict)
-    failed = [c for c in checks if not c.get("passed", True)]
-    walk = model is not None and dataset is not None and (failed or inconclusive is not None)
-    cache = trace(model, dataset) if walk else None  # nothing to walk on a verified run
+    failed = [c for c in checks if not c.get("passed", True) and not c.get("undecided")]
+    undecided = [c for c in checks if c.get("undecided")]
+    walk = model is not None and dataset is not None
+    walk = walk and bool(failed or undecided or inconclusive is not None)
+    # nothing to walk on a verified run
+    cache = trace(model, dataset) if walk and model and dataset else None
     if inconclusive is not None:
-        finding: dict = {"check": "inconclusive", "detail": inconclusive, "figures": {}}
+        finding: dict = {
+            "check": "inconclusive",
+            "detail": inconclusive,
+            "figures": {},
+            "undecided": True,
+        }
         if cache is not None:
             finding.update(_where_exactness_ends(cache))
         result.findings.append(finding)
         return result
-    if not failed:
+    if not failed and not undecided:
         result.note = "every check passed: nothing to explain"
         return result
-    for c in failed:
-        figures = {k: v for k, v in c.items() if k not in ("name", "passed", "detail")}
+    for c in failed + undecided:
+        skip = ("name", "passed", "detail", "undecided")
+        figures = {k: v for k, v in c.items() if k not in skip}
         finding = {
             "check": c["name"],
             "detail": c["detail"],
             "figures": figures,
             "spec": spec_of(construction, c["name"]),
+            "undecided": bool(c.get("undecided")),
         }
         if cache is not None:
             finding.update(_walk(cache, c["name"], c["detail"], construction))
+            if finding["undecided"]:  # where exact arithmetic stops deciding
+                finding["exactness"] = _where_exactness_ends(cache)
         result.findings.append(finding)
     if model is None or dataset is None:
         result.note = (
@@ -470,7 +482,9 @@ def render(expl: Explanation) -> list[str]:
         if f["check"] == "inconclusive":
             lines.append(f"undecided: {f['detail']}")
         else:
-            lines.append(f"FAIL {f['check']}: {f['detail']}")
+            lines.append(
+                f"{'undecided' if f.get('undecided') else 'FAIL'} {f['check']}: {f['detail']}"
+            )
         figures = {k: _brief(v) for k, v in f.get("figures", {}).items() if v is not None}
         if figures:
             lines.append("  figures: " + ", ".join(f"{k} = {v}" for k, v in figures.items()))
@@ -478,12 +492,13 @@ def render(expl: Explanation) -> list[str]:
         if spec:
             lines.append(f"  tests: {spec['result']} — {spec['paper']}")
             lines.append(f"  needs: {spec['mechanism']}")
-        if f["check"] == "inconclusive" and f.get("where"):
-            lines.append(f"  exact evaluation ends at {f['where']}: {f['why']}")
-            if "column" in f:
-                lines.append(f"  first column with unequal scores: {f['column']}")
-                lines.append(f"    scores  {', '.join(f['scores'])}")
-                lines.append(f"    weights {', '.join(f['pattern'])}")
+        ends = f if f["check"] == "inconclusive" else f.get("exactness") or {}
+        if ends.get("where"):
+            lines.append(f"  exact evaluation ends at {ends['where']}: {ends['why']}")
+            if "column" in ends:
+                lines.append(f"  first column with unequal scores: {ends['column']}")
+                lines.append(f"    scores  {', '.join(ends['scores'])}")
+                lines.append(f"    weights {', '.join(ends['pattern'])}")
         if f.get("example") is None:
             continue
         out = ", ".join(f["output"]) if f.get("output") else "—"
