@@ -45,12 +45,14 @@ def _content(path: str) -> dict:
 
 
 def _forge(files, dropped: str) -> str:
-    """The refuted certificate with the failing check ``dropped``, its verdict turned to
-    verified and the file hashed again as exactmem.io writes it."""
+    """The refuted certificate with its failing checks (``dropped`` among them) dropped, its
+    verdict turned to verified and the file hashed again as exactmem.io writes it."""
     cert = _content(files["refuted"])
-    assert [c["name"] for c in cert["checks"] if not c["passed"]] == [dropped]
-    cert["checks"] = [c for c in cert["checks"] if c["name"] != dropped]
-    cert["subject"]["criteria"]["checks_run"].remove(dropped)
+    failed = [c["name"] for c in cert["checks"] if not c["passed"]]
+    assert dropped in failed
+    cert["checks"] = [c for c in cert["checks"] if c["passed"]]
+    for name in failed:
+        cert["subject"]["criteria"]["checks_run"].remove(name)
     cert["verdict"] = "verified"
     forged = str(files["tmp"] / "forged.json")
     save_certificate(cert, forged)
