@@ -200,6 +200,33 @@ def _add_inspection(sub) -> None:
     _add_limits(sh)
     sh.set_defaults(func=_command("show"))
 
+    ex = sub.add_parser(
+        "explain",
+        help="take a REFUTED or INCONCLUSIVE verdict to the sub-layer, lane and example where "
+        "the values leave what the proof needs",
+        description="From a certificate file (with --model and --data, the files it was made "
+        "from, to walk the examples through the exact trace) or a run (--model, --data and "
+        "--construction, certified first): each failed check, the paper and mechanism it tests, "
+        "the first example it names, its lanes after every sub-layer, and the sub-layer where it "
+        "merges with an item labelled otherwise (docs/inside-a-run.md). The exit code is the "
+        "verdict's.",
+        epilog=EPILOG,
+    )
+    ex.add_argument(
+        "certificate", metavar="CERT", nargs="?", help="certificate file (.json or .json.gz)"
+    )
+    ex.add_argument("--model", metavar="MODEL", help="model file (.json, .json.gz or .exm)")
+    ex.add_argument("--data", metavar="FILE", help="dataset (.json, .json.gz or .exm)")
+    ex.add_argument("--construction", metavar="NAME", help="without CERT: demand NAME's checklist")
+    ex.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in the dataset, converted exactly (dyadic)",
+    )
+    ex.add_argument("--json", action="store_true", help="the explanation as JSON on stdout")
+    _add_limits(ex)
+    ex.set_defaults(func=_command("explain"))
+
     rc = sub.add_parser(
         "recheck",
         help="re-derive a certificate's verdict from its model and dataset files",
