@@ -30,7 +30,7 @@ from exactmem.exact_arrays import first_seen_ids
 from exactmem.exact_arrays import top as array_top
 from exactmem.gcpause import paused_gc
 from exactmem.json_input import parse_json, read_json_file
-from exactmem.suggest import plural
+from exactmem.wording import plural
 
 __all__ = [
     "FORMAT",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from exactmem.errors import InputError
-from exactmem.suggest import did_you_mean
+from exactmem.wording import did_you_mean
 
 CONSTRUCTIONS = {
     "vys": "Vardi, Yehudai & Shamir 2022, Theorem 3.1 / Kajitsuka & Sato 2025, Lemma C.1 "

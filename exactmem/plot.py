@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exactmem.errors import InputError
-from exactmem.suggest import plural
+from exactmem.wording import plural
 
 __all__ = [
     "FORMATS",

@@ -27,8 +27,8 @@ from exactmem.data import Dataset
 from exactmem.errors import InputError
 from exactmem.exact_arrays import first_seen_ids, index_type, int_array, multiset_ids
 from exactmem.progress import counter, ignore
-from exactmem.suggest import plural
 from exactmem.token_rows import token_matrix
+from exactmem.wording import plural
 
 __all__ = [
     "SequenceView",

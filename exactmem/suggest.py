@@ -13,34 +13,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+
+from exactmem.wording import closest, did_you_mean, plural
 
 __all__ = ["Parser", "closest", "constructions_for", "did_you_mean", "plural", "wrong_task"]
-
-
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``count`` and ``noun``, plural unless ``count`` is 1: ``plural(1, "pair")`` is
-    "1 pair", ``plural(2, "pair")`` "2 pairs"; ``many`` for an irregular plural."""
-    return f"{count} {noun if count == 1 else (many or noun + 's')}"
-
-
-def closest(word: str, choices: Iterable[str]) -> str | None:
-    """The choice closest to ``word`` (difflib's ratio, at least 0.6), or None. The first choice
-    that ``word`` is a prefix of wins (``ks25`` → ``ks25-next-token``)."""
-    import difflib  # here: the CLI imports this module for every command, even --help
-
-    options = list(choices)
-    starts = [c for c in options if c.startswith(word) and word]
-    if starts:
-        return starts[0]
-    found = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """``"; did you mean X?"`` for the closest choice, or an empty string."""
-    best = closest(word, choices)
-    return f"; did you mean {best}?" if best is not None else ""
 
 
 def constructions_for(task: str) -> list[str]:

@@ -8,7 +8,8 @@ import argparse
 from exactmem.errors import EXIT_VERIFIED, InputError
 from exactmem.options import check_option_limits, parse_options
 from exactmem.progress import Progress
-from exactmem.suggest import did_you_mean, plural, wrong_task
+from exactmem.suggest import wrong_task
+from exactmem.wording import did_you_mean, plural
 
 
 def require_construction(name: str) -> None:

@@ -9,7 +9,7 @@ import sys
 from exactmem.errors import EXIT_VERIFIED, InputError
 from exactmem.limits import generated_size_problem
 from exactmem.progress import Progress
-from exactmem.suggest import plural
+from exactmem.wording import plural
 
 # the N = 10⁷ benchmark dataset fits; 10¹² points would run until memory is exhausted
 GENERATE_LIMITS = {"N": 10**8, "n": 10**4, "d": 10**4, "vocab": 10**8}

@@ -10,7 +10,7 @@ import argparse
 import json
 
 from exactmem.errors import EXIT_VERIFIED
-from exactmem.suggest import plural
+from exactmem.wording import plural
 
 LANES_SHOWN = 12  # lane names printed per sub-layer; --json lists them all
 SAID_CHARS = 2000  # a meta entry longer than this (a memorizer layout) is summarised

@@ -23,7 +23,7 @@ from gmpy2 import mpq
 
 from exactmem.errors import EXIT_VERIFIED, InconclusiveError
 from exactmem.progress import Progress, counter
-from exactmem.suggest import plural
+from exactmem.wording import plural
 
 ROWS_SHOWN = 1000  # sequences printed as text; --json lists every one
 BALL_START = 64  # bits of the first ball evaluation; doubled for the undecided sequences

@@ -17,7 +17,8 @@ from exactmem.errors import (
     InputError,
 )
 from exactmem.progress import Progress
-from exactmem.suggest import plural, wrong_task
+from exactmem.suggest import wrong_task
+from exactmem.wording import plural
 
 EXIT_CODES = {"verified": EXIT_VERIFIED, "refuted": EXIT_REFUTED, "inconclusive": EXIT_INCONCLUSIVE}
 """The exit code of each verdict: 0, 1, 4."""
