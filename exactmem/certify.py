@@ -185,6 +185,8 @@ def certify(
     evaluator: str = "fast",
     max_precision: int | None = None,
     cluster=None,
+    reference=None,
+    reference_tolerance: mpq | None = None,
 ) -> Certificate:
     """Evaluate ``model`` on ``dataset`` exactly and judge it.
 
@@ -205,7 +207,11 @@ def certify(
     regression labels, 2^14 per argmax example).
 
     ``cluster`` (an :class:`exactmem.distributed.Cluster`) runs the fast evaluator's MLP
-    sub-layers sharded on Dask workers; the certificate is the same."""
+    sub-layers sharded on Dask workers; the certificate is the same.
+
+    ``reference`` (:class:`exactmem.reference_logits.Reference`: the framework's own logits of
+    this dataset) adds the check ``reference_logits``: every one within float32 rounding
+    (τ·(1 + |x|), τ printed; ``reference_tolerance`` replaces it) of its certified enclosure."""
     criteria = Criteria(construction, None if tolerance is None else mpq(tolerance), max_precision)
     if criteria.construction == "madden24":
         from exactmem.verify_madden24 import require_tolerance
@@ -235,6 +241,18 @@ def certify(
         )
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
+    if reference is not None:
+        from exactmem.reference_logits import reference_check
+
+        checks.append(
+            reference_check(
+                model,
+                dataset,
+                reference,
+                tolerance=reference_tolerance,
+                limit=max_precision or 1 << 14,
+            )
+        )
     subject = {
         "task": dataset.task,
         "dataset_sha256": dataset_hash(dataset, tokens=tokens),
@@ -251,6 +269,18 @@ def certify(
             else format_rational(criteria.tolerance),
             "readout": readout,
             **({"max_precision": max_precision} if max_precision is not None else {}),
+            **(
+                {
+                    "reference_logits": {
+                        "sha256": reference.sha256,
+                        "tolerance": None
+                        if reference_tolerance is None
+                        else format_rational(mpq(reference_tolerance)),
+                    }
+                }
+                if reference is not None
+                else {}
+            ),
             "inputs": "token ids" if model.token_inputs else feed,
             "checks_run": [c.name for c in checks],
         },
@@ -522,7 +552,7 @@ def _sequences(
         checks = _kim23_softmax_labels(
             model, dataset, limit_trace, kim23_checks, readout, criteria, seq2seq
         )
-    elif trace is None and seq2seq:
+    elif trace is None and seq2seq and readout != "argmax":  # argmax: per-example margins
         from exactmem.verify_ks24 import ball_seq2seq_label_check
 
         checks = [

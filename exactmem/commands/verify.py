@@ -72,6 +72,16 @@ def run(args: argparse.Namespace) -> int:
         tolerance = parse_rational(args.tolerance, "--tolerance")
         if tolerance < 0:
             raise InputError(f"--tolerance {args.tolerance}: must be ≥ 0")
+    reference_tolerance = None
+    if args.reference_tolerance is not None:
+        from exactmem.exact import parse_rational
+
+        reference_tolerance = parse_rational(args.reference_tolerance, "--reference-tolerance")
+        if reference_tolerance <= 0 or args.reference_logits is None:
+            raise InputError(
+                f"--reference-tolerance {args.reference_tolerance}: must be > 0, with "
+                "--reference-logits"
+            )
     if args.construction is not None and args.construction not in CONSTRUCTIONS:
         raise InputError(
             f"--construction {args.construction!r} is unknown; available: "
@@ -84,6 +94,12 @@ def run(args: argparse.Namespace) -> int:
     with progress.phase(f"reading {args.model} and {args.data}"):
         model, _ = load_model(args.model)
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+        reference = None
+        if args.reference_logits is not None:
+            from exactmem.certify import output_width
+            from exactmem.reference_logits import read_reference_logits
+
+            reference = read_reference_logits(args.reference_logits, dataset, output_width(model))
     progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
     cluster = _cluster(args)
     try:
@@ -98,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
                 evaluator=args.evaluator,
                 max_precision=args.max_precision,
                 cluster=cluster,
+                reference=reference,
+                reference_tolerance=reference_tolerance,
             )
     finally:
         progress.close()

@@ -105,9 +105,14 @@ def _mlp(cache: _Cache, mlp: MLP, z: np.ndarray) -> np.ndarray:
 
 
 def float_logits(
-    model: Transformer, vocab: Sequence[Sequence[mpq]], sequences: Sequence[Sequence[int]]
+    model: Transformer,
+    vocab: Sequence[Sequence[mpq]],
+    sequences: Sequence[Sequence[int]],
+    *,
+    positions: str = "last",
 ) -> np.ndarray:
-    """The float64 outputs at the last position of every sequence, shape ``[N, outputs]``."""
+    """The float64 outputs at the last position of every sequence, shape ``[N, outputs]`` —
+    or, with ``positions="all"``, at every position, shape ``[N, n, outputs]``."""
     cache = _Cache()
     table = None if model.token_inputs else np.array([[float(x) for x in v] for v in vocab])
     rows = []
@@ -132,5 +137,5 @@ def float_logits(
                 raise ValueError(f"no float semantics for {type(sub).__name__}")
         if model.unembed:
             z = _apply(cache, model.unembed, z)
-        rows.append(z[:, -1])
+        rows.append(z.T if positions == "all" else z[:, -1])
     return np.array(rows)
