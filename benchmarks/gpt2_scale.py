@@ -65,8 +65,13 @@ def write_gpt2(folder: Path, shape: tuple[int, int, int, int, int], seed: int) -
             t[f"{at}.{ln}.weight"] = np.ones(d, np.float32)
             t[f"{at}.{ln}.bias"] = np.zeros(d, np.float32)
         proj = 0.02 / math.sqrt(2 * L)  # GPT-2's scaled initialisation of residual projections
-        for name, n_in, n_out, std in (("attn.c_attn", d, 3 * d, 0.02), ("attn.c_proj", d, d, proj),
-                                       ("mlp.c_fc", d, 4 * d, 0.02), ("mlp.c_proj", 4 * d, d, proj)):  # fmt: skip
+        maps = (
+            ("attn.c_attn", d, 3 * d, 0.02),
+            ("attn.c_proj", d, d, proj),
+            ("mlp.c_fc", d, 4 * d, 0.02),
+            ("mlp.c_proj", 4 * d, d, proj),
+        )
+        for name, n_in, n_out, std in maps:
             t[f"{at}.{name}.weight"] = normal(n_in, n_out, std=std)  # Conv1D: [in, out]
             t[f"{at}.{name}.bias"] = np.zeros(n_out, np.float32)
     t["transformer.ln_f.weight"] = np.ones(d, np.float32)

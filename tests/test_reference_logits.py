@@ -133,8 +133,8 @@ def _npy_bytes(header: str, payload: bytes, version: int = 1) -> bytes:
         (_npy_bytes("{'descr': '<f8', 'fortran_order': 0, 'shape': (4, 11), }", b""), "fortran"),
         (_npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (-4, 11), }", b""), "shape"),
         (
-            _npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000, 11), }", b""),
-            "needs 88000000000000 bytes of data, the file has 0",
+            _npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (10000000000, 11)}", b""),
+            "needs 880000000000 bytes of data, the file has 0",
         ),
         (
             _npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (4, 10), }", bytes(320)),

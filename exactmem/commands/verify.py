@@ -169,6 +169,7 @@ def _print_margins(check: dict) -> None:
         print(
             f"       margins (certified lower bounds): smallest {_printable(margins['smallest'])}"
             f" at {_printable(margins.get('smallest_at'))}; quantiles {spread}"
+            + (f"; {_printable(margins['tight'])}" if margins.get("tight") else "")
         )
     if isinstance(floats, dict):
         print(
