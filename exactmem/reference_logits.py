@@ -57,7 +57,8 @@ __all__ = ["Reference", "read_reference_logits", "reference_check", "rounding_st
 ROUNDOFF = mpq(1, 1 << 24)  # float32's unit roundoff 2⁻²⁴
 NPY_MAGIC = b"\x93NUMPY"
 NPY_HEADER_BYTES = 1 << 16
-DTYPES = {"<f4": np.dtype("<f4"), "<f8": np.dtype("<f8"), "F32": "float32", "F64": "float64"}
+NPY_DTYPES: dict[str, np.dtype] = {"<f4": np.dtype("<f4"), "<f8": np.dtype("<f8")}
+SAFETENSORS_DTYPES = {"F32": "float32", "F64": "float64"}
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def _npy(raw: bytes, where: str) -> tuple[np.ndarray, str]:
         isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 1 << 40 for s in shape
     ):
         raise InputError(f"{where}: shape {shape!r} is not a tuple of sizes")
-    dtype = DTYPES[descr]
+    dtype = NPY_DTYPES[descr]
     data = memoryview(raw)[start + length :]
     need = math.prod(shape) * dtype.itemsize
     if need != len(data):
@@ -134,7 +135,7 @@ def _safetensors(path: Path, where: str) -> tuple[np.ndarray, str]:
         raise InputError(
             f"{where}: tensor {tensor.name!r} is {tensor.dtype}; reference logits are F32 or F64"
         )
-    return tensor.as_float64(), DTYPES[tensor.dtype]
+    return tensor.as_float64(), SAFETENSORS_DTYPES[tensor.dtype]
 
 
 def read_reference_logits(path: str | Path, dataset, outputs: int) -> Reference:
