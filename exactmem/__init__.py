@@ -7,9 +7,11 @@ The public API, in the order of a session (each name is documented where it is d
   and :meth:`Dataset.from_points`), :func:`load_dataset`, :func:`save_dataset`;
 * models: :func:`build` (runs an untrusted construction), :func:`run` (exact outputs),
   :func:`load_model`, :func:`save_model`, :class:`Transformer`;
+* a look inside: :func:`trace` (every stream, probe, attention score and pattern, exact);
 * verdicts: :func:`certify` (the trusted core: ``exactmem.certify(model, dataset,
   construction=NAME, tolerance=Q)``), which returns a :class:`Certificate`: the verdict and
-  the :class:`Check` results it rests on;
+  the :class:`Check` results it rests on; :func:`recheck` re-derives a certificate file from
+  the model and dataset files it names and lists every difference (a :class:`Recheck`);
 * errors: :class:`InputError` (bad input, exit code 2), :class:`InconclusiveError` (exact
   arithmetic cannot decide, exit code 4), both :class:`ExactmemError`.
 
@@ -35,7 +37,10 @@ _LAZY = {
     "run": "exactmem.api",
     "load_model": "exactmem.api",
     "import_model": "exactmem.api",
+    "recheck": "exactmem.certificates",
+    "Recheck": "exactmem.certificates",
     "save_model": "exactmem.api",
+    "trace": "exactmem.tracing",
     "ExactmemError": "exactmem.errors",
     "InputError": "exactmem.errors",
     "InconclusiveError": "exactmem.errors",
@@ -55,18 +60,23 @@ __all__ = [
     "import_model",
     "load_dataset",
     "load_model",
+    "recheck",
+    "Recheck",
     "run",
     "save_dataset",
     "save_model",
+    "trace",
 ]
 
 TYPE_CHECKING = False  # mypy reads this name as typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from exactmem.api import build, import_model, load_model, run, save_model
+    from exactmem.certificates import Recheck, recheck
     from exactmem.certify import certify
     from exactmem.data import Dataset, load_dataset, save_dataset
     from exactmem.errors import ExactmemError, InconclusiveError, InputError
     from exactmem.model import Transformer
+    from exactmem.tracing import trace
     from exactmem.verify import Certificate, Check
 
 

@@ -35,10 +35,10 @@ Output = tuple[mpq, ...]
 
 
 def _constructions() -> dict[str, str]:
-    """Name → what it builds, as ``build --help`` lists them."""
-    from exactmem.cli import CONSTRUCTIONS
+    """Name → what it builds: every registered construction (:mod:`exactmem.registry`)."""
+    from exactmem import registry
 
-    return dict(CONSTRUCTIONS)
+    return {name: c.summary for name, c in registry.constructions().items()}
 
 
 # --------------------------------------------------------------------------- build
@@ -72,7 +72,8 @@ def build(
 ) -> Transformer:
     """Build the model that ``construction`` promises for ``dataset``.
 
-    ``construction`` is one of ``vys`` (Vardi, Yehudai & Shamir 2022,
+    ``construction`` is a registered construction (``exactmem constructions`` lists them,
+    plugins included): the built-ins are ``vys`` (Vardi, Yehudai & Shamir 2022,
     Theorem 3.1, as Kajitsuka & Sato 2025 use it in Lemma C.1; task ``points``),
     ``ks25-next-token`` (Kajitsuka & Sato 2025, Theorem 4.1) and its variants
     ``ks25-seq2seq`` (Corollary 4.1), ``ks25-token-ids`` (Theorem E.1), ``ks25-deep-sets``
@@ -122,35 +123,26 @@ def _construct(
     options: dict,
     progress: Callable[..., None] | None = None,
 ) -> Transformer:
-    """Run the construction's own code (as ``build --construction NAME`` does); ``progress``
+    """Run the construction's own code (as ``build --construction NAME`` does): the builder
+    its registration names (:attr:`exactmem.checklist.Construction.builder`); ``progress``
     hears its steps."""
-    if construction == "vys":
-        from exactmem.constructions import vys
+    from exactmem import registry
 
-        return vys.build(dataset, options, progress=progress)[0]
-    if construction == "mahdavi24":
-        from exactmem.constructions import mahdavi24
-
-        return mahdavi24.build(dataset, options, progress=progress)[0]
-    if construction == "kim23":
-        from exactmem.constructions import kim23
-
-        return kim23.build(dataset, options, progress=progress)[0]
-    if construction == "dana25":
-        from exactmem.constructions import dana25
-
-        return dana25.build(dataset, options, progress=progress)[0]
-    if construction == "ks24":
-        from exactmem.constructions import ks24
-
-        return ks24.build(dataset, options, progress=progress)[0]
-    if construction == "madden24":
-        from exactmem.constructions import madden24
-
-        return madden24.build(dataset, options, progress=progress)[0]
-    from exactmem.constructions import ks25
-
-    return ks25.build(dataset, options, construction, progress=progress)[0]
+    try:
+        found = registry.get(construction)
+    except KeyError as exc:
+        raise InputError(f"construction {exc.args[0]}") from None
+    try:
+        builder = found.builder_function()
+    except LookupError as exc:
+        raise InputError(str(exc)) from None
+    model = builder(dataset, options, progress)
+    if not isinstance(model, Transformer):
+        raise InputError(
+            f"the builder of construction {construction!r} ({found.builder}) returned a "
+            f"{type(model).__name__}, not an exactmem Transformer"
+        )
+    return model
 
 
 # --------------------------------------------------------------------------- run

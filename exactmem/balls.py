@@ -13,12 +13,15 @@ from collections.abc import Sequence
 from flint import arb, fmpq
 from gmpy2 import mpq
 
+from exactmem.errors import InconclusiveError
+
 __all__ = [
     "activation_ball",
     "ball_bounds",
     "ball_midpoint",
     "gelu_ball",
     "gelu_tanh_ball",
+    "hardmax_balls",
     "softmax_balls",
     "to_ball",
 ]
@@ -39,10 +42,29 @@ def ball_midpoint(x: arb) -> mpq:
     return _dyadic(x.mid())
 
 
+FINEST = 1 << 18
+"""Bounds are rounded outward to multiples of 2^-FINEST: a softmax weight exp(−2^64) is a ball
+whose exponent has 20 digits, and its exact bound 2^-(2^64) could never be written down."""
+
+
+def _outward(x: arb, up: bool) -> mpq:
+    """A dyadic ``x`` (radius 0) exactly, or rounded to the multiple of 2^-FINEST below it
+    (``up``: above it) when finer."""
+    fm, fe = x.man_exp()
+    man, exp = int(fm), int(fe)
+    if exp > FINEST:  # (no exp() of the evaluators grows: softmax exponentiates s − max ≤ 0)
+        raise InconclusiveError(f"a ball's magnitude exceeds 2^{FINEST}: no bounds are written")
+    if exp >= -FINEST:
+        return mpq(man) * (mpq(2) ** exp) if exp >= 0 else mpq(man, 1 << -exp)
+    shift = -FINEST - exp
+    return mpq(-((-man) >> shift) if up else man >> shift, 1 << FINEST)
+
+
 def ball_bounds(x: arb) -> tuple[mpq, mpq]:
-    """Exact rational lower and upper bounds of a ball (its midpoint and radius are dyadic)."""
-    mid, rad = _dyadic(x.mid()), _dyadic(x.rad())
-    return mid - rad, mid + rad
+    """Rational lower and upper bounds of a ball: exact (its midpoint and radius are dyadic)
+    except below 2^-FINEST, where they are rounded outward."""
+    rad = _outward(x.rad(), True)
+    return _outward(x.mid(), False) - rad, _outward(x.mid(), True) + rad
 
 
 def softmax_balls(scores: Sequence[arb]) -> list[arb]:
@@ -58,6 +80,38 @@ def softmax_balls(scores: Sequence[arb]) -> list[arb]:
     exps = [(s - top).exp() for s in scores]
     total = sum(exps[1:], exps[0])
     return [e / total for e in exps]
+
+
+def hardmax_balls(scores: Sequence[arb], values: Sequence[Sequence[arb]]) -> list[arb]:
+    """An enclosure of Σ_k a_k·values[k] with a the hardmax weights of ``scores``: 1/|I| on
+    the maximisers I, ties averaged (Kajitsuka & Sato 2025, eq. (1)).
+
+    A key whose score is certainly below another's is no maximiser. One key left: its value.
+    Keys left whose scores are all exact (radius 0) and so equal: the mean of their values.
+    Otherwise the balls cannot tell which keys maximise: the mean over any non-empty subset of
+    the keys left lies in the hull of their values, returned lane by lane — an enclosure too
+    wide to decide much, which the caller raises the precision on or calls inconclusive."""
+    if not all(s.is_finite() for s in scores):
+        left = list(range(len(scores)))
+    else:
+        bounds = [ball_bounds(s) for s in scores]
+        floor = max(lo for lo, _ in bounds)  # some maximiser's score is at least this
+        left = [k for k, (_, hi) in enumerate(bounds) if hi >= floor]
+    width = len(values[0]) if values else 0
+    if len(left) == 1:
+        return list(values[left[0]])
+    if all(scores[k].is_exact() for k in left):  # all ≥ floor and ≤ the largest: all equal
+        return [
+            sum((values[k][j] for k in left[1:]), values[left[0]][j]) / len(left)
+            for j in range(width)
+        ]
+    hull = []
+    for j in range(width):
+        ball = values[left[0]][j]
+        for k in left[1:]:
+            ball = ball.union(values[k][j])
+        hull.append(ball)
+    return hull
 
 
 def gelu_ball(x: arb) -> arb:

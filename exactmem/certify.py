@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from gmpy2 import mpq
 
 from exactmem import __version__
+from exactmem.checklist import (
+    Checklist,
+    Construction,
+    Evidence,
+    guarded,
+    undecided_if_inconclusive,
+)
 from exactmem.data import (
     SEPARATION_LIMIT,
     Dataset,
@@ -22,34 +29,37 @@ from exactmem.data import (
     radius_and_separation,
     squared_radius,
 )
-from exactmem.dataflow import memorizer_dataflow
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.reference import run as reference_run
 from exactmem.exact import format_rational
 from exactmem.exact_arrays import exact, int_array, ratio_equal
 from exactmem.io import model_hash
 from exactmem.lower_bounds import lower_bound_checks
-from exactmem.model import MLP, PositionalEncoding, Transformer, has_gelu, resources
+from exactmem.model import (
+    MLP,
+    Attention,
+    PositionalEncoding,
+    Transformer,
+    has_gelu,
+    resources,
+)
 from exactmem.progress import tell
 from exactmem.sequences import check_consistency, token_geometry, view, with_positions
 from exactmem.verify import (
     MAX_EXAMPLES,
     Certificate,
     Check,
-    ChecklistStructureError,
     activation_summary,
-    check_memorizer,
     outputs_verdict,
     step_folds,
 )
-from exactmem.verify_ks25 import check_ks25
 
 __all__ = [
-    "CHECKLISTS",
-    "CONSTRUCTIONS",
     "Criteria",
     "certificate_json",
     "certify",
+    "checklist_of",
+    "hardmax_limit",
     "library_versions",
     "output_width",
     "point_conflicts",
@@ -112,40 +122,52 @@ def _geometry(vectors, what: str, geometry=None) -> dict:
     return figures
 
 
-CONSTRUCTIONS = (
-    "vys",
-    "ks25-next-token",
-    "ks25-seq2seq",
-    "ks25-token-ids",
-    "ks25-deep-sets",
-    "ks25-bit-budget",
-    "mahdavi24",
-    "dana25",
-    "kim23",
-    "ks24",
-    "madden24",
-)
-"""The constructions whose checklists the verifier knows (``verify --construction NAME``)."""
+def __getattr__(name: str):
+    """``CONSTRUCTIONS`` and ``CHECKLISTS`` of earlier releases, now read off the registry
+    (:mod:`exactmem.registry`): the installed constructions' names, and their checklists'
+    summaries."""
+    if name == "CONSTRUCTIONS":
+        from exactmem import registry
 
-CHECKLISTS = {
-    "vys": "Lemma C.1 stages I–III of the memorizer (points)",
-    "ks25-next-token": "Theorem 4.1 items 3–9, both memorizers' Lemma C.1 stages, Theorem 4.2",
-    "ks25-seq2seq": "Corollary 4.1: Theorem 4.1's checklist at every position",
-    "ks25-token-ids": "Theorem E.1: Theorem 4.1's checklist with token ids ≥ 1 apart",
-    "ks25-deep-sets": "Theorem D.1: Theorem 4.1's checklist on multisets (set ids)",
-    "ks25-bit-budget": "Theorem F.1: Theorem 4.1's checklist, memorizers checked per sub-network",
-    "mahdavi24": "Mahdavi et al. 2024: n < d, A1, A2, the rank of the model's own attention "
-    "features (exact, or certified on balls), capacity H(min(n, d_h) − 1) + 1, Proposition 2's "
-    "ceiling",
-    "dana25": "Dana et al. 2025: Lemma 2's feature rank (Arb), capacity H·d_h + d",
-    "kim23": "Kim et al. 2023: 2n attention layers of head size 1, context values equal on "
-    "equivalent sequences, (context, token) ids distinct where labels differ, attention "
-    "ties and margins, the memorizer's Lemma C.1 stages",
-    "ks24": "Kajitsuka & Sato 2024: tokenwise separatedness, the contextual-mapping gap of the "
-    "rank-one softmax head (Arb), the FFN's exact re-quantization, labels exact",
-    "madden24": "Madden et al. 2024: injective last-position outputs, full row rank of the GELU "
-    "features (m ≥ n − 1), targets within --tolerance, the dimension count k ≥ n(ω − 1) (Arb)",
-}
+        return registry.names()
+    if name == "CHECKLISTS":
+        from exactmem import registry
+
+        return {
+            c.name: c.checklist.summary
+            for c in registry.constructions().values()
+            if c.checklist is not None
+        }
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def checklist_of(construction: str | Checklist | Construction | None) -> Checklist | None:
+    """The checklist a caller demands: a registered construction's by name
+    (:mod:`exactmem.registry`), a :class:`~exactmem.checklist.Construction`'s, or a
+    :class:`~exactmem.checklist.Checklist` given directly; None for none."""
+    if construction is None:
+        return None
+    if isinstance(construction, Checklist):
+        return construction
+    if isinstance(construction, Construction):
+        found = construction.checklist
+        name = construction.name
+    elif isinstance(construction, str):
+        from exactmem import registry
+
+        try:
+            found = registry.get(construction).checklist
+        except KeyError as exc:
+            raise InputError(f"--construction {exc.args[0]}") from None
+        name = construction
+    else:
+        raise InputError(
+            f"construction must be a name, a Construction or a Checklist, got "
+            f"{type(construction).__name__}"
+        )
+    if found is None or found.run is None:
+        raise InputError(f"--construction {name!r} registers no checklist to demand")
+    return found
 
 
 @dataclass(frozen=True)
@@ -153,31 +175,45 @@ class Criteria:
     """What the user asked the verdict to mean: printed in every certificate.
 
     ``construction``: whose full checklist is demanded (None: the construction-independent
-    checks only). ``tolerance``: how far a regression output may be from its label (None:
-    exactly). Nothing here is read from the model file."""
+    checks only), a registered construction's name — or give the ``checklist`` itself.
+    ``tolerance``: how far a regression output may be from its label (None: exactly).
+    ``bounds``: the user's own resource bounds (claim-file formulas by metric). Nothing here is
+    read from the model file."""
 
     construction: str | None = None
     tolerance: mpq | None = None
     max_precision: int | None = None  # Arb bits before a softmax label is inconclusive
+    checklist: Checklist | None = None
+    bounds: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.construction is not None and self.construction not in CONSTRUCTIONS:
-            raise InputError(
-                f"--construction {self.construction!r} is unknown; available: "
-                f"{', '.join(CONSTRUCTIONS)}"
-            )
+        if self.checklist is None and self.construction is not None:
+            object.__setattr__(self, "checklist", checklist_of(self.construction))
+        if self.checklist is not None and self.construction is None:
+            object.__setattr__(self, "construction", self.checklist.name)
         if self.tolerance is not None and mpq(self.tolerance) < 0:
             raise InputError(f"--tolerance {self.tolerance}: must be ≥ 0")
         mp = self.max_precision
         if mp is not None and (isinstance(mp, bool) or not isinstance(mp, int) or mp < 64):
             raise InputError(f"--max-precision {mp!r}: must be an integer ≥ 64 (bits)")
+        if not isinstance(self.bounds, Mapping):
+            raise InputError("bounds: expected a mapping of metric to formula")
+        from exactmem.checklist import BOUND_METRICS
+
+        for metric, text in self.bounds.items():
+            if metric not in BOUND_METRICS:
+                raise InputError(
+                    f"bounds: unknown metric {metric!r}; known: {', '.join(BOUND_METRICS)}"
+                )
+            if not isinstance(text, str):
+                raise InputError(f"bounds.{metric}: expected a formula string")
 
 
 def certify(
     model: Transformer,
     dataset: Dataset,
     *,
-    construction: str | None = None,
+    construction: str | Checklist | Construction | None = None,
     tolerance: mpq | str | None = None,
     progress: Callable[[str], None] | None = None,
     per_layer: bool = True,
@@ -185,17 +221,25 @@ def certify(
     evaluator: str = "fast",
     max_precision: int | None = None,
     cluster=None,
+    bounds: Mapping[str, str] | None = None,
     reference=None,
     reference_tolerance: mpq | None = None,
 ) -> Certificate:
     """Evaluate ``model`` on ``dataset`` exactly and judge it.
 
     The verdict's criteria come from the caller, never from ``model.meta``: ``construction``
-    demands that construction's full checklist (a model lacking a stage it needs is refuted);
+    (a registered construction's name, :mod:`exactmem.registry`, or a
+    :class:`~exactmem.checklist.Checklist` given directly) demands that construction's full
+    checklist (a model lacking a stage it needs is refuted) and the resource bounds it declares;
     ``tolerance`` (an exact rational) loosens regression labels from exact equality to
-    |output − label| ≤ tolerance. How inputs are fed (token vectors, vectors with their position
+    |output − label| ≤ tolerance; ``bounds`` (metric → formula in N, n, d, C, r, delta, omega,
+    as a claim file's ``[bounds]``) are the caller's own bounds on the resources, judged as
+    ``bound.<metric>`` checks. How inputs are fed (token vectors, vectors with their position
     appended, token ids) and how outputs are read (one value: a label; C values: logits, argmax
     with a positive margin) are recomputed from the weights and printed in the certificate.
+
+    Every check runs and is ok, FAIL or undecided: the verdict is ``refuted`` if any check
+    failed, else ``inconclusive`` if any is undecided, else ``verified``.
 
     ``evaluator`` is ``fast`` (:mod:`exactmem.evaluate.fast`: int64 rows and class-shared
     multi-limb lanes, falling back to the reference wherever it cannot prove int64 safety) or
@@ -212,11 +256,16 @@ def certify(
     ``reference`` (:class:`exactmem.reference_logits.Reference`: the framework's own logits of
     this dataset) adds the check ``reference_logits``: every one within float32 rounding
     (τ·(1 + |x|), τ printed; ``reference_tolerance`` replaces it) of its certified enclosure."""
-    criteria = Criteria(construction, None if tolerance is None else mpq(tolerance), max_precision)
-    if criteria.construction == "madden24":
-        from exactmem.verify_madden24 import require_tolerance
-
-        require_tolerance(dataset, criteria.tolerance)
+    criteria = Criteria(
+        construction if isinstance(construction, str) else None,
+        None if tolerance is None else mpq(tolerance),
+        max_precision,
+        checklist=checklist_of(construction),
+        bounds=dict(bounds or {}),
+    )
+    checklist = criteria.checklist
+    if checklist is not None and checklist.require is not None:
+        checklist.require(dataset, criteria.tolerance)
     evaluator = _evaluator_for(evaluator, model)  # the certificate names the one that ran
     run = _evaluator(evaluator)
     if cluster is not None and evaluator == "fast":
@@ -225,14 +274,13 @@ def certify(
     res = resources(model)  # one pass over every weight, for the certificate and the bounds
     feed = "vectors"
     tokens = None  # the dataset's token rows as an array, if the checks made one
+    _require_task(criteria, dataset)
     if dataset.task == "points":
-        _require_task(criteria, dataset)
         checks, trace, data = _points(
             model, dataset, progress, jobs, run, criteria, readout, res=res
         )
         stats = trace.stats
     elif dataset.task in ("next-token", "seq2seq"):
-        _require_task(criteria, dataset)
         feed = _feed(model, dataset)
         if feed == "vectors with positions":
             dataset = with_positions(dataset)
@@ -244,15 +292,22 @@ def certify(
     if reference is not None:
         from exactmem.reference_logits import reference_check
 
-        checks.append(
-            reference_check(
-                model,
-                dataset,
-                reference,
-                tolerance=reference_tolerance,
-                limit=max_precision or 1 << 14,
-            )
+        checks += undecided_if_inconclusive(
+            "reference_logits",
+            lambda: [
+                reference_check(
+                    model,
+                    dataset,
+                    reference,
+                    tolerance=reference_tolerance,
+                    limit=max_precision or 1 << 14,
+                )
+            ],
         )
+    activation = activation_summary(stats, per_layer=per_layer)
+    checks += _declared_bounds(criteria, data, dataset, res, activation)
+    if checklist is not None:  # every check the checklist declares carries its paper and result
+        checks = [_declared(checklist, c) for c in checks]
     subject = {
         "task": dataset.task,
         "dataset_sha256": dataset_hash(dataset, tokens=tokens),
@@ -260,10 +315,9 @@ def certify(
         "construction": criteria.construction,
         "criteria": {
             "construction": criteria.construction,
-            "checklist": CHECKLISTS.get(
-                criteria.construction or "",
-                "construction-independent checks only (no --construction given)",
-            ),
+            "checklist": checklist.summary
+            if checklist is not None
+            else "construction-independent checks only (no --construction given)",
             "tolerance": None
             if criteria.tolerance is None
             else format_rational(criteria.tolerance),
@@ -282,6 +336,12 @@ def certify(
                 else {}
             ),
             "inputs": "token ids" if model.token_inputs else feed,
+            **({"bounds": dict(criteria.bounds)} if criteria.bounds else {}),
+            **(
+                {"declared_bounds": dict(checklist.bounds)}
+                if checklist is not None and checklist.bounds
+                else {}
+            ),
             "checks_run": [c.name for c in checks],
         },
         "model_says": _untrusted_labels(model),
@@ -292,10 +352,42 @@ def certify(
     return Certificate(
         checks=checks,
         resources=res,
-        activation=activation_summary(stats, per_layer=per_layer),
+        activation=activation,
         subject=subject,
         data=data,
     )
+
+
+def _declared_bounds(
+    criteria: Criteria, data: dict, dataset: Dataset, res, activation: dict
+) -> list[Check]:
+    """The demanded checklist's declared bounds (``NAME.bounds.<metric>``) and the caller's own
+    (``bound.<metric>``), judged on the resources counted from the weights and on the smallest
+    non-zero |pre-activation|."""
+    checklist = criteria.checklist
+    declared = dict(checklist.bounds) if checklist is not None else {}
+    if not declared and not criteria.bounds:
+        return []
+    from exactmem.bound_checks import bound_checks, figure_names
+
+    names = figure_names(data, dataset)
+    checks: list[Check] = []
+    if declared:
+        assert checklist is not None
+        judged = bound_checks(
+            declared,
+            names,
+            res,
+            activation,
+            prefix=f"{checklist.name}.bounds",
+            where=f"construction {checklist.name!r}: bounds",
+        )
+        checks += [_declared(checklist, c) for c in judged]
+    if criteria.bounds:
+        checks += bound_checks(
+            criteria.bounds, names, res, activation, prefix="bound", where="bounds"
+        )
+    return checks
 
 
 def _untrusted_labels(model: Transformer) -> dict:
@@ -310,26 +402,14 @@ def _untrusted_labels(model: Transformer) -> dict:
     return said
 
 
-TASKS = {
-    "vys": ("points",),
-    "ks25-seq2seq": ("seq2seq",),
-    "mahdavi24": ("next-token",),
-    "dana25": ("next-token",),
-    "kim23": ("seq2seq", "next-token"),
-    "ks24": ("seq2seq",),
-    "madden24": ("next-token",),
-}
-
-
 def _require_task(criteria: Criteria, dataset: Dataset) -> None:
-    name = criteria.construction
-    if name is None:
+    checklist = criteria.checklist
+    if checklist is None:
         return
-    tasks = TASKS.get(name, ("next-token",))
-    if dataset.task not in tasks:
+    if dataset.task not in checklist.tasks:
         raise InputError(
-            f"--construction {name} certifies task {' or '.join(tasks)}; the dataset has task "
-            f"{dataset.task!r}"
+            f"--construction {checklist.name} certifies task {' or '.join(checklist.tasks)}; "
+            f"the dataset has task {dataset.task!r}"
         )
 
 
@@ -401,26 +481,60 @@ def _evaluator_for(name: str, model: Transformer) -> str:
     return "reference" if name == "fast" and (has_gelu(model) or causal) else name
 
 
-def _checklist(name: str, run_checks: Callable[[], list[Check]]) -> list[Check]:
-    """Run a construction's checklist; a model without the parts it reads is refuted by a
-    failed ``NAME.structure`` check, never judged on fewer checks."""
-    try:
-        return run_checks()
-    except ChecklistStructureError as exc:
-        why = str(exc)
-    except (KeyError, ValueError, IndexError, StopIteration) as exc:  # a lane or stage missing
-        why = f"{type(exc).__name__}: {exc}"
-    return [
-        Check(
-            f"{name}.structure",
-            False,
-            f"the model does not have the structure the {name} checklist reads ({why})",
-        )
-    ]
+def hardmax_limit(model: Transformer) -> Transformer:
+    """The model with every softmax attention read as hardmax (the λ → ∞ limit): exactly
+    evaluable. A checklist that ``evaluates`` the ``hardmax-limit`` must itself certify that
+    the softmax model's values equal the limit's; without that check the limit proves
+    nothing."""
+    subs = tuple(
+        replace(s, score="hardmax") if isinstance(s, Attention) and s.score == "softmax" else s
+        for s in model.sublayers
+    )
+    return replace(model, sublayers=subs)
 
 
-def _not_exactly_uniform() -> list[Check]:
-    raise ChecklistStructureError("its attention is not exactly uniform on this dataset")
+def _checklist(criteria: Criteria, evidence: Evidence) -> list[Check]:
+    """The demanded checklist's checks on the core's one evaluation, each carrying the paper,
+    result and mechanism its :class:`~exactmem.checklist.CheckSpec` declares."""
+    checklist = criteria.checklist
+    assert checklist is not None and checklist.run is not None
+    run = checklist.run
+    if evidence.trace is None and checklist.evaluates != "balls":
+        what = "model" if checklist.evaluates == "exact" else "hardmax limit"
+        checks = [
+            Check(
+                f"{checklist.name}.structure",
+                False,
+                f"the model does not have the structure the {checklist.name} checklist reads "
+                f"(its {what} is not exactly evaluable on this dataset: unequal softmax "
+                "scores, a GELU or a layer norm)",
+            )
+        ]
+    else:
+        checks = guarded(checklist.name, lambda: list(run(evidence)))
+    return [_declared(checklist, c) for c in checks]
+
+
+def _limit_certified(criteria: Criteria, checks: list[Check]) -> bool:
+    """Whether the checklist certified the model equal to its hardmax limit: its
+    ``limit_check`` passed and no structure check failed."""
+    checklist = criteria.checklist
+    if checklist is None or checklist.limit_check is None:
+        return False
+    return any(c.name == checklist.limit_check and c.passed for c in checks) and not any(
+        c.name.endswith(".structure") and not c.passed for c in checks
+    )
+
+
+def _is_lower_bound(check: Check) -> bool:
+    return check.name.startswith("lower_bound.")
+
+
+def _declared(checklist: Checklist, check: Check) -> Check:
+    spec = checklist.spec(check.name)
+    if spec is None or check.paper is not None:
+        return check
+    return replace(check, paper=spec.paper, result=spec.result, mechanism=spec.mechanism)
 
 
 def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, res=None):
@@ -443,31 +557,46 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
     else:
         got, den = trace.outputs.first_lane()
         checks = [_label_check(got, den, dataset.labels, criteria.tolerance, "points")]
-    checks += lower_bound_checks(model, dataset, res=res)
-    if criteria.construction == "vys":
-        expected = {i: y for i, y in enumerate(dataset.labels)}
-
-        def memorizer() -> list[Check]:
-            # Theorem 3.1's network is one MLP: a layer beside it would escape the checklist
-            first = model.sublayers[0] if len(model.sublayers) == 1 else None
-            if not isinstance(first, MLP) or model.embed or model.unembed:
-                raise ChecklistStructureError("the model is not one MLP")
-            checks = check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
-            # the checked read-out must be what produces the output (issue 26, file C)
-            return [*checks, memorizer_dataflow("vys.dataflow", model, 0)]
-
-        checks += _checklist("vys", memorizer)
+    lower = undecided_if_inconclusive(
+        "lower_bound", lambda: lower_bound_checks(model, dataset, res=res)
+    )
+    if criteria.checklist is not None:
+        evidence = Evidence(
+            model=model,
+            dataset=dataset,
+            trace=trace,
+            view=None,
+            run=run,
+            readout=readout,
+            feed="vectors",
+            resources=res if res is not None else resources(model),
+            tolerance=criteria.tolerance,
+            max_precision=criteria.max_precision,
+        )
+        own = _checklist(criteria, evidence)
+        checks += lower + [c for c in own if not _is_lower_bound(c)]
+        checks += [c for c in own if _is_lower_bound(c)]
+    else:
+        checks += lower
     data = {**_geometry(dataset.points, "N"), "C": dataset.num_classes, "d": dataset.dim}
     return checks, trace, data
 
 
 def _consistency_mode(model, dataset, criteria: Criteria, feed: str) -> str:
-    if criteria.construction == "ks25-deep-sets":
+    checklist = criteria.checklist
+    if checklist is not None and checklist.consistency == "multiset":
         return "multiset"
-    if feed == "vectors with positions" or any(
-        isinstance(s, PositionalEncoding) for s in model.sublayers
+    if (
+        (checklist is not None and checklist.consistency == "sequence")
+        or feed == "vectors with positions"
+        or any(
+            isinstance(s, PositionalEncoding) or getattr(s, "mask", "none") != "none"
+            for s in model.sublayers
+        )
     ):
-        return "sequence"  # positions break permutation equivariance: only equal sequences
+        # positions, a causal mask (position k reads 0..k) or a context mask (the last token is
+        # no key) break permutation equivariance: only equal sequences must agree
+        return "sequence"
     return dataset.task
 
 
@@ -487,11 +616,33 @@ def _ball_labels(model, dataset, readout: str, criteria: Criteria):
     )
 
 
+def _labels(model, dataset, trace, readout: str, criteria: Criteria) -> Check:
+    """The labels check: on the exact outputs when there are, else on Arb balls."""
+    seq2seq = dataset.task == "seq2seq"
+    if trace is None and seq2seq and readout != "argmax":  # argmax: per-example margins
+        from exactmem.verify_ks24 import ball_seq2seq_label_check
+
+        return ball_seq2seq_label_check(
+            model, dataset, readout=readout, tolerance=criteria.tolerance
+        )
+    if trace is None:
+        return _ball_labels(model, dataset, readout, criteria)
+    if readout == "argmax":
+        from exactmem.verify_attention import exact_classification_check  # imports flint
+
+        return exact_classification_check(trace.outputs, dataset.labels)
+    got, den = trace.outputs.first_lane()
+    if not seq2seq:
+        got = got[:, -1:]
+    where = "seq2seq" if seq2seq else "sequences"
+    return _label_check(got, den, dataset.labels, criteria.tolerance, where)
+
+
 def _sequences(
     model, dataset, progress, jobs, run, criteria: Criteria, readout: str, feed: str, res=None
 ):
     """Next-token (judged at the last position) and seq-to-seq (every position)."""
-    construction = criteria.construction or ""
+    checklist = criteria.checklist
     if model.token_inputs:
         if len(dataset.vocab) > model.input_dim:
             raise InputError(
@@ -507,13 +658,10 @@ def _sequences(
         position_advice=not model.token_inputs and feed != "vectors with positions",
     )
     seq2seq = dataset.task == "seq2seq"
-    # the construction checklists read Arb balls (flint): imported only when they run
-    if construction == "kim23":
-        from exactmem.verify_kim23 import check_kim23, hardmax_limit, has_softmax
-    limit_trace = None  # kim23 with unequal softmax scores: its checklist reads the limit
-    try:
-        trace = run(
-            model,
+
+    def evaluate(which: Transformer):
+        return run(
+            which,
             dataset.vocab,
             dataset.sequences,
             positions="all" if seq2seq else "last",
@@ -521,97 +669,76 @@ def _sequences(
             jobs=jobs,
             folds=step_folds(model),
         )
+
+    try:
+        trace = evaluate(model)
     except InconclusiveError:
         trace = None  # unequal softmax scores: certify on Arb enclosures instead
-        if construction == "kim23" and has_softmax(model):
-            # the exact hardmax limit; kim23.softmax certifies the model equal to it after
-            # every re-quantizing FFN — only then are the limit's labels the model's
-            limit_trace = run(
-                hardmax_limit(model),
-                dataset.vocab,
-                dataset.sequences,
-                positions="all" if seq2seq else "last",
-                progress=progress,
-                jobs=jobs,
-                folds=step_folds(model),
-            )
-    phases = 2 + bool(construction)
-    tell(progress, "checks: the labels", phase="checks", done=0, total=phases)
-    if trace is None or readout == "argmax" or construction in ("mahdavi24", "dana25"):
-        # the checks of softmax and attention features import flint: only when they run
-        from exactmem.verify_attention import (
-            dana_checks,
-            exact_classification_check,
-            mahdavi_checks,
+    limit_trace = None
+    if trace is None and checklist is not None and checklist.evaluates == "hardmax-limit":
+        # the checklist reads the exact hardmax limit, and must itself certify the model equal
+        # to it (its ``limit_check``); only then are the limit's labels the model's
+        try:
+            limit_trace = evaluate(hardmax_limit(model))
+        except InconclusiveError:
+            # the limit is not exactly evaluable (a GELU, a layer norm): the checklist's
+            # structure check refutes below — a failed check wins over an undecided one
+            limit_trace = None
+    phases = 2 + (checklist is not None)
+    own: list[Check] = []
+    if checklist is not None:
+        tell(
+            progress,
+            f"checks: the {checklist.name} checklist",
+            phase="checks",
+            done=0,
+            total=phases,
         )
-    kim23_checks = None
-    if limit_trace is not None:
-        kim23_checks = _checklist(
-            construction, lambda: check_kim23(limit_trace, model, dataset, sv)
+        evidence = Evidence(
+            model=model,
+            dataset=dataset,
+            trace=trace if trace is not None else limit_trace,
+            view=sv,
+            run=run,
+            readout=readout,
+            feed=feed,
+            resources=res if res is not None else resources(model),
+            tolerance=criteria.tolerance,
+            max_precision=criteria.max_precision,
         )
-        checks = _kim23_softmax_labels(
-            model, dataset, limit_trace, kim23_checks, readout, criteria, seq2seq
-        )
-    elif trace is None and seq2seq and readout != "argmax":  # argmax: per-example margins
-        from exactmem.verify_ks24 import ball_seq2seq_label_check
-
+        own = _checklist(criteria, evidence)
+    tell(progress, "checks: the labels", phase="checks", done=phases - 2, total=phases)
+    if limit_trace is not None and _limit_certified(criteria, own):
         checks = [
-            ball_seq2seq_label_check(model, dataset, readout=readout, tolerance=criteria.tolerance)
-        ]
-    elif trace is None:
-        checks = [_ball_labels(model, dataset, readout, criteria)]
-    elif readout == "argmax":
-        checks = [exact_classification_check(trace.outputs, dataset.labels)]
-    else:
-        got, den = trace.outputs.first_lane()
-        if not seq2seq:
-            got = got[:, -1:]
-        where = "seq2seq" if seq2seq else "sequences"
-        checks = [_label_check(got, den, dataset.labels, criteria.tolerance, where)]
-    if construction:
-        step = f"checks: the {construction} checklist"
-        tell(progress, step, phase="checks", done=1, total=phases)
-    if construction.startswith("ks25-"):
-        if trace is None:
-            checks += _checklist(construction, _not_exactly_uniform)
-        else:
-            checks += _checklist(
-                construction, lambda: check_ks25(trace, model, dataset, sv, construction)
+            replace(
+                c,
+                detail=f"{c.detail} (on the exact hardmax limit: the model equals it where its "
+                f"labels are read, {criteria.checklist.limit_check if criteria.checklist else ''})",
             )
-    if construction == "mahdavi24":
-        checks += _checklist(construction, lambda: mahdavi_checks(model, dataset))
-    if construction == "dana25":
-        checks += _checklist(construction, lambda: dana_checks(model, dataset))
-    if construction == "kim23":
-        if kim23_checks is not None:
-            checks += kim23_checks
-        elif trace is None:
-            checks += _checklist(construction, _not_exactly_uniform)
-        else:
-            checks += _checklist(construction, lambda: check_kim23(trace, model, dataset, sv))
-    if construction == "ks24":
-        from exactmem.verify_ks24 import check_ks24
-
-        checks += _checklist(construction, lambda: check_ks24(model, dataset))
-    if construction == "madden24":
-        from exactmem.verify_madden24 import dimension_count_checks, madden_checks
-
-        checks += _checklist(
-            construction, lambda: madden_checks(model, dataset, criteria.tolerance)
+            for c in undecided_if_inconclusive(
+                "labels", lambda: [_labels(model, dataset, limit_trace, readout, criteria)]
+            )
+        ]
+    else:
+        checks = undecided_if_inconclusive(
+            "labels", lambda: [_labels(model, dataset, trace, readout, criteria)]
         )
-        # the upper bound reads only k, n and ω: it judges any model, decoder or not (on
-        # target distributions only: labels alone are an open set of logits)
-        checks += dimension_count_checks(model, dataset)
+    checks += [c for c in own if not _is_lower_bound(c)]
     tell(progress, "checks: the lower bounds", phase="checks", done=phases - 1, total=phases)
-    checks += lower_bound_checks(
-        model,
-        dataset,
-        sv,
-        run,
-        theorem_4_2=construction.startswith("ks25-"),
-        res=res,
-        trace=trace,
+    checks += undecided_if_inconclusive(
+        "lower_bound",
+        lambda: lower_bound_checks(
+            model,
+            dataset,
+            sv,
+            run,
+            theorem_4_2=checklist is not None
+            and "lower_bound.theorem_4_2" in checklist.lower_bounds,
+            res=res,
+            trace=trace,
+        ),
     )
+    checks += [c for c in own if _is_lower_bound(c)]  # listed with the other lower bounds
     tell(progress, "", phase="checks", done=phases, total=phases)
     tokens = [dataset.vocab[t] for t in sv.tokens]
     data = {
@@ -628,50 +755,6 @@ def _sequences(
     # the canonical tokens are the vocabulary indices themselves when no two tokens are equal
     identity = sv.canonical == tuple(range(len(dataset.vocab)))
     return checks, stats, data, sv.canonical_sequences if identity else None
-
-
-def _kim23_softmax_labels(model, dataset, limit_trace, kim23_checks, readout, criteria, seq2seq):
-    """The labels of a kim23 softmax model, judged on the model: read on its exact hardmax limit
-    where ``kim23.softmax`` certified the model equal to it after every re-quantizing FFN (and
-    its structure held), else on Arb balls of the model itself; when those stay undecided no
-    labels line is printed (the failed checklist refutes)."""
-    from exactmem.verify_attention import exact_classification_check
-
-    certified = any(c.name == "kim23.softmax" and c.passed for c in kim23_checks) and all(
-        c.passed for c in kim23_checks if c.name.endswith(".structure")
-    )
-    if certified:
-        if readout == "argmax":
-            check = exact_classification_check(limit_trace.outputs, dataset.labels)
-        else:
-            got, den = limit_trace.outputs.first_lane()
-            if not seq2seq:
-                got = got[:, -1:]
-            where = "seq2seq" if seq2seq else "sequences"
-            check = _label_check(got, den, dataset.labels, criteria.tolerance, where)
-        return [
-            replace(
-                check,
-                detail=check.detail + " (the model equals its hardmax limit after every "
-                "re-quantizing FFN: kim23.softmax)",
-            )
-        ]
-    try:
-        if seq2seq:
-            from exactmem.verify_ks24 import ball_seq2seq_label_check
-
-            return [
-                ball_seq2seq_label_check(
-                    model,
-                    dataset,
-                    readout=readout,
-                    tolerance=criteria.tolerance,
-                    limit=criteria.max_precision or 1024,  # a failed checklist refutes anyway
-                )
-            ]
-        return [_ball_labels(model, dataset, readout, criteria)]
-    except InconclusiveError:
-        return []
 
 
 def _label_check(got: np.ndarray, den: int, labels, tolerance: mpq | None, where: str) -> Check:

@@ -34,14 +34,35 @@ __all__ = [
     "CheckSpec",
     "Checklist",
     "Construction",
+    "BOUND_METRICS",
     "EVALUATES",
+    "LOWER_BOUNDS",
     "Evidence",
+    "guarded",
+    "undecided_if_inconclusive",
 ]
+
+BOUND_METRICS = (
+    "width",
+    "depth",
+    "relu_layers",
+    "dense_parameters",
+    "nonzero_parameters",
+    "max_bits",
+    "total_bits",
+    "margin",
+)
+"""What a declared bound may bound: the resources counted from the weights (upper bounds) and
+``margin``, the smallest non-zero |pre-activation| of the ReLU layers (a lower bound)."""
+
+LOWER_BOUNDS = ("lower_bound.theorem_4_2",)
+"""The lower-bound checks a checklist may demand (:attr:`Checklist.lower_bounds`)."""
 
 EVALUATES = ("exact", "hardmax-limit", "balls")
 """How a checklist's values are obtained: the exact evaluation of the model as its file defines
-it; the exact evaluation of its hardmax limit (the checklist must then certify that the model
-equals that limit); or Arb balls."""
+it; the exact evaluation of the model, or of its hardmax limit where softmax scores are unequal
+(the checklist must then certify that the model equals that limit: ``limit_check``); or Arb
+balls (the core's exact trace where there is one, else none)."""
 
 
 @dataclass(frozen=True)
@@ -115,10 +136,21 @@ class Checklist:
     ``checks``: every check it can emit (:class:`CheckSpec`). ``run``: the function from
     :class:`Evidence` to the list of :class:`~exactmem.verify.Check` — it raises
     :class:`~exactmem.verify.ChecklistStructureError` where the model lacks a part it reads.
-    ``bounds``: the resource bounds the construction promises, as claim-file formulas in N,
-    n, d, C, r, δ (keys ``width``, ``depth``, ``parameters``, ``bits``, ``total_bits``),
-    judged by the core under ``--construction``. ``consistency``: how equal inputs must be
-    labelled (``sequence``, ``multiset``; None: by task)."""
+    ``bounds``: the resource bounds the construction promises, as claim-file formulas
+    (:mod:`exactmem.formula`) in the dataset's figures N, n, d, C, r, delta, omega, keyed by
+    the metrics of :data:`BOUND_METRICS` (upper bounds; ``margin`` a lower bound on the
+    smallest non-zero |pre-activation|), judged by the core under ``--construction`` as
+    ``NAME.bounds.<metric>`` checks. ``consistency``: how equal inputs must be labelled
+    (``sequence``, ``multiset``; None: by task). ``require``: called with the dataset and the
+    user's tolerance before any evaluation, it raises :class:`~exactmem.errors.InputError`
+    where the checklist cannot judge without a criterion the user did not give (a dataset of
+    target distributions without ``--tolerance``). ``limit_check``: for a checklist that
+    ``evaluates`` the ``hardmax-limit``, the check that certifies the model equal to its limit
+    where the labels are read; the core judges the labels on the limit only when it passed
+    (else on Arb balls of the model itself). ``lower_bounds``: the lower-bound checks of
+    :mod:`exactmem.lower_bounds` the checklist demands beyond those that always run (e.g.
+    ``lower_bound.theorem_4_2``, Kajitsuka & Sato 2025's Theorem 4.2); the core runs them with
+    the others, whatever the checklist's own checks find."""
 
     name: str
     tasks: tuple[str, ...]
@@ -128,10 +160,26 @@ class Checklist:
     evaluates: str = "exact"
     bounds: Mapping[str, str] = field(default_factory=dict)
     consistency: str | None = None
+    require: Callable[[Dataset, mpq | None], None] | None = None
+    limit_check: str | None = None
+    lower_bounds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.evaluates not in EVALUATES:
             raise ValueError(f"checklist {self.name!r}: evaluates {self.evaluates!r}")
+        if self.consistency not in (None, "sequence", "multiset"):
+            raise ValueError(f"checklist {self.name!r}: consistency {self.consistency!r}")
+        if set(self.lower_bounds) - set(LOWER_BOUNDS):
+            raise ValueError(
+                f"checklist {self.name!r}: lower bounds {self.lower_bounds}; known: "
+                f"{', '.join(LOWER_BOUNDS)}"
+            )
+        unknown = sorted(set(self.bounds) - set(BOUND_METRICS))
+        if unknown:
+            raise ValueError(
+                f"checklist {self.name!r}: bounds on unknown metrics {', '.join(unknown)}; "
+                f"known: {', '.join(BOUND_METRICS)}"
+            )
 
     def spec(self, check_name: str) -> CheckSpec | None:
         """The declared spec of a certificate's check (None: undeclared)."""
@@ -170,3 +218,57 @@ class Construction:
             raise LookupError(f"construction {self.name!r} registers no builder")
         module, _, attr = self.builder.partition(":")
         return getattr(import_module(module), attr)
+
+
+def _undecided_name(name: str, exc: Exception, fallback: str) -> str:
+    """The check an :class:`InconclusiveError` names (its message starts ``NAME.check:``),
+    else ``fallback``."""
+    head = str(exc).split(":", 1)[0].strip()
+    if head.startswith(name + ".") and " " not in head:
+        return head
+    return fallback
+
+
+def undecided_if_inconclusive(name: str, run_checks: Callable[[], list[Check]]) -> list[Check]:
+    """The construction-independent checks (labels, lower bounds): an
+    :class:`InconclusiveError` is the undecided result of ``name``; nothing else is caught."""
+    from exactmem.errors import InconclusiveError
+    from exactmem.verify import undecided_check
+
+    try:
+        return run_checks()
+    except InconclusiveError as exc:
+        return [undecided_check(_undecided_name(name, exc, name), str(exc))]
+
+
+def guarded(
+    name: str, run_checks: Callable[[], list[Check]], undecided: str | None = None
+) -> list[Check]:
+    """Run checks that may raise: a model without the parts they read is refuted by a failed
+    ``NAME.structure`` check, never judged on fewer checks; an :class:`InconclusiveError` is
+    the undecided result of the check it names (``NAME.<check>: …``; else ``undecided``,
+    default ``NAME.checklist``), never discarding the results of the checks run beside it.
+
+    A checklist's ``run`` may call this around each of its parts, so that one undecided part
+    leaves the others' results standing; the core calls it around the whole ``run``."""
+    from exactmem.errors import InconclusiveError, InputError
+    from exactmem.verify import Check, ChecklistStructureError, undecided_check
+
+    try:
+        return run_checks()
+    except InconclusiveError as exc:
+        fallback = undecided or f"{name}.checklist"
+        return [undecided_check(_undecided_name(name, exc, fallback), str(exc))]
+    except ChecklistStructureError as exc:
+        why = str(exc)
+    except (KeyError, ValueError, IndexError, StopIteration) as exc:  # a lane or stage missing
+        if isinstance(exc, InputError):
+            raise
+        why = f"{type(exc).__name__}: {exc}"
+    return [
+        Check(
+            f"{name}.structure",
+            False,
+            f"the model does not have the structure the {name} checklist reads ({why})",
+        )
+    ]

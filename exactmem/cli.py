@@ -46,8 +46,9 @@ PROG = "exactmem"
 
 EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input (output paths are
 checked before any work), 3 internal error, 4 inconclusive, 5 nothing selected,
-130 interrupted (Ctrl-C), 143 terminated (SIGTERM); files are written atomically, so an
-interrupted or failed write leaves the previous file as it was"""
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM), with one line saying which output files
+are complete and which untouched; files are written atomically, so an interrupted or failed
+write leaves the previous file as it was. `exactmem schema` prints the files' JSON schemas."""
 
 
 def _latex(rows: list[dict], measured: list[dict], sizes: dict | None = None) -> str:
@@ -186,16 +187,72 @@ def _add_inspection(sub) -> None:
 
     sh = sub.add_parser(
         "show",
-        help="read a certificate file back: its schema and hash checked, its verdict table",
-        description="Check a certificate file written by verify --certificate (format, sha256, "
-        "the fields of the exactmem.certificate/2 schema) and print its verdict table. The exit "
-        "code is the recorded verdict's (0 verified, 1 refuted); nothing is evaluated again.",
+        help="display a certificate file as the record it is (recheck re-derives it)",
+        description="Display the verdict table a certificate file records, after checking its "
+        "format, fields (the exactmem.certificate/2 schema) and sha256. An intact sha256 means "
+        "the content is unchanged since it was hashed — not who wrote it nor that it is true "
+        "(docs/trust.md). The exit code is the recorded verdict's (0 verified, 1 refuted); "
+        "nothing is evaluated again: `exactmem recheck` re-derives the verdict from the files.",
         epilog=EPILOG,
     )
     sh.add_argument("certificate", metavar="CERT", help="certificate file (.json or .json.gz)")
     sh.add_argument("--json", action="store_true", help="the certificate's content on stdout")
     _add_limits(sh)
     sh.set_defaults(func=_command("show"))
+
+    ex = sub.add_parser(
+        "explain",
+        help="take a REFUTED or INCONCLUSIVE verdict to the sub-layer, lane and example where "
+        "the values leave what the proof needs",
+        description="From a certificate file (with --model and --data, the files it was made "
+        "from, to walk the examples through the exact trace) or a run (--model, --data and "
+        "--construction, certified first): each failed check, the paper and mechanism it tests, "
+        "the first example it names, its lanes after every sub-layer, and the sub-layer where it "
+        "merges with an item labelled otherwise (docs/inside-a-run.md). The exit code is the "
+        "verdict's.",
+        epilog=EPILOG,
+    )
+    ex.add_argument(
+        "certificate", metavar="CERT", nargs="?", help="certificate file (.json or .json.gz)"
+    )
+    ex.add_argument("--model", metavar="MODEL", help="model file (.json, .json.gz or .exm)")
+    ex.add_argument("--data", metavar="FILE", help="dataset (.json, .json.gz or .exm)")
+    ex.add_argument("--construction", metavar="NAME", help="without CERT: demand NAME's checklist")
+    ex.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in the dataset, converted exactly (dyadic)",
+    )
+    ex.add_argument("--json", action="store_true", help="the explanation as JSON on stdout")
+    _add_limits(ex)
+    ex.set_defaults(func=_command("explain"))
+
+    rc = sub.add_parser(
+        "recheck",
+        help="re-derive a certificate's verdict from its model and dataset files",
+        description="Re-derive CERT: check that MODEL and the dataset are the files it names "
+        "(their sha256), verify them again under the criteria it records (construction, "
+        "tolerance, max precision), and report every difference from the record — verdict, "
+        "checks, resources, hashes. Exit 0: re-derived the same; 1: something differs (listed); "
+        "2: bad input.",
+        epilog=EPILOG,
+    )
+    rc.add_argument("certificate", metavar="CERT", help="certificate file (.json or .json.gz)")
+    rc.add_argument("--model", required=True, metavar="MODEL", help="model file it names")
+    rc.add_argument("--data", required=True, metavar="FILE", help="dataset file it names")
+    rc.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in the dataset, converted exactly (dyadic)",
+    )
+    _add_evaluator(rc)
+    _add_jobs(rc)
+    rc.add_argument(
+        "--json", action="store_true", help="JSON on stdout: the differences and both certificates"
+    )
+    rc.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_limits(rc)
+    rc.set_defaults(func=_command("recheck"))
 
 
 def _add_limits(sub: argparse.ArgumentParser) -> None:
@@ -292,7 +349,9 @@ def _add_train(sub) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from exactmem.suggest import Parser  # argparse's, with "did you mean" in its errors
+
+    p = Parser(
         prog=PROG,
         description="Build the networks of Transformer memorization theorems, run them in exact "
         "arithmetic, and certify or refute what the theorems promise.",
@@ -329,6 +388,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_jobs(c)
     _add_evaluator(c)
+    _add_limits(c)  # (every command that evaluates bounds its values: --max-value-bits)
     c.set_defaults(func=_command("check"))
 
     b = sub.add_parser(
@@ -351,7 +411,8 @@ def parser() -> argparse.ArgumentParser:
         "--construction",
         required=True,
         metavar="NAME",
-        help="the construction to run (listed below): " + ", ".join(CONSTRUCTIONS),
+        help="the construction to run: a built-in (listed below) or an installed plugin's "
+        "(`exactmem constructions` lists every registered one)",
     )
     b.add_argument(
         "--data", required=True, metavar="FILE", help="dataset (.json, .json.gz or .exm)"
@@ -360,7 +421,8 @@ def parser() -> argparse.ArgumentParser:
         "--out",
         required=True,
         metavar="MODEL",
-        help="model file to write (.json, .json.gz or .exm)",
+        help="model file to write (.json, .json.gz or .exm; above 10⁵ rows use .exm, for the "
+        "dataset too: half the size, faster to write and read)",
     )
     b.add_argument("--seed", type=int, default=0, help="seed of the random choices (default 0)")
     b.add_argument(
@@ -392,8 +454,10 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="demand NAME's full checklist (its stages, margins and lanes; a model lacking one "
         "is refuted). Without it only the construction-independent checks run (labels, lower "
-        "bounds); the model file's own claims are never a criterion. NAME: "
-        + ", ".join(CONSTRUCTIONS),
+        "bounds); the model file's own claims are never a criterion. NAME: a built-in ("
+        + ", ".join(CONSTRUCTIONS)
+        + ") or an installed plugin's; `exactmem constructions NAME` lists its checks with the "
+        "paper and result each tests, and its declared bounds (judged as NAME.bounds.<metric>)",
     )
     v.add_argument(
         "--tolerance",
@@ -438,6 +502,7 @@ def parser() -> argparse.ArgumentParser:
 
     _add_import(sub)
     _add_train(sub)
+    _add_registry(sub)
 
     bo = sub.add_parser(
         "bounds",
@@ -465,7 +530,13 @@ def parser() -> argparse.ArgumentParser:
     )
     out = bo.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON on stdout")
-    out.add_argument("--latex", action="store_true", help="a LaTeX tabular on stdout")
+    out.add_argument(
+        "--latex",
+        action="store_true",
+        help="a standalone LaTeX document on stdout, for pdflatex; it loads geometry, array and "
+        "booktabs (on Debian and Ubuntu: apt install texlive-latex-base "
+        "texlive-latex-recommended; docs/plots.md)",
+    )
     bo.add_argument("--quiet", action="store_true", help="no progress on stderr")
     bo.set_defaults(func=_command("bounds"))
 
@@ -528,7 +599,8 @@ def parser() -> argparse.ArgumentParser:
         "--out",
         required=True,
         metavar="FILE",
-        help="dataset file to write (.json, .json.gz or .exm)",
+        help="dataset file to write (.json, .json.gz or .exm; above 10⁵ rows use .exm: half the "
+        "size, faster to write and read)",
     )
     g.add_argument("--json", action="store_true", help=JSON_WRITTEN)
     g.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -548,7 +620,8 @@ def parser() -> argparse.ArgumentParser:
         description="Parameters and depth against N on log-log axes: every parameter row of "
         "`bounds` evaluated on a grid of N (order-only rows with every hidden constant set to "
         "1), beside the resources of exactmem's vys and ks25-next-token models built (not "
-        "certified) on random data at the --measure-N sizes.",
+        "certified) on random data at the --measure-N sizes, and those two models' rows again "
+        "times the constant their builds need (dotted). Rows that coincide are drawn striped.",
         epilog=EPILOG,
     )
     pb.add_argument("--out", required=True, metavar="FILE", help="picture: .png, .svg or .pdf")
@@ -586,7 +659,41 @@ def parser() -> argparse.ArgumentParser:
     _add_inspection(sub)
     _add_convert(sub)
     _add_warmup(sub)
+    _add_schema(sub)
     return p
+
+
+def _add_registry(sub) -> None:
+    """``constructions`` and ``selftest``: the registered constructions (exactmem.registry)."""
+    co = sub.add_parser(
+        "constructions",
+        help="every installed construction (built-ins and plugins) with package, version, paper",
+        description="List every construction registered in the exactmem.constructions "
+        "entry-point group — the built-ins and installed plugins — with its package, version "
+        "and paper. Given NAMEs: each one's checklist — the checks with the paper, result and "
+        "mechanism each tests and their breakers, the tasks, the declared bounds — and its "
+        "options. A plugin that fails to import or register is named in a warning on stderr.",
+        epilog=EPILOG,
+    )
+    co.add_argument("names", nargs="*", metavar="NAME", help="describe these constructions")
+    co.add_argument("--json", action="store_true", help="JSON on stdout")
+    co.set_defaults(func=_command("constructions"))
+
+    st = sub.add_parser(
+        "selftest",
+        help="see every check fail: each check's breakers refute an honest model",
+        description="For each construction (default: every registered one) build its honest "
+        "example, which must verify, then apply every breaker of every declared check and "
+        "certify under the construction's checklist: the check the breaker names must fail. "
+        "Prints a table (check, paper/result, breaker, verdict, seen to fail); exit 1 when a "
+        "breaker is not seen to fail, a declared check has no breaker, or a construction has "
+        "no example dataset or no declared checks.",
+        epilog=EPILOG,
+    )
+    st.add_argument("names", nargs="*", metavar="NAME", help="only these constructions")
+    st.add_argument("--json", action="store_true", help="JSON on stdout")
+    st.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    st.set_defaults(func=_command("selftest"))
 
 
 def _add_convert(sub) -> None:
@@ -601,7 +708,12 @@ def _add_convert(sub) -> None:
         epilog=EPILOG,
     )
     cv.add_argument("input", metavar="IN", help="dataset or model file (.json, .json.gz, .exm)")
-    cv.add_argument("output", metavar="OUT", help="file to write (.exm, .json or .json.gz)")
+    cv.add_argument(
+        "output",
+        metavar="OUT",
+        help="file to write (.exm, .json or .json.gz; above 10⁵ rows use .exm: half the size, "
+        "faster to write and read)",
+    )
     cv.add_argument(
         "--allow-floats",
         action="store_true",
@@ -629,6 +741,22 @@ def _add_warmup(sub) -> None:
     w.set_defaults(func=_command("warmup"))
 
 
+def _add_schema(sub) -> None:
+    s = sub.add_parser(
+        "schema",
+        help="print a JSON schema of exactmem's files, or the example dataset",
+        description="Print one of the files the documentation cites, as shipped inside the "
+        "package: the JSON schemas of dataset, model and certificate files, and the example "
+        "dataset. Without NAME, list them.",
+        epilog=EPILOG,
+    )
+    s.add_argument("name", nargs="?", metavar="NAME", help="what to print (omit to list)")
+    s.add_argument(
+        "--json", action="store_true", help="the list as JSON (a schema is JSON already)"
+    )
+    s.set_defaults(func=_command("schema"))
+
+
 def _stop_workers() -> None:
     """Kill this process's worker processes (the reference evaluator's pool): its shutdown
     would otherwise wait for every queued chunk, and the workers write nothing to disk."""
@@ -648,6 +776,41 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _exit_now(signum, frame) -> None:
+    """SIGINT or SIGTERM in a process that ends with its command: stop the workers, remove the
+    temporary file being written, say in one line what was kept, and exit with 130 or 143 at
+    once, whatever runs — numba compiling, a kernel's Python callback, a write.
+
+    Raising instead (as for ``main([...])`` called in-process) lets the exception surface inside
+    numba's dispatcher ("SystemError: … returned a result with an exception set", exit 3) or
+    its compiler (a traceback, then "no compiled object yet"). Every output is written to a
+    temporary file renamed over the target (exactmem.outputs), so exiting without unwinding
+    leaves each target complete or as it was."""
+    from exactmem import outputs
+
+    word, code = (
+        ("interrupted", EXIT_INTERRUPTED)
+        if signum == signal.SIGINT
+        else ("terminated", EXIT_TERMINATED)
+    )
+    try:
+        _stop_workers()
+    except Exception:  # noqa: BLE001 - exiting regardless
+        pass
+    line = f"{word}: {outputs.kept()}"
+    outputs.abandon_partial()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a stream in use by the interrupted code, or closed
+            pass
+    start = "\n" if sys.stderr.isatty() else ""  # past a progress bar's line
+    try:
+        os.write(2, f"{start}{line}\n".encode())
+    finally:
+        os._exit(code)
+
+
 def _complete(p: argparse.ArgumentParser) -> None:
     """Shell completion through argcomplete when it is installed (the ``completion`` extra)
     and the shell asked for it; otherwise nothing happens."""
@@ -661,6 +824,17 @@ def _complete(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from exactmem import outputs
+
+    outputs.new_ledger()
+    # the console script and `python -m exactmem` (no argv given): a process that ends with its
+    # command exits at once on SIGINT or SIGTERM, saying what was kept (_exit_now), from the
+    # first moment; an ignored SIGINT (a shell's background job) stays ignored
+    previous = keyboard = None
+    if argv is None:
+        _install(signal.SIGTERM, _exit_now)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            _install(signal.SIGINT, _exit_now)
     p = parser()
     _complete(p)
     args = p.parse_args(argv)
@@ -674,12 +848,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the console script and `python -m exactmem` (no argv given): a process that ends with its
     # command; main([...]) called in a longer-lived process (tests, scripts) does not freeze
     was_freezing = jit.freeze_after_import(argv is None)
-    # SIGTERM raises, as Ctrl-C does, so the atomic writer removes its temporary file
-    previous = _install(signal.SIGTERM, _terminate)
-    # Ctrl-C as Python's own handler, plus the workers; an ignored SIGINT stays ignored
-    keyboard = None
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        keyboard = _install(signal.SIGINT, _interrupt)
+    if argv is not None:
+        # main([...]) in a longer-lived process: SIGTERM raises as Ctrl-C does, so the atomic
+        # writer removes its temporary file and the caller goes on; restored afterwards
+        previous = _install(signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            keyboard = _install(signal.SIGINT, _interrupt)
     guards = _ClosedPipeGuard.install()
     try:
         with _limits(args):
@@ -690,10 +864,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"interrupted: {outputs.kept()}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Terminated:
-        print("terminated", file=sys.stderr)
+        print(f"terminated: {outputs.kept()}", file=sys.stderr)
         return EXIT_TERMINATED
     except BrokenPipeError:  # a write that bypassed the guards (a stream's raw buffer)
         _ClosedPipeGuard.silence(sys.stdout)

@@ -298,6 +298,42 @@ ROWS = (
 )
 
 
+DECLARED = {"dense_parameters": "parameters", "total_bits": "total bits"}
+
+
+def declared_rows() -> tuple[Row, ...]:
+    """A row per registered plugin construction (:mod:`exactmem.registry`; the built-ins have
+    their papers' rows above) that declares a bound on its parameters or total bits: the
+    formula its checklist declares, judged under ``verify --construction NAME``."""
+    from exactmem import registry
+
+    rows = []
+    for c in registry.constructions().values():
+        if c.name in registry.BUILTIN or c.checklist is None:
+            continue
+        for metric, quantity in DECLARED.items():
+            formula = c.checklist.bounds.get(metric)
+            if formula is None:
+                continue
+            rows.append(
+                Row(
+                    f"{c.name}-declared-{metric}",
+                    c.paper,
+                    f"declared by the plugin {c.package} {c.version}".rstrip(),
+                    c.summary,
+                    "upper",
+                    quantity,
+                    formula,
+                    True,
+                    formula,
+                    "",
+                    (),
+                    f"construction {c.name}",
+                )
+            )
+    return tuple(rows)
+
+
 def not_applicable(row: Row, sizes: Sizes) -> str | None:
     """Why the row does not apply at ``sizes`` ("n/a: needs n < d"), or None if it does."""
     failed = [r.text for r in row.requires if not r.holds(sizes)]
@@ -308,8 +344,10 @@ def evaluate_rows(sizes: Sizes) -> list[dict]:
     """Every row at ``sizes`` (keys N, n, d, omega, C): its source, formula, constant and value
     (None, with ``status`` saying why, where the sizes violate its assumptions)."""
     names = {k: sympy.Integer(v) for k, v in sizes.items()}
+    names.setdefault("r", sympy.Integer(1))  # the table is at r = δ = 1
+    names.setdefault("delta", sympy.Integer(1))
     out = []
-    for row in ROWS:
+    for row in (*ROWS, *declared_rows()):
         status = not_applicable(row, sizes)
         value = expr = None
         if status is None:  # parsed only where its assumptions hold (log N needs N ≥ 2)

@@ -13,6 +13,11 @@ thousands of bits.
 * ``max_depth``: nesting depth of JSON arrays and objects (a million ``[`` would exhaust the
   parser's recursion).
 * ``max_bytes``: bytes of a file, and of its content after gzip decompression.
+* ``max_value_bits``: bits of any number an exact evaluation may produce. The weights' digit
+  cap bounds each weight, not what weights compound to across layers (880 layers of 140-digit
+  weights in a 1 KB file make a 490 000-bit output); before evaluating, the evaluator bounds
+  every numerator from the inputs' and the weights' sizes, the widths and the depth
+  (:mod:`exactmem.evaluate.value_bits`) and refuses a model whose values could exceed this.
 * ``max_gzip_ratio``: decompressed size over compressed size of a ``.gz`` file, above a floor
   of :data:`GZIP_FLOOR` bytes. Text JSON compresses 3–10×; a gzip bomb reaches about 1000×
   (949 KB → 1 GB) and is refused after decompressing at most ratio × its size.
@@ -69,6 +74,7 @@ class Limits:
     max_depth: int = 100
     max_bytes: int = 4 * GiB
     max_gzip_ratio: int = 100
+    max_value_bits: int = 1 << 20
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -290,6 +296,8 @@ _FLAGS = {
     "max_bytes": "bytes of an input file, and of a .gz file once decompressed (default {})",
     "max_gzip_ratio": "a .gz file may expand to this many times its size, or 16 MiB if more "
     "(default {})",
+    "max_value_bits": "bits of any number an exact evaluation may produce, bounded from the "
+    "weights, widths and depth before evaluating (default {})",
 }
 
 

@@ -1,15 +1,18 @@
-"""The constructions the CLI and the API build, their ``--set KEY=VALUE`` options, and the upper
-bounds of the numeric options, checked against the dataset before any work.
+"""The built-in constructions' descriptions and ``--set KEY=VALUE`` options (registered with
+them, :mod:`exactmem.plugins`), and the upper bounds of the numeric options, checked against the
+dataset before any work.
 
-One table serves ``build --set``, :func:`exactmem.build` and the claim files' ``[options]``, so
-the three parse and bound an option by the same code.
+One table per construction serves ``build --set``, :func:`exactmem.build` and the claim files'
+``[options]``, so the three parse and bound an option by the same code; a plugin's table is its
+:attr:`~exactmem.checklist.Construction.options` (:func:`options_of`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from exactmem.errors import InputError
+from exactmem.wording import did_you_mean
 
 CONSTRUCTIONS = {
     "vys": "Vardi, Yehudai & Shamir 2022, Theorem 3.1 / Kajitsuka & Sato 2025, Lemma C.1 "
@@ -156,6 +159,11 @@ OPTIONS = {
             "false: keep the first draw (a collision is left to the verifier)",
             _boolean,
         ),
+        "id_multiplier": (
+            "A in the ids z = A(S − S_min) + t (default T + 1, T the largest token key; "
+            "A < T lets ids of two contexts collide — left to the verifier)",
+            _positive,
+        ),
         "attention": (
             "hardmax (default) | softmax (max-read at temperature λ, re-quantized; certified "
             "on Arb balls)",
@@ -251,9 +259,20 @@ def _rational_option(key: str, value: str, zero: bool = False):
     return str(q)
 
 
+def options_of(construction: str) -> Mapping[str, tuple[str, Callable[[str, str], object]]]:
+    """The ``--set`` options of a registered construction (:mod:`exactmem.registry`): the
+    built-ins' tables above, or what a plugin declares."""
+    from exactmem import registry
+
+    try:
+        return registry.get(construction).options
+    except KeyError as exc:
+        raise InputError(f"--construction {exc.args[0]}") from None
+
+
 def parse_options(construction: str, items: Sequence[str]) -> dict:
     """``--set KEY=VALUE`` pairs, checked against the construction's options."""
-    known = OPTIONS[construction]
+    known = options_of(construction)
     options: dict = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -262,6 +281,7 @@ def parse_options(construction: str, items: Sequence[str]) -> dict:
         if key not in known:
             raise InputError(
                 f"--set {key[:80]}: unknown option for {construction!r}; known: {', '.join(known)}"
+                + did_you_mean(key[:80], known)
             )
         if key in options:
             raise InputError(f"--set {key}: given twice; give each option once")
@@ -298,6 +318,7 @@ OPTION_LIMITS = {
     ),
     "scale": (lambda ds: 2**64, "at most 2⁶⁴"),
     "functional_bound": (lambda ds: max(ds.size**2, 2**64), "at most max(N², 2⁶⁴) = {limit}"),
+    "id_multiplier": (lambda ds: 2**64, "at most 2⁶⁴"),
     "precision": (lambda ds: 2**16, "at most 65536 bits (it is doubled up to 7 times)"),
     "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
     "width": (lambda ds: 2 * ds.size, "a width above 2N = {limit} adds nothing to fit"),
@@ -307,8 +328,8 @@ OPTION_LIMITS = {
 
 LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
 for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d ≤ max(2, N); head_dim ≤ max(2, N, the
-token dimension); direction_bound, functional_bound ≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴;
-precision ≤ 65536; width ≤ 2N; bits ≤ 4096; numbers ≤ 64 characters"""
+token dimension); direction_bound, functional_bound ≤ max(N², 2⁶⁴); scale, temperature,
+id_multiplier ≤ 2⁶⁴; precision ≤ 65536; width ≤ 2N; bits ≤ 4096; numbers ≤ 64 characters"""
 
 
 def check_option_limits(options: dict, dataset) -> None:

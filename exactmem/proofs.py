@@ -26,13 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exactmem.checklist import BOUND_METRICS
 from exactmem.errors import (
     EXIT_INCONCLUSIVE,
     EXIT_NOTHING_SELECTED,
     EXIT_REFUTED,
     EXIT_VERIFIED,
+    InconclusiveError,
     InputError,
 )
+from exactmem.generators import GENERATOR_PARAMS, GENERATORS, REQUIRED_PARAMS, generated_size
 from exactmem.limits import generated_size_problem, open_regular
 
 __all__ = [
@@ -49,43 +52,15 @@ __all__ = [
     "shipped_proofs_dir",
 ]
 
-METRICS = (
-    "width",
-    "depth",
-    "relu_layers",
-    "dense_parameters",
-    "nonzero_parameters",
-    "max_bits",
-    "total_bits",
-)
+METRICS = BOUND_METRICS  # the resources counted from the weights, and the margin
 
 
 def _build(construction: str, dataset, options: dict, progress: Callable | None = None):
-    from exactmem.constructions import ks25, vys
+    """(model, None): the registered construction's builder (:mod:`exactmem.registry`) on
+    ``dataset`` (the pair of earlier releases, whose second item was the builder's witness)."""
+    from exactmem.api import _construct
 
-    if construction == "vys":
-        return vys.build(dataset, options, progress=progress)
-    if construction == "mahdavi24":
-        from exactmem.constructions import mahdavi24
-
-        return mahdavi24.build(dataset, options, progress=progress)
-    if construction == "dana25":
-        from exactmem.constructions import dana25
-
-        return dana25.build(dataset, options, progress=progress)
-    if construction == "kim23":
-        from exactmem.constructions import kim23
-
-        return kim23.build(dataset, options, progress=progress)
-    if construction == "ks24":
-        from exactmem.constructions import ks24
-
-        return ks24.build(dataset, options, progress=progress)
-    if construction == "madden24":
-        from exactmem.constructions import madden24
-
-        return madden24.build(dataset, options, progress=progress)
-    return ks25.build(dataset, options, construction, progress=progress)
+    return _construct(dataset, construction, options, progress), None
 
 
 @dataclass(frozen=True)
@@ -114,129 +89,6 @@ class Claim:
     defines: dict = field(default_factory=dict)
     bounds: dict = field(default_factory=dict)
     tight: dict = field(default_factory=dict)  # metric → formula with the fitted constant
-
-
-# --------------------------------------------------------------------------- generators
-
-
-# each generator takes the instance's parameters and a progress reporter (None: silent)
-
-
-def _gen_random_points(p: dict, progress=None):
-    from exactmem.data import random_points
-
-    return random_points(
-        p["N"],
-        p["d"],
-        p["C"],
-        p.get("seed", 0),
-        coord_bound=p.get("coord_bound", 1000),
-        denominator=p.get("denominator", 1),
-        progress=progress,
-    )
-
-
-def _gen_label_extremes(p: dict, progress=None):
-    """Random points whose labels are all C (C = 2^c − 1 or 2^c exercises the label width)."""
-    from dataclasses import replace
-
-    ds = _gen_random_points(p, progress)
-    return replace(ds, labels=(p["C"],) * ds.size)
-
-
-def _gen_random_sequences(p: dict, progress=None):
-    from exactmem.sequences import random_sequences
-
-    return random_sequences(
-        p["N"],
-        p["n"],
-        p["d"],
-        p.get("vocab", 1),
-        p["C"],
-        p.get("seed", 0),
-        family=p.get("family", "random"),
-        coord_bound=p.get("coord_bound", 1000),
-        task=p.get("task", "next-token"),
-        labels_by=p.get("labels_by", "key"),
-        progress=progress,
-    )
-
-
-def _gen_lemma_b2_counterexample(p: dict, progress=None):
-    """Three sequences whose restricted multisets are {a}, {b, b}, {a, b} (Lemma B.1 picks
-    A = {a, b}); the first two share the last token e and differ in label."""
-    from gmpy2 import mpq
-
-    from exactmem.data import Dataset
-
-    vocab = ((mpq(1), mpq(0)), (mpq(0), mpq(1)), (mpq(2), mpq(2)), (mpq(-1), mpq(3)))
-    if p.get("task", "next-token") == "seq2seq":  # the same collision at the last position
-        labels: tuple = ((1, 1, 1), (1, 1, 2), (1, 1, 1))
-    else:
-        labels = (1, 2, 1)
-    return Dataset(
-        "seq2seq" if p.get("task") == "seq2seq" else "next-token",
-        labels,
-        2,
-        vocab=vocab,
-        sequences=((0, 2, 3), (1, 1, 3), (0, 1, 3)),
-        meta={"generator": "lemma_b2_counterexample"},
-    )
-
-
-def _gen_zen(p: dict, progress=None):
-    from exactmem.sequences import zen_of_python
-
-    return zen_of_python(p.get("n", 32), unit=p.get("unit", "char"), limit=p.get("limit"))
-
-
-def _gen_attention(p: dict, progress=None):
-    from exactmem.constructions.mahdavi24 import random_instance
-
-    return random_instance(
-        p["T"],
-        p["n"],
-        p["d"],
-        p["C"],
-        p.get("seed", 0),
-        shared_context=p.get("shared_context", False),
-        progress=progress,
-    )
-
-
-def _gen_associations(p: dict, progress=None):
-    from exactmem.constructions.dana25 import random_associations
-
-    return random_associations(p["vocab"], p["S"], p["T"], p.get("seed", 0), progress=progress)
-
-
-def _gen_ks24(p: dict, progress=None):
-    from exactmem.constructions.ks24 import random_instance
-
-    return random_instance(
-        p["N"], p["n"], p["d"], p["vocab"], p["C"], p.get("seed", 0), repeats=p.get("repeats", 0)
-    )
-
-
-def _gen_contexts(p: dict, progress=None):
-    from exactmem.constructions.madden24 import random_contexts
-
-    return random_contexts(
-        p["N"], p["n"], p["vocab"], p.get("seed", 0), targets=p.get("targets", True)
-    )
-
-
-GENERATORS: dict[str, Callable] = {
-    "ks24": _gen_ks24,
-    "contexts": _gen_contexts,
-    "attention": _gen_attention,
-    "associations": _gen_associations,
-    "random_points": _gen_random_points,
-    "label_extremes": _gen_label_extremes,
-    "random_sequences": _gen_random_sequences,
-    "lemma_b2_counterexample": _gen_lemma_b2_counterexample,
-    "zen": _gen_zen,
-}
 
 
 # --------------------------------------------------------------------------- claim files
@@ -272,40 +124,6 @@ CLAIM_KEYS: dict[str, type] = {
     "instance": list,
 }
 REQUIRED_KEYS = ("paper", "statement", "construction", "expect", "instance")
-_POINTS = {"N": int, "d": int, "C": int, "seed": int, "coord_bound": int, "denominator": int}
-GENERATOR_PARAMS: dict[str, dict[str, type | tuple[str, ...]]] = {
-    "random_points": _POINTS,
-    "label_extremes": _POINTS,
-    "random_sequences": {
-        "N": int,
-        "n": int,
-        "d": int,
-        "C": int,
-        "vocab": int,
-        "seed": int,
-        "coord_bound": int,
-        "family": ("random", "permuted", "same_multiset", "near_delta", "distinct"),
-        "task": ("next-token", "seq2seq"),
-        "labels_by": ("key", "multiset"),
-    },
-    "lemma_b2_counterexample": {"seed": int, "task": ("next-token", "seq2seq")},  # fixed data
-    "zen": {"n": int, "unit": ("char", "word"), "limit": int, "seed": int},
-    "attention": {"T": int, "n": int, "d": int, "C": int, "seed": int, "shared_context": bool},
-    "associations": {"vocab": int, "S": int, "T": int, "seed": int},
-    "ks24": {"N": int, "n": int, "d": int, "vocab": int, "C": int, "seed": int, "repeats": int},
-    "contexts": {"N": int, "n": int, "vocab": int, "seed": int, "targets": bool},
-}
-REQUIRED_PARAMS = {
-    "random_points": ("N", "d", "C"),
-    "label_extremes": ("N", "d", "C"),
-    "random_sequences": ("N", "n", "d", "C"),
-    "lemma_b2_counterexample": (),
-    "zen": (),
-    "attention": ("T", "n", "d", "C"),
-    "associations": ("vocab", "S", "T"),
-    "ks24": ("N", "n", "d", "vocab", "C"),
-    "contexts": ("N", "n", "vocab"),
-}
 _KIND_NAMES = {
     str: "a string",
     int: "an integer",
@@ -360,9 +178,9 @@ def _read_toml(path: Path, where: str) -> dict:
 def _claim_options(construction: str, options: dict, where: str) -> dict:
     """Options of a claim or instance, checked by the parsers of ``build --set``; the TOML type
     must be the parsed type (``heads = "3"`` is refused: a string where an integer belongs)."""
-    from exactmem.cli import OPTIONS
+    from exactmem.options import options_of
 
-    known = OPTIONS[construction]
+    known = options_of(construction)
     out = {}
     for key, value in options.items():
         at = f"{where}.{key}"
@@ -421,29 +239,9 @@ def _instance(obj, construction: str, where: str) -> Instance:
         if key not in inst:
             raise InputError(f"{where}: missing key {key!r} (generator {gen!r})")
     # each size is bounded above; what they make together is bounded as `generate` bounds it
-    if problem := generated_size_problem(**_generated_size(gen, inst)):
+    if problem := generated_size_problem(**generated_size(gen, inst)):
         raise InputError(f"{where}: {problem}")
     return Instance(tier, gen, inst, overrides)
-
-
-def _generated_size(gen: str, p: dict) -> dict[str, int]:
-    """The token indices and rational coordinates generator ``gen`` makes for parameters
-    ``p`` (:func:`exactmem.limits.generated_size_problem` bounds them)."""
-    N, n, d = p.get("N", p.get("T", 0)), p.get("n", 1), p.get("d", 1)
-    vocab = p.get("vocab", 1)
-    if gen in ("random_points", "label_extremes"):
-        return {"coordinates": N * d}
-    if gen == "attention":  # n context vectors and the query, each in Q^d
-        return {"coordinates": N * (n + 1) * d}
-    if gen == "associations":
-        return {"tokens": N * p.get("S", 1), "coordinates": vocab}
-    if gen == "contexts":
-        return {"tokens": N * n, "coordinates": vocab}
-    if gen in ("random_sequences", "ks24"):
-        return {"tokens": 2 * N * n, "coordinates": vocab * d}  # seq2seq: a label per token
-    if gen == "zen":
-        return {"tokens": p.get("limit", 0) * n}
-    return {}
 
 
 def _formulas(table: dict, where: str, known: list[str], *, defines: bool) -> dict:
@@ -485,11 +283,12 @@ def load_claim(path: Path) -> Claim:
     if "name" in obj and not _NAME.fullmatch(name):
         raise InputError(f"{where}: name: must be letters, digits, '_', '.', '+' or '-' (≤ 100)")
     construction = obj["construction"]
-    from exactmem.cli import OPTIONS  # the options of `build --set`, one table for both
+    from exactmem import registry  # the registered constructions, plugins included
 
-    if construction not in OPTIONS:
+    if construction not in registry.constructions():
         raise InputError(
-            f"{where}: construction: unknown {construction!r}; known: {', '.join(OPTIONS)}"
+            f"{where}: construction: unknown {construction!r}; known: "
+            f"{', '.join(registry.constructions())}"
         )
     options = _claim_options(construction, obj.get("options", {}), f"{where}: options")
     expect = obj["expect"]
@@ -509,11 +308,11 @@ def load_claim(path: Path) -> Claim:
     defines = obj.get("define", {})
     if len(defines) > MAX_DEFINES:
         raise InputError(f"{where}: define: more than {MAX_DEFINES} defines")
-    from exactmem.cli import OPTIONS
+    from exactmem.options import options_of
 
     # the construction's options, as the instance sets them (option_heads, …), beside the
     # dataset's figures: Dana's bounds are in H, d_h and the model's width d
-    known = list(VARIABLES) + [f"option_{key}" for key in OPTIONS[construction]]
+    known = list(VARIABLES) + [f"option_{key}" for key in options_of(construction)]
     defines = _formulas(defines, f"{where}: define", known, defines=True)
     bounds = _formulas(obj.get("bounds", {}), f"{where}: bounds", known, defines=False)
     tight = _formulas(obj.get("tight", {}), f"{where}: tight", known, defines=False)
@@ -567,32 +366,19 @@ def load_claims(directory: Path) -> list[Claim]:
 
 def formula_names(claim: Claim, data: dict, dataset, options: dict) -> dict:
     """The values a claim's formulas may name, for one instance: the dataset's figures (``data``
-    as a certificate records them), the integer options as ``option_<key>``, and the claim's
-    defines, each evaluated in order."""
+    as a certificate records them, :func:`exactmem.bound_checks.figure_names`), the integer
+    options as ``option_<key>``, and the claim's defines, each evaluated in order."""
     import sympy
 
+    from exactmem.bound_checks import figure_names
     from exactmem.bounds import parse_formula
 
-    names: dict = {
-        "N": sympy.Integer(dataset.size),
-        "d": sympy.Integer(data["d"]),
-        "C": sympy.Integer(dataset.num_classes),
-        "r": sympy.sqrt(sympy.Rational(data["r2"])),
-    }
-    if "n" in data:
-        names["n"] = sympy.Integer(data["n"])
-    if "vocabulary" in data:
-        names["omega"] = sympy.Integer(data["vocabulary"])
+    names: dict = figure_names(data, dataset)
     if options.get("bit_budget"):
         names["B"] = sympy.Integer(options["bit_budget"])
     for key, value in options.items():  # the claim's integer options (Dana's heads, head_dim, d)
         if type(value) is int:
             names[f"option_{key}"] = sympy.Integer(value)
-    delta2 = data.get("delta2")
-    if delta2 is None:  # fewer than two distinct inputs: every δ is a valid separation
-        names["delta"] = sympy.Integer(1)
-    elif not delta2.startswith("not"):
-        names["delta"] = sympy.sqrt(sympy.Rational(delta2))
     where = f"claim file {claim.path}"
     for key, text in claim.defines.items():
         names[key] = parse_formula(text, names, f"{where}: define.{key}")
@@ -645,33 +431,25 @@ def instance_figures(dataset, model) -> dict:
 
 def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
     """``bound.<metric>`` (the paper's constants) and ``tight.<metric>`` (the fitted constants)
-    for the measured resources of ``cert``: pairs (check, undecided)."""
-    from exactmem.bounds import decide_le, evaluate_ball, parse_formula
-    from exactmem.verify import Check
+    for the measured resources of ``cert`` (:func:`exactmem.bound_checks.bound_checks`): pairs
+    (check, undecided)."""
+    from exactmem.bound_checks import bound_checks
 
     names = formula_names(claim, cert.data, dataset, options)
     where = f"claim file {claim.path}"
-    checks = []
-    measured = cert.resources.as_dict()
-    for prefix, key, table in (("bound", "bounds", claim.bounds), ("tight", "tight", claim.tight)):
-        for metric, text in table.items():
-            expr = parse_formula(text, names, f"{where}: {key}.{metric}")
-            value = measured[metric]
-            result = decide_le(value, expr)
-            sign = ">" if result.holds is False else "≤"
-            detail = f"{metric} {value} {sign} {result.bound}  ({text})"
-            values = {"measured": value, "bound": result.bound}
-            if prefix == "tight":
-                # shown, never decides: how close the run is to its fitted constant
-                ball = evaluate_ball(expr, 64)
-                if ball is not None and ball > 0:
-                    values["ratio"] = f"{value / float(ball.mid()):.3f}"
-                    detail += f"; measured/tight {values['ratio']}"
-            if result.holds is None:
-                detail = f"undecided at maximum precision: {detail}"
-            check = Check(f"{prefix}.{metric}", result.holds is True, detail, values)
-            checks.append((check, result.holds is None))
-    return checks
+    activation = getattr(cert, "activation", {})  # the margin's; the resources need none
+    checks = bound_checks(
+        claim.bounds, names, cert.resources, activation, prefix="bound", where=f"{where}: bounds"
+    ) + bound_checks(
+        claim.tight,
+        names,
+        cert.resources,
+        activation,
+        prefix="tight",
+        where=f"{where}: tight",
+        ratio=True,
+    )
+    return [(c, c.undecided) for c in checks]
 
 
 def run_instance(
@@ -698,14 +476,9 @@ def run_instance(
         jobs=jobs,
         evaluator=evaluator,
     )
-    bound_checks = _bound_checks(claim, cert, dataset, options)
-    cert.checks.extend(c for c, _ in bound_checks)
-    undecided = any(u for _, u in bound_checks)
+    cert.checks.extend(c for c, _ in _bound_checks(claim, cert, dataset, options))
     failed = [c.name for c in cert.failed]
-    if undecided and all(name.startswith(("bound.", "tight.")) for name in failed):
-        verdict = "inconclusive"
-    else:
-        verdict = cert.verdict
+    verdict = cert.verdict  # refuted if any check failed, else inconclusive if any undecided
     if claim.expect == "verified":
         ok = verdict == "verified"
     else:
@@ -752,7 +525,10 @@ def run_check(
         if progress:
             progress(f"[{n}/{len(selected)}] {claim.name}: {inst.label}", force=True)
             tell(progress, "", phase="claim instances", done=n - 1, total=len(selected), outer=True)
-        record = run_instance(claim, inst, progress, jobs, evaluator)
+        try:
+            record = run_instance(claim, inst, progress, jobs, evaluator)
+        except InconclusiveError as exc:  # undecided outside any check: still a table row
+            record = _undecided_record(claim, inst, exc)
         record["claim"] = claim.name
         results.append(record)
         if progress:
@@ -793,6 +569,23 @@ def run_check(
     return code
 
 
+def _undecided_record(claim: Claim, inst: Instance, exc: InconclusiveError) -> dict:
+    """The record of an instance that ended undecided before any certificate (a build that
+    could not decide its own constants)."""
+    return {
+        "verdict": "inconclusive",
+        "checks": [{"name": "instance", "passed": False, "undecided": True, "detail": str(exc)}],
+        "resources": {},
+        "data": {},
+        "tier": inst.tier,
+        "generator": inst.generator,
+        "params": {**inst.params, **inst.options},
+        "expected": claim.expect,
+        "ok": False,
+        "seconds": 0.0,
+    }
+
+
 def _print_table(results: list[dict]) -> None:
     header = (
         "claim",
@@ -809,7 +602,10 @@ def _print_table(results: list[dict]) -> None:
     )
     rows = []
     for r in results:
-        res = r["resources"]
+        res = {
+            k: r["resources"].get(k, "-")
+            for k in ("width", "depth", "nonzero_parameters", "max_bits")
+        }
         rows.append(
             (
                 r["claim"],
@@ -817,7 +613,7 @@ def _print_table(results: list[dict]) -> None:
                 r["expected"],
                 r["verdict"],
                 "ok" if r["ok"] else "MISMATCH",
-                str(r["data"]["N"]),
+                str(r["data"].get("N", "-")),
                 str(res["width"]),
                 str(res["depth"]),
                 str(res["nonzero_parameters"]),
@@ -830,13 +626,14 @@ def _print_table(results: list[dict]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for r in results:
         if not r["ok"]:
-            failed = [c for c in r["checks"] if not c["passed"]]
+            failed = [c for c in r["checks"] if not c["passed"]]  # failed and undecided
             print(
                 f"\n{r['claim']} ({' '.join(f'{k}={v}' for k, v in r['params'].items())}): "
                 f"{r['verdict']}, expected {r['expected']}"
             )
             for c in failed:
-                print(f"  FAIL {c['name']}: {c['detail']}")
+                mark = "undecided" if c.get("undecided") else "FAIL"
+                print(f"  {mark} {c['name']}: {c['detail']}")
     total = len(results)
     bad = sum(1 for r in results if not r["ok"])
     print(f"\n{total - bad} of {total} claim instances as expected")

@@ -16,6 +16,7 @@ plugin can never replace — and so loosen — another's checklist.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
@@ -47,13 +48,14 @@ class PluginWarning(UserWarning):
     """A plugin construction could not be registered (named in the message)."""
 
 
+def _builtin_value(name: str) -> str:
+    return f"exactmem.plugins.{name.replace('-', '_')}:construction"
+
+
 def _builtin_entry_points() -> list[EntryPoint]:
     """The built-ins as entry points of their own, for a checkout that is not installed (no
     distribution metadata): the same objects the installed metadata names."""
-    return [
-        EntryPoint(name, f"exactmem.plugins.{name.replace('-', '_')}:construction", GROUP)
-        for name in BUILTIN
-    ]
+    return [EntryPoint(name, _builtin_value(name), GROUP) for name in BUILTIN]
 
 
 def _load(ep: EntryPoint) -> Construction:
@@ -78,11 +80,17 @@ def constructions() -> dict[str, Construction]:
     order = {name: i for i, name in enumerate(BUILTIN)}
 
     def rank(ep: EntryPoint) -> tuple:
-        builtin = ep.name in order and (ep.dist is None or ep.dist.name == DISTRIBUTION)
+        # a built-in is our own module under its own name, whoever declares it: a plugin can
+        # never take a built-in's place by sorting before it
+        builtin = ep.name in order and ep.value == _builtin_value(ep.name)
         return (0, order[ep.name], "") if builtin else (1, 0, ep.name)
 
     registry: dict[str, Construction] = {}
+    seen: set[tuple[str, str]] = set()
     for ep in sorted(found, key=rank):
+        if (ep.name, ep.value) in seen:  # one distribution found twice on sys.path
+            continue
+        seen.add((ep.name, ep.value))
         package = ep.dist.name if ep.dist is not None else DISTRIBUTION
         version = ep.dist.version if ep.dist is not None else ""
         if ep.name in registry:
@@ -103,8 +111,6 @@ def constructions() -> dict[str, Construction]:
                 stacklevel=2,
             )
             continue
-        from dataclasses import replace
-
         registry[ep.name] = replace(construction, package=package, version=version)
     return registry
 

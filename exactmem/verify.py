@@ -35,6 +35,7 @@ __all__ = [
     "MatchFold",
     "StepFold",
     "Check",
+    "VERDICTS",
     "activation_summary",
     "check_any_memorizer",
     "check_memorizer",
@@ -42,6 +43,8 @@ __all__ = [
     "outputs_verdict",
     "check_split_memorizer",
     "step_folds",
+    "undecided_check",
+    "verdict_of",
 ]
 
 
@@ -50,17 +53,67 @@ class ChecklistStructureError(Exception):
     checklist is refuted, never skipped."""
 
 
+VERDICTS = ("verified", "refuted", "inconclusive")
+
+
 @dataclass(frozen=True)
 class Check:
-    """One verdict-bearing check. ``figures`` holds measured values (exact, as text)."""
+    """One verdict-bearing check. ``figures`` holds measured values (exact, as text).
+
+    A check is in one of three states: ok (``passed``), FAIL (neither ``passed`` nor
+    ``undecided``), or undecided (``undecided``: exact arithmetic and Arb balls at the
+    precision limit could not decide it; ``passed`` is then False). ``paper``, ``result`` and
+    ``mechanism`` are what the checklist declares the check tests
+    (:class:`~exactmem.checklist.CheckSpec`), when it declares them."""
 
     name: str
     passed: bool
     detail: str
     figures: dict = field(default_factory=dict)
+    undecided: bool = False
+    paper: str | None = None
+    result: str | None = None
+    mechanism: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.undecided and self.passed:
+            raise ValueError(f"check {self.name!r}: passed and undecided at once")
+
+    @property
+    def failed(self) -> bool:
+        """Decided, and not passed."""
+        return not self.passed and not self.undecided
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``FAIL`` or ``undecided``."""
+        return "ok" if self.passed else "undecided" if self.undecided else "FAIL"
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "passed": self.passed, "detail": self.detail, **self.figures}
+        out = {"name": self.name, "passed": self.passed, "detail": self.detail, **self.figures}
+        if self.undecided:
+            out["undecided"] = True
+        for key in ("paper", "result", "mechanism"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def undecided_check(name: str, detail: str, figures: dict | None = None) -> Check:
+    """A check that exact arithmetic and Arb balls could not decide."""
+    return Check(name, False, detail, figures or {}, undecided=True)
+
+
+def verdict_of(checks: Iterable[Check]) -> str:
+    """Precedence: ``refuted`` if any check failed, whatever else is undecided; else
+    ``inconclusive`` if any check is undecided; else ``verified``."""
+    checks = list(checks)
+    if any(c.failed for c in checks):
+        return "refuted"
+    if any(c.undecided for c in checks):
+        return "inconclusive"
+    return "verified"
 
 
 @dataclass
@@ -75,11 +128,17 @@ class Certificate:
 
     @property
     def verdict(self) -> str:
-        return "verified" if all(c.passed for c in self.checks) else "refuted"
+        """``refuted`` if any check failed; else ``inconclusive`` if any is undecided; else
+        ``verified`` (:func:`verdict_of`)."""
+        return verdict_of(self.checks)
 
     @property
     def failed(self) -> list[Check]:
-        return [c for c in self.checks if not c.passed]
+        return [c for c in self.checks if c.failed]
+
+    @property
+    def undecided(self) -> list[Check]:
+        return [c for c in self.checks if c.undecided]
 
     def to_json(self) -> dict:
         """The certificate as the JSON object ``verify --json`` prints and a certificate file
@@ -95,16 +154,16 @@ class Certificate:
         }
 
     def __repr__(self) -> str:
-        """The verdict, the criteria it was judged by, and every failed check."""
-        failed = self.failed
-        lines = [
-            f"<Certificate {self.verdict.upper()}: "
-            + (
-                f"{len(failed)} of {len(self.checks)} checks failed"
-                if failed
-                else f"all {len(self.checks)} checks passed"
-            )
-        ]
+        """The verdict, the criteria it was judged by, every failed and undecided check."""
+        failed, undecided = self.failed, self.undecided
+        if failed or undecided:
+            parts = [f"{len(failed)} of {len(self.checks)} checks failed"] if failed else []
+            if undecided:
+                parts.append(f"{len(undecided)} undecided")
+            head = ", ".join(parts)
+        else:
+            head = f"all {len(self.checks)} checks passed"
+        lines = [f"<Certificate {self.verdict.upper()}: " + head]
         criteria = self.subject.get("criteria")
         if isinstance(criteria, dict):
             tolerance = criteria.get("tolerance")
@@ -114,6 +173,7 @@ class Certificate:
                 + f"; inputs: {criteria.get('inputs')}"
             )
         lines += [f" FAIL {c.name}: {c.detail}" for c in failed]
+        lines += [f" undecided {c.name}: {c.detail}" for c in undecided]
         return "\n".join(lines) + ">"
 
 

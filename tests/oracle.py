@@ -7,12 +7,17 @@ definition line by line:
 
 * the input column of a token is its vocabulary vector, or the one-hot vector e_x of its id
   (``token_inputs``), then ``E_in`` (affine, with bias);
-* an :class:`MLP` is ``L_k ∘ σ ∘ … ∘ σ ∘ L_1`` with ReLU σ, plus its input when residual;
+* an :class:`MLP` is ``L_k ∘ σ ∘ … ∘ σ ∘ L_1`` with σ ReLU, GELU x·Φ(x) or its tanh form
+  (intervals from mpmath at the interval precision plus a margin, on GELU's monotone pieces),
+  plus its input when residual;
+* a :class:`LayerNorm` is ``gain ⊙ (x − μ)/√(σ² + eps) + bias`` (biased variance), on the whole
+  column or from ``source`` into ``target``; exact when the root is rational;
 * a :class:`PositionalEncoding` adds ``table[k]`` to the column at position k;
 * an :class:`Attention` sub-layer adds ``Σ_h W_O W_V Z a_h`` to Z, where the weights a_h of a
   query column are 1/|keys| (``uniform``), 1/|I| on the maximisers I of the scores
-  ``⟨W_K z_k, W_Q z_q⟩`` (``hardmax``, ties averaged) or softmax of the scores; with mask
-  ``context`` the last position is not a key;
+  ``⟨W_K z_k, W_Q z_q⟩`` (``hardmax``, ties averaged) or softmax of the scores divided by
+  √scale; with mask
+  ``context`` the last position is not a key, with ``causal`` position q reads 0..q;
 * ``E_out`` (affine, with bias) gives the outputs.
 
 Softmax of unequal scores is transcendental: from there on values are ``mpmath.iv`` intervals
@@ -26,9 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import mpmath
 from mpmath import iv, libmp
 
-from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
 
 __all__ = ["Judgement", "Undecided", "bounds", "judge", "run"]
 
@@ -76,6 +82,73 @@ def relu(x):
     return iv.mpf([0, x.b])
 
 
+GELU_MIN = Fraction(-8, 10)  # both GELUs decrease up to their minimum (≈ −0.75), then rise
+
+
+def _gelu_point(x: Fraction, tanh: bool) -> tuple:
+    """An interval around GELU(x) (x·Φ(x), or ``tanh``: ½x(1 + tanh(√(2/π)(x + 0.044715x³)))):
+    mpmath at the interval precision + 40 bits, widened by 2^-(precision) (its error is far
+    below that)."""
+    with mpmath.workprec(iv.prec + 40):
+        z = mpmath.mpf(x.numerator) / x.denominator
+        if tanh:
+            cubic = mpmath.mpf(44715) / 10**6
+            v = z * (1 + mpmath.tanh(mpmath.sqrt(2 / mpmath.pi) * (z + cubic * z**3))) / 2
+        else:
+            v = z * mpmath.ncdf(z)
+        slack = mpmath.ldexp(1, -iv.prec) * (1 + abs(v))
+        return v - slack, v + slack
+
+
+def gelu(x, tanh: bool = False):
+    """GELU(x) as an interval (exact 0 at an exact 0)."""
+    if isinstance(x, Fraction) and x == 0:
+        return Fraction(0)
+    lo, hi = bounds(x)
+    a, b = _gelu_point(lo, tanh), _gelu_point(hi, tanh)
+    if hi <= GELU_MIN:  # decreasing
+        return iv.mpf([b[0], a[1]])
+    if lo >= 0:  # increasing (and GELU(0) = 0 in between is covered by the endpoints)
+        return iv.mpf([a[0], b[1]])
+    # the minimum of GELU (≈ −0.17) may lie inside: −0.2 bounds it from below
+    return iv.mpf([min(a[0], b[0], mpmath.mpf(-0.2)), max(a[1], b[1])])
+
+
+def layer_norm(ln: LayerNorm, x: list) -> list:
+    """The layer norm of one column (whole, or ``source`` lanes into ``target`` lanes)."""
+    if ln.source is not None and ln.target is not None:
+        out = list(x)
+        out[ln.target : ln.target + ln.width] = layer_norm(
+            LayerNorm(ln.gain, ln.bias, ln.eps), x[ln.source : ln.source + ln.width]
+        )
+        return out
+    w = len(x)
+    mean = Fraction(0)
+    for v in x:
+        mean = add(mean, v)
+    mean = mul(mean, Fraction(1, w))
+    centred = [add(v, mul(Fraction(-1), mean)) for v in x]
+    spread = _fraction(ln.eps)
+    for c in centred:
+        square = c * c if isinstance(c, Fraction) else c**2  # an interval's square is ≥ 0
+        spread = add(spread, mul(Fraction(1, w), square))
+    root = None
+    if isinstance(spread, Fraction):
+        p, q = spread.numerator, spread.denominator
+        rp, rq = libmp.isqrt(p), libmp.isqrt(q)
+        if rp * rp == p and rq * rq == q:
+            root = Fraction(int(rp), int(rq))
+    if root is None:
+        root = iv.sqrt(_lift(spread))
+        inverse = 1 / root
+    else:
+        inverse = Fraction(1) / root
+    return [
+        add(mul(mul(_fraction(g), c), inverse), _fraction(b))
+        for g, c, b in zip(ln.gain, centred, ln.bias, strict=True)
+    ]
+
+
 def affine(a: Affine, x: Sequence) -> list:
     """``(W·x + b) / denominator``, entry by entry."""
     assert len(x) == a.in_dim, (len(x), a.in_dim)
@@ -93,7 +166,10 @@ def mlp(m: MLP, x: list) -> list:
     for i, layer in enumerate(m.layers):
         h = affine(layer, h)
         if i < len(m.layers) - 1:
-            h = [relu(v) for v in h]
+            if m.activation == "relu":
+                h = [relu(v) for v in h]
+            else:
+                h = [gelu(v, tanh=m.activation == "gelu_tanh") for v in h]
     return [add(a, b) for a, b in zip(x, h, strict=True)] if m.residual else h
 
 
@@ -104,7 +180,7 @@ def dot(u: Sequence, v: Sequence):
     return acc
 
 
-def _weights(score: str, scores: list) -> list:
+def _weights(score: str, scores: list, scale: int = 1) -> list:
     """Attention weights of one query column over its keys."""
     n = len(scores)
     if score == "uniform":
@@ -113,30 +189,37 @@ def _weights(score: str, scores: list) -> list:
         return [Fraction(1, n)] * n  # hardmax and softmax alike
     if score == "hardmax":
         if not _exact(*scores):
-            raise Undecided("hardmax over interval scores")
+            spans = [bounds(s) for s in scores]
+            floor = max(lo for lo, _ in spans)
+            left = [k for k, (_, hi) in enumerate(spans) if hi >= floor]
+            if len(left) != 1:
+                raise Undecided("hardmax over interval scores")
+            return [Fraction(int(k == left[0])) for k in range(n)]
         top = max(scores)
         tied = [s == top for s in scores]
         return [Fraction(1, sum(tied)) if t else Fraction(0) for t in tied]
-    # softmax: w_k = 1 / Σ_j exp(s_j − s_k); each difference exact when the scores are
+    # softmax: w_k = 1 / Σ_j exp((s_j − s_k)/√scale); each difference exact when the scores are
     weights = []
+    shrink = 1 / iv.sqrt(scale) if scale != 1 else Fraction(1)
     for sk in scores:
         total = iv.mpf(0)
         for sj in scores:
-            total += iv.exp(_lift(add(sj, mul(Fraction(-1), sk))))
+            total += iv.exp(_lift(mul(shrink, add(sj, mul(Fraction(-1), sk)))))
         weights.append(1 / total)
     return weights
 
 
 def attention(att: Attention, cols: list[list]) -> list[list]:
     n = len(cols)
-    keys = list(range(n - 1)) if att.mask == "context" and n > 1 else list(range(n))
+    every = list(range(n - 1)) if att.mask == "context" and n > 1 else list(range(n))
     new = [list(c) for c in cols]
     for h in att.heads:
         values = [affine(h.value, c) for c in cols]
         for q in range(n):
+            keys = list(range(q + 1)) if att.mask == "causal" else every
             query = affine(h.query, cols[q])
             scores = [dot(affine(h.key, cols[k]), query) for k in keys]
-            weights = _weights(att.score, scores)
+            weights = _weights(att.score, scores, att.scale)
             mixed = [Fraction(0)] * h.value.out_dim
             for k, w in zip(keys, weights, strict=True):
                 mixed = [add(m, mul(w, v)) for m, v in zip(mixed, values[k], strict=True)]
@@ -167,6 +250,8 @@ def run_sequence(model: Transformer, vocab: Sequence, seq: Sequence[int]) -> lis
                 [add(a, _fraction(b)) for a, b in zip(c, sub.table[k], strict=True)]
                 for k, c in enumerate(cols)
             ]
+        elif isinstance(sub, LayerNorm):
+            cols = [layer_norm(sub, c) for c in cols]
         else:
             cols = attention(sub, cols)
     if model.unembed:

@@ -24,13 +24,15 @@ def honest():
 
 def test_file_c_is_refuted_on_the_command_line(honest, tmp_path):
     """Issue 26, file C: 3N lookup units beside the memorizer, the output rewired to their
-    sum. The labels come out and every Lemma C.1 stage still checks; only the dataflow fails,
+    sum. The labels come out and every Lemma C.1 stage still checks; the dataflow fails (and the
+    declared width, 10 → 125),
     and `verify --construction vys` exits 1. The honest model exits 0."""
     ds, model = honest
     broken = parallel_lookup(model, ds)
     assert resources(broken).width > resources(model).width
     cert = certify(broken, ds, construction="vys")
-    assert [c.name for c in cert.failed] == ["vys.dataflow"]
+    # the widened model also exceeds the declared width (issue 26.2: judged, not only reported)
+    assert [c.name for c in cert.failed] == ["vys.dataflow", "vys.bounds.width"]
     assert "bypass" in cert.failed[0].detail
     save_dataset(ds, tmp_path / "ds.json")
     for m, code in ((model, 0), (broken, 1)):

@@ -13,7 +13,7 @@ from exactmem import Dataset, save_dataset
 from exactmem.architectures import import_checkpoint
 from exactmem.certify import certify
 from exactmem.cli import main
-from exactmem.errors import InconclusiveError, InputError
+from exactmem.errors import InputError
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.softmax import run_balls
 from exactmem.verify_margins import argmax_margins
@@ -142,8 +142,9 @@ def test_an_exact_tie_is_inconclusive_after_raising_the_precision(tmp_path, caps
     results = argmax_margins(model, *_seqs_and_labels(_context_data([1, 1])), limit=256)
     assert [r.status for r in results] == ["undecided", "undecided"]
     assert [r.precision for r in results] == [256, 256]
-    with pytest.raises(InconclusiveError, match=r"sequences\[0\], sequences\[1\] stay too wide"):
-        certify(model, _context_data([1, 1]), max_precision=128)
+    cert = certify(model, _context_data([1, 1]), max_precision=128)
+    assert cert.verdict == "inconclusive" and [c.name for c in cert.undecided] == ["labels"]
+    assert "sequences[0], sequences[1] stay too wide" in cert.undecided[0].detail
     save_dataset(_context_data([1, 1]), tmp_path / "d.json")
     assert (
         main(
@@ -161,8 +162,9 @@ def test_an_exact_tie_is_inconclusive_after_raising_the_precision(tmp_path, caps
     )
     argv = ["verify", str(tmp_path / "t.json"), "--data", str(tmp_path / "d.json"), "--quiet"]
     assert main([*argv, "--max-precision", "128"]) == 4
-    err = capsys.readouterr().err
-    assert "sequences[0]" in err and "at 128 bits" in err and "--max-precision" in err
+    out = capsys.readouterr().out  # the undecided check, in the verdict table
+    assert "undecided labels" in out
+    assert "sequences[0]" in out and "at 128 bits" in out and "--max-precision" in out
 
 
 def _seqs_and_labels(ds):

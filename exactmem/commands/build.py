@@ -6,8 +6,22 @@ from __future__ import annotations
 import argparse
 
 from exactmem.errors import EXIT_VERIFIED, InputError
-from exactmem.options import CONSTRUCTIONS, check_option_limits, parse_options
+from exactmem.options import check_option_limits, parse_options
 from exactmem.progress import Progress
+from exactmem.suggest import wrong_task
+from exactmem.wording import did_you_mean, plural
+
+
+def require_construction(name: str) -> None:
+    """Exit 2 unless ``name`` is a registered construction (plugins included)."""
+    from exactmem import registry
+
+    if name not in registry.constructions():
+        raise InputError(
+            f"--construction {name!r} is unknown; available: "
+            f"{', '.join(registry.constructions())} (exactmem constructions lists them)"
+            + did_you_mean(name, registry.constructions())
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -15,21 +29,23 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.data import load_dataset
     from exactmem.io import save_model
     from exactmem.model import resources
-    from exactmem.outputs import check_output
+    from exactmem.outputs import check_output, note_json_at_scale
 
     check_output(args.out, "--out", [args.data])
-    if args.construction not in CONSTRUCTIONS:
-        raise InputError(
-            f"--construction {args.construction!r} is unknown; available: "
-            f"{', '.join(CONSTRUCTIONS)}"
-        )
+    require_construction(args.construction)
     progress = Progress(not args.quiet)
     options = parse_options(args.construction, args.set or [])
     options["seed"] = args.seed
     with progress.phase(f"reading {args.data}"):
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     check_option_limits(options, dataset)
-    progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
+    mismatch = wrong_task(args.construction, dataset.task)
+    if mismatch is not None:  # before the first progress line: no work has started
+        raise InputError(mismatch)
+    what = plural(dataset.size, "point")
+    if dataset.task != "points":
+        what = f"{plural(dataset.size, 'sequence')} ({dataset.task})"
+    progress(f"building {args.construction} for {what}", force=True)
     try:
         with progress.phase(f"building {args.construction}"):
             model = _construct(dataset, args.construction, options, progress)
@@ -37,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             digest = save_model(model, args.out)
     finally:
         progress.close()
+    note_json_at_scale(dataset.size, {"--data": args.data, "--out": args.out})
     res = resources(model)
     parts = None
     if args.construction == "kim23":  # the three terms of Õ(d + n + √(nN)), from the weights

@@ -35,7 +35,7 @@ def _kind(path: str) -> tuple[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.outputs import check_output
+    from exactmem.outputs import check_output, note_json_at_scale
 
     check_output(args.output, "OUT", [args.input])
     progress = Progress(not args.quiet)
@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
                     raise InputError(f"{source}: {exc}") from None
         with progress.phase(f"writing {args.output}"):
             save_dataset(ds, args.output)
+        progress.close()
+        note_json_at_scale(ds.size, {"OUT": args.output})
         digest = dataset_hash(ds)
     else:
         from exactmem.io import load_model, save_model

@@ -9,9 +9,26 @@ import json
 import sys
 
 from exactmem.commands import emit_json
-from exactmem.errors import EXIT_REFUTED, EXIT_USAGE, EXIT_VERIFIED, InputError
-from exactmem.options import CONSTRUCTIONS
+from exactmem.errors import (
+    EXIT_INCONCLUSIVE,
+    EXIT_REFUTED,
+    EXIT_USAGE,
+    EXIT_VERIFIED,
+    InputError,
+)
 from exactmem.progress import Progress
+from exactmem.suggest import wrong_task
+from exactmem.wording import plural
+
+EXIT_CODES = {"verified": EXIT_VERIFIED, "refuted": EXIT_REFUTED, "inconclusive": EXIT_INCONCLUSIVE}
+"""The exit code of each verdict: 0, 1, 4."""
+
+
+def status(check: dict) -> str:
+    """``ok``, ``FAIL`` or ``undecided`` (the tri-state of :class:`exactmem.verify.Check`)."""
+    if check.get("passed"):
+        return "ok"
+    return "undecided" if check.get("undecided") else "FAIL"
 
 
 def print_certificate(cert: dict) -> None:
@@ -22,17 +39,22 @@ def print_certificate(cert: dict) -> None:
     if "tokens" in data:
         aware = ", position-aware" if data.get("position_aware") else ""
         what = (
-            f"{data['N']} sequences of n = {data.get('n')} tokens in Q^{data['d']} "
+            f"{plural(data['N'], 'sequence')} of n = {data.get('n')} tokens in Q^{data['d']} "
             f"({data['tokens']} distinct tokens, {data.get('distinct_multisets')} distinct "
             f"multisets{aware})"
         )
     else:
-        what = f"{data['N']} points in Q^{data['d']}"
+        what = f"{plural(data['N'], 'point')} in Q^{data['d']}"
     print(f"dataset: {what}, C = {data['C']}, r² = {data.get('r2')}, δ² = {data.get('delta2')}")
     said = subject.get("model_says", {})
+    named = said.get("construction") if isinstance(said, dict) else None
+    says = (
+        f"its file says construction {_printable(named)}"
+        if named is not None
+        else "its file names no construction"
+    )
     print(
-        f"model: sha256 {subject['model_sha256'][:16]}… (its file says construction "
-        f"{_printable(said.get('construction'))}; a label only, never a criterion)"
+        f"model: sha256 {subject['model_sha256'][:16]}… ({says}; a label only, never a criterion)"
     )
     crit = subject["criteria"]
     print(f"criteria: {crit['checklist']}")
@@ -49,11 +71,12 @@ def print_certificate(cert: dict) -> None:
     )
     for c in cert["checks"]:
         name, detail = _printable(c["name"]), _printable(c["detail"])  # labels come from the file
-        print(f"  {'ok  ' if c['passed'] else 'FAIL'} {name:<28} {detail}")
+        print(f"  {status(c):<4} {name:<28} {detail}")
         _print_margins(c)
     act = cert["activation"]
     print(
-        f"activation: {act['relu_layers']} ReLU layers, smallest non-zero |pre-activation| "
+        f"activation: {plural(act['relu_layers'], 'ReLU layer')}, smallest non-zero "
+        f"|pre-activation| "
         f"{act['min_nonzero_preactivation']}, {act['zero_preactivations']} of "
         f"{act['preactivations']} pre-activations exactly 0"
     )
@@ -82,11 +105,12 @@ def run(args: argparse.Namespace) -> int:
                 f"--reference-tolerance {args.reference_tolerance}: must be > 0, with "
                 "--reference-logits"
             )
-    if args.construction is not None and args.construction not in CONSTRUCTIONS:
-        raise InputError(
-            f"--construction {args.construction!r} is unknown; available: "
-            f"{', '.join(CONSTRUCTIONS)}"
-        )
+    if args.construction is not None:
+        from exactmem.certify import checklist_of
+        from exactmem.commands.build import require_construction
+
+        require_construction(args.construction)
+        checklist_of(args.construction)  # one that registers no checklist: exit 2 now
     if args.certificate:
         check_output(args.certificate, "--certificate", [args.model, args.data])
     _cluster(args, start=False)  # usage errors and a missing extra before any work
@@ -100,7 +124,13 @@ def run(args: argparse.Namespace) -> int:
             from exactmem.reference_logits import read_reference_logits
 
             reference = read_reference_logits(args.reference_logits, dataset, output_width(model))
-    progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
+    if args.construction is not None:  # the checklist's tasks, with those that fit the data
+        mismatch = wrong_task(args.construction, dataset.task, "certifies")
+        if mismatch is not None:
+            raise InputError(mismatch)
+    # printed once the work reports: the checks certify opens with come first (issue 30)
+    inputs = plural(dataset.size, "input")
+    progress.later(f"verifying on {inputs} with the {args.evaluator} evaluator")
     cluster = _cluster(args)
     try:
         with progress.phase(f"verifying {dataset.size} inputs", outer=True):
@@ -117,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
                 reference=reference,
                 reference_tolerance=reference_tolerance,
             )
+        progress.flush()  # a run that reported nothing on the way still says what it did
     finally:
         progress.close()
         if cluster is not None:
@@ -129,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
             progress(f"certificate written to {args.certificate}", force=True)
         except OutputError as exc:  # the verdict is still printed: the work is not lost
             unwritten = exc
-    args.pending_exit = EXIT_VERIFIED if cert.verdict == "verified" else EXIT_REFUTED
+    args.pending_exit = EXIT_CODES[cert.verdict]
     if unwritten is not None:
         args.pending_exit = EXIT_USAGE
     if args.json:

@@ -20,7 +20,16 @@ from gmpy2 import mpq
 from exactmem.evaluate.layernorm import layer_norm_floats
 from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
 
-__all__ = ["float_logits"]
+__all__ = ["as_float", "float_logits"]
+
+
+def as_float(q) -> float:
+    """The nearest double to an exact rational, ±inf beyond the doubles' range (as a float
+    framework would hold it) rather than an OverflowError."""
+    try:
+        return float(q)
+    except OverflowError:
+        return math.inf if q > 0 else -math.inf
 
 
 def _matrix(a: Affine) -> tuple[np.ndarray, np.ndarray]:
@@ -28,8 +37,8 @@ def _matrix(a: Affine) -> tuple[np.ndarray, np.ndarray]:
     w = np.zeros((a.out_dim, a.in_dim))
     for i, row in enumerate(a.rows):
         for j, c in row:
-            w[i, j] = float(mpq(c, a.denominator))
-    b = np.array([float(mpq(x, a.denominator)) for x in a.bias])
+            w[i, j] = as_float(mpq(c, a.denominator))
+    b = np.array([as_float(mpq(x, a.denominator)) for x in a.bias])
     return w, b
 
 
@@ -112,9 +121,15 @@ def float_logits(
     positions: str = "last",
 ) -> np.ndarray:
     """The float64 outputs at the last position of every sequence, shape ``[N, outputs]`` —
-    or, with ``positions="all"``, at every position, shape ``[N, n, outputs]``."""
+    or, with ``positions="all"``, at every position, shape ``[N, n, outputs]`` (inf and nan
+    where float64 overflows, as a float framework would say: no warnings)."""
+    with np.errstate(all="ignore"):
+        return _float_logits(model, vocab, sequences, positions)
+
+
+def _float_logits(model, vocab, sequences, positions: str = "last") -> np.ndarray:
     cache = _Cache()
-    table = None if model.token_inputs else np.array([[float(x) for x in v] for v in vocab])
+    table = None if model.token_inputs else np.array([[as_float(x) for x in v] for v in vocab])
     rows = []
     for seq in sequences:
         if model.token_inputs:
@@ -128,7 +143,7 @@ def float_logits(
             if isinstance(sub, MLP):
                 z = _mlp(cache, sub, z)
             elif isinstance(sub, PositionalEncoding):
-                z = z + np.array([[float(x) for x in r] for r in sub.table[: z.shape[1]]]).T
+                z = z + np.array([[as_float(x) for x in r] for r in sub.table[: z.shape[1]]]).T
             elif isinstance(sub, Attention):
                 z = _attention(cache, sub, z)
             elif isinstance(sub, LayerNorm):

@@ -91,8 +91,10 @@ def layer_norm_floats(ln: LayerNorm, z: np.ndarray) -> np.ndarray:
 
 
 def _floats(ln: LayerNorm, z: np.ndarray) -> np.ndarray:
-    gain = np.array([float(g) for g in ln.gain])[:, None]
-    bias = np.array([float(b) for b in ln.bias])[:, None]
+    from exactmem.evaluate.floats import as_float
+
+    gain = np.array([as_float(g) for g in ln.gain])[:, None]
+    bias = np.array([as_float(b) for b in ln.bias])[:, None]
     centred = z - z.mean(axis=0, keepdims=True)
     var = (centred * centred).mean(axis=0, keepdims=True)
-    return gain * centred / np.sqrt(var + float(ln.eps)) + bias
+    return gain * centred / np.sqrt(var + as_float(ln.eps)) + bias

@@ -22,9 +22,11 @@ from exactmem.balls import (
     activation_ball,
     ball_bounds,
     ball_midpoint,
+    hardmax_balls,
     softmax_balls,
     to_ball,
 )
+from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.layernorm import layer_norm_balls
 from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
 
@@ -90,10 +92,10 @@ def _affine(a: Affine, v) -> list[arb]:
         return [(product[i, 0] + b) / den for i, b in enumerate(a.bias)]
     out = []
     for row, b in zip(a.rows, a.bias, strict=True):
-        acc = arb(b)
+        total = arb(b)
         for col, coeff in row:
-            acc = acc + v[col] * coeff
-        out.append(acc / den)
+            total = total + v[col] * coeff
+        out.append(total / den)
     return out
 
 
@@ -157,20 +159,21 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
             q = _affine(h.query, cols[kq])  # only the columns read: the last one, or all
             idx = _keys(att.mask, n, kq)
             scores = [sum((a * b for a, b in zip(keys[k], q, strict=True)), arb(0)) for k in idx]
-            tie = all(s.is_exact() for s in scores) and all(s == scores[0] for s in scores)
-            if att.scale != 1 and not tie:  # scores / √scale: Arb encloses the square root
-                root = arb(att.scale).sqrt()
-                scores = [s / root for s in scores]
-            if att.score == "uniform":
-                weights = [arb(fmpq(1, len(idx)))] * len(idx)
-            elif att.score == "softmax":
-                weights = softmax_balls(scores)
+            if att.score == "hardmax":  # a positive scale keeps the maximisers: unscaled
+                mixed = hardmax_balls(scores, [values[k] for k in idx])
             else:
-                raise ValueError("hardmax has no ball semantics here; use the exact evaluator")
-            mixed = [
-                sum((values[k][j] * w for k, w in zip(idx, weights, strict=True)), arb(0))
-                for j in range(len(values[0]))
-            ]
+                tie = all(s.is_exact() for s in scores) and all(s == scores[0] for s in scores)
+                if att.scale != 1 and not tie:  # scores / √scale: Arb encloses the square root
+                    root = arb(att.scale).sqrt()
+                    scores = [s / root for s in scores]
+                if att.score == "uniform":
+                    weights = [arb(fmpq(1, len(idx)))] * len(idx)
+                else:
+                    weights = softmax_balls(scores)
+                mixed = [
+                    sum((values[k][j] * w for k, w in zip(idx, weights, strict=True)), arb(0))
+                    for j in range(len(values[0]))
+                ]
             delta = _affine(h.output, mixed)
             new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
     return new
@@ -193,6 +196,95 @@ def _unflatten(flat: list, like: list[list]) -> list[list]:
     return out
 
 
+def _exact_prefix(model: Transformer, vocab, sequences, stop: int):
+    """(columns per sequence as exact rationals, the first sub-layer not evaluated): the
+    sub-layers before ``stop`` evaluated by the reference evaluator's own steps, as long as
+    they are exact — up to a GELU MLP, a softmax layer with unequal scores or a layer norm
+    with an irrational root, where the balls take over. Hardmax ties are then decided exactly
+    (a tie of two balls of radius > 0 never is)."""
+    from dataclasses import replace
+
+    from exactmem.evaluate import reference
+    from exactmem.evaluate.layernorm import layer_norm_exact
+
+    # the exact values must stay within --max-value-bits, as in the reference's own run
+    n = max((len(seq) for seq in sequences), default=0)
+    used = sorted({t for seq in sequences for t in seq})
+    X, den = None, 1
+    if not model.token_inputs:
+        X, den = reference._to_batch(
+            [tuple(mpq(x) for x in vocab[t]) for t in used], model.input_dim
+        )
+    prefix = replace(model, sublayers=model.sublayers[:stop], unembed=None)
+    reference._bound_values(prefix, X, den, n)
+    seqs: list[list[tuple[mpq, ...]]]
+    if model.token_inputs and model.embed is not None:  # (token ids always have a table)
+        seqs = [[_embedded_token(model.embed, t) for t in seq] for seq in sequences]
+    else:
+        seqs = [[tuple(mpq(x) for x in vocab[t]) for t in seq] for seq in sequences]
+        if model.embed:
+            seqs = [_exact_affine(model.embed, cols) for cols in seqs]
+    for si, sub in enumerate(model.sublayers[:stop]):
+        try:
+            if isinstance(sub, MLP):
+                if sub.activation != "relu":
+                    return seqs, si
+                flat = [c for cols in seqs for c in cols]
+                X, den = reference._to_batch(flat, len(flat[0]) if flat else sub.in_dim)
+                X, den = reference._mlp(sub, X, den, len(flat), si, lambda *a: None, [])
+                seqs = _unflatten(reference._columns(X, den), seqs)
+            elif isinstance(sub, PositionalEncoding):
+                seqs = [
+                    [
+                        tuple(a + b for a, b in zip(c, sub.table[k], strict=True))
+                        for k, c in enumerate(cols)
+                    ]
+                    for cols in seqs
+                ]
+            elif isinstance(sub, LayerNorm):
+                seqs = [[layer_norm_exact(sub, c) for c in cols] for cols in seqs]
+            else:
+                seqs, _ = reference._attention(sub, seqs)
+        except InconclusiveError:  # transcendental from here: the balls enclose it
+            return seqs, si
+    return seqs, stop
+
+
+def _exact_affine(a: Affine, cols: list[tuple[mpq, ...]]) -> list[tuple[mpq, ...]]:
+    from exactmem.evaluate import reference
+
+    X, den = reference._to_batch(cols, a.in_dim)
+    return reference._columns(*reference._affine(a, X, den, len(cols)))
+
+
+def _embedded_token(a: Affine, t: int) -> tuple[mpq, ...]:
+    """Column t of the embedding table plus its bias, exact (the one-hot e_t embedded)."""
+    acc = list(a.bias)
+    for i, c in _column(a, t):
+        acc[i] += c
+    return tuple(mpq(x, a.denominator) for x in acc)
+
+
+def _check_inputs(model: Transformer, sequences) -> None:
+    """What the exact evaluators refuse, refused here too (never read as something else): a
+    token id outside the embedding table, a sequence longer than a positional table."""
+    n = max((len(seq) for seq in sequences), default=0)
+    if model.token_inputs:
+        for i, seq in enumerate(sequences):
+            for t in seq:
+                if not 0 <= t < model.input_dim:
+                    raise InputError(
+                        f"sequences[{i}]: token {t} is outside the embedding table of "
+                        f"{model.input_dim} tokens"
+                    )
+    for sub in model.sublayers:
+        if isinstance(sub, PositionalEncoding) and n > len(sub.table):
+            raise InputError(
+                f"positional encoding {sub.label!r} covers {len(sub.table)} positions, the "
+                f"sequences have {n}"
+            )
+
+
 def run_balls(
     model: Transformer,
     vocab: Sequence[Sequence[mpq]],
@@ -209,30 +301,52 @@ def run_balls(
 
     Maps of at least :data:`DENSE_FROM` entries go through Arb's matrix product (integer
     entries, exact; one rounded product per output) and read an embedding table by its column;
-    smaller maps are summed entry by entry. Both enclose the true values."""
+    smaller maps are summed entry by entry. Both enclose the true values.
+
+    A model with hardmax attention is evaluated exactly (the reference evaluator's steps) up to
+    its last hardmax layer or its first transcendental step, whichever comes first, so that
+    hardmax ties are decided on exact scores; a hardmax layer after a transcendental step is
+    enclosed by :func:`~exactmem.balls.hardmax_balls`."""
+    if positions not in ("all", "last"):
+        raise ValueError("positions must be 'all' or 'last'")
+    _check_inputs(model, sequences)
     old = ctx.prec
     ctx.prec = precision
     try:
         only_last = positions == "last"
+        subs = model.sublayers
         last_attention = max(
-            (i for i, s in enumerate(model.sublayers) if isinstance(s, Attention)), default=-1
+            (i for i, s in enumerate(subs) if isinstance(s, Attention)), default=-1
         )
-        seqs = []
-        for seq in sequences:
-            if model.token_inputs:
-                cols = [_OneHotBall(t) for t in seq]  # read only where the table reads it
-            else:
-                cols = [[to_ball(x) for x in vocab[t]] for t in seq]
-            if model.embed:
-                cols = [_affine(model.embed, c) for c in cols]
-            seqs.append(cols)
-        for si, sub in enumerate(model.sublayers):
+        hardmax = [
+            i for i, s in enumerate(subs) if isinstance(s, Attention) and s.score == "hardmax"
+        ]
+        begin = 0
+        seqs: list[list] = []
+        if hardmax:
+            exact, begin = _exact_prefix(model, vocab, sequences, hardmax[-1] + 1)
+            seqs = [[[to_ball(x) for x in c] for c in cols] for cols in exact]
+        else:
+            for seq in sequences:
+                cols: list
+                if model.token_inputs:
+                    cols = [_OneHotBall(t) for t in seq]  # read only where the table reads it
+                else:
+                    cols = [[to_ball(x) for x in vocab[t]] for t in seq]
+                if model.embed:
+                    cols = [_affine(model.embed, c) for c in cols]
+                seqs.append(cols)
+        first = 0  # the position of each sequence's first column carried
+        if only_last and begin > last_attention >= 0:  # the exact prefix passed the last mixing
+            seqs = [cols[-1:] for cols in seqs]
+            first = len(sequences[0]) - 1 if sequences else 0
+        for si, sub in enumerate(subs[begin:], start=begin):
             if isinstance(sub, MLP):  # token-wise: every column of every sequence at once
                 seqs = _unflatten(_mlp_batch(sub, [c for cols in seqs for c in cols]), seqs)
             elif isinstance(sub, PositionalEncoding):
                 seqs = [
                     [
-                        [a + to_ball(b) for a, b in zip(c, sub.table[k], strict=True)]
+                        [a + to_ball(b) for a, b in zip(c, sub.table[first + k], strict=True)]
                         for k, c in enumerate(cols)
                     ]
                     for cols in seqs
@@ -245,6 +359,7 @@ def run_balls(
                 seqs = [_attention(sub, cols, final) for cols in seqs]
                 if final:
                     seqs = [cols[-1:] for cols in seqs]  # the judged column alone from here
+                    first = len(sequences[0]) - 1 if sequences else 0
         if model.unembed:
             seqs = [[_affine(model.unembed, c) for c in cols] for cols in seqs]
         outs = seqs

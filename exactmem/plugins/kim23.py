@@ -1,23 +1,54 @@
-"""The built-in construction ``kim23`` (Kim, Kim & Mozafari 2023),
-registered as a plugin."""
+"""The built-in construction ``kim23`` (Kim, Kim & Mozafari 2023), registered as a plugin: its
+checklist (:func:`exactmem.verify_kim23.check_kim23`) reads the core's exact evaluation of the
+model's hardmax limit, and certifies a softmax model equal to that limit."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction
-from exactmem.mechanisms.kim23 import CHECKS, EXAMPLES
+from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.mechanisms import kim23 as mechanisms
+from exactmem.mechanisms.resources import bound_specs
+from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.verify import Check
 
-# TODO(checklist interface): ``run`` adapts the checklist to :class:`~exactmem.checklist.Evidence`
+PAPER = "Kim, Kim & Mozafari 2023"
+NAME = "kim23"
+
+# proofs/kim23.toml's [tight] width;
+# its fitted depth, parameters and bits grow with the sizes at constants fitted on the claims'
+# instances and options: they are judged there, per instance (`exactmem check`)
+BOUNDS = {
+    "width": "12",
+}
+
+
+def run(evidence: Evidence) -> list[Check]:
+    from exactmem.verify_kim23 import check_kim23
+
+    assert evidence.trace is not None  # evaluates the hardmax limit exactly
+    return check_kim23(evidence.trace, evidence.model, evidence.dataset, evidence.view)
+
+
 construction = Construction(
-    name="kim23",
-    paper="Kim, Kim & Mozafari 2023",
-    summary="",
+    name=NAME,
+    paper=PAPER,
+    summary=CONSTRUCTIONS[NAME],
     checklist=Checklist(
-        name="kim23",
+        name=NAME,
         tasks=("seq2seq", "next-token"),
-        summary="",
-        checks=CHECKS["kim23"],
+        summary="Kim et al. 2023: 2n attention layers of head size 1, context values equal on "
+        "equivalent sequences, (context, token) ids distinct where labels differ, attention "
+        "ties and margins, the memorizer's Lemma C.1 stages",
+        checks=(
+            *mechanisms.CHECKS[NAME],
+            *bound_specs(NAME, PAPER, BOUNDS, "proofs/kim23.toml, [tight]"),
+        ),
+        run=run,
         evaluates="hardmax-limit",
+        limit_check="kim23.softmax",
+        bounds=BOUNDS,
     ),
-    builder=None,
-    example=EXAMPLES.get("kim23"),
+    builder="exactmem.constructions.builders:kim23",
+    options=OPTIONS[NAME],
+    example=mechanisms.EXAMPLES.get(NAME),
+    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
 )

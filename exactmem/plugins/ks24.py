@@ -1,23 +1,52 @@
-"""The built-in construction ``ks24`` (Kajitsuka & Sato 2024),
-registered as a plugin."""
+"""The built-in construction ``ks24`` (Kajitsuka & Sato 2024), registered as a plugin: its
+checklist is :func:`exactmem.verify_ks24.check_ks24` (tokenwise separatedness, the
+contextual-mapping gap of the rank-one softmax head on Arb balls, the FFN's exact
+re-quantization)."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction
-from exactmem.mechanisms.ks24 import CHECKS, EXAMPLES
+from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.mechanisms import ks24 as mechanisms
+from exactmem.mechanisms.resources import bound_specs
+from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.verify import Check
 
-# TODO(checklist interface): ``run`` adapts the checklist to :class:`~exactmem.checklist.Evidence`
+PAPER = "Kajitsuka & Sato 2024"
+NAME = "ks24"
+
+# proofs/ks24.toml's [tight] width and depth (its fitted parameters are judged per claim
+# instance)
+BOUNDS = {
+    "width": "1.0*(Max(d, 2*n*N, C))",
+    "depth": "6",
+}
+
+
+def run(evidence: Evidence) -> list[Check]:
+    from exactmem.verify_ks24 import check_ks24
+
+    return check_ks24(evidence.model, evidence.dataset)
+
+
 construction = Construction(
-    name="ks24",
-    paper="Kajitsuka & Sato 2024",
-    summary="",
+    name=NAME,
+    paper=PAPER,
+    summary=CONSTRUCTIONS[NAME],
     checklist=Checklist(
-        name="ks24",
+        name=NAME,
         tasks=("seq2seq",),
-        summary="",
-        checks=CHECKS["ks24"],
+        summary="Kajitsuka & Sato 2024: tokenwise separatedness, the contextual-mapping gap of "
+        "the rank-one softmax head (Arb), the FFN's exact re-quantization, labels exact",
+        checks=(
+            *mechanisms.CHECKS[NAME],
+            *bound_specs(NAME, PAPER, BOUNDS, "proofs/ks24.toml, [tight]"),
+        ),
+        run=run,
         evaluates="balls",
+        bounds=BOUNDS,
     ),
-    builder=None,
-    example=EXAMPLES.get("ks24"),
+    builder="exactmem.constructions.builders:ks24",
+    options=OPTIONS[NAME],
+    example=mechanisms.EXAMPLES.get(NAME),
+    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
 )

@@ -1,24 +1,19 @@
 """The built-in construction ``ks25-bit-budget`` (Kajitsuka & Sato 2025, Theorem F.1),
-registered as a plugin."""
+registered as a plugin through the same entry-point group a third party uses."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction
-from exactmem.mechanisms.ks25 import CHECKS, EXAMPLE_OPTIONS, EXAMPLES
+from exactmem.plugins._ks25 import ks25_construction
 
-# TODO(checklist interface): ``run`` adapts the checklist to :class:`~exactmem.checklist.Evidence`
-construction = Construction(
-    name="ks25-bit-budget",
-    paper="Kajitsuka & Sato 2025, Theorem F.1",
-    summary="",
-    checklist=Checklist(
-        name="ks25-bit-budget",
-        tasks=("next-token",),
-        summary="",
-        checks=CHECKS["ks25-bit-budget"],
-        evaluates="exact",
-    ),
-    builder=None,
-    example=EXAMPLES.get("ks25-bit-budget"),
-    example_options=EXAMPLE_OPTIONS["ks25-bit-budget"],
+# the fitted ([tight]) width of proofs/ks25_bit_budget.toml (its depth, parameters and bits are
+# formulas in the option B, which verify does not know)
+BOUNDS = {"width": "11"}
+
+construction = ks25_construction(
+    "ks25-bit-budget",
+    "Theorem F.1",
+    tasks=("next-token",),
+    summary="Theorem F.1: Theorem 4.1's checklist, memorizers checked per sub-network",
+    bounds=BOUNDS,
+    source="proofs/ks25_bit_budget.toml, [tight]",
 )

@@ -1,23 +1,22 @@
 """The built-in construction ``ks25-seq2seq`` (Kajitsuka & Sato 2025, Corollary 4.1),
-registered as a plugin."""
+registered as a plugin through the same entry-point group a third party uses."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction
-from exactmem.mechanisms.ks25 import CHECKS, EXAMPLES
+from exactmem.plugins._ks25 import ks25_construction
 
-# TODO(checklist interface): ``run`` adapts the checklist to :class:`~exactmem.checklist.Evidence`
-construction = Construction(
-    name="ks25-seq2seq",
-    paper="Kajitsuka & Sato 2025, Corollary 4.1",
-    summary="",
-    checklist=Checklist(
-        name="ks25-seq2seq",
-        tasks=("seq2seq",),
-        summary="",
-        checks=CHECKS["ks25-seq2seq"],
-        evaluates="exact",
-    ),
-    builder=None,
-    example=EXAMPLES.get("ks25-seq2seq"),
+# the fitted ([tight]) width of proofs/ks25_seq2seq.toml and ks25_theorem_4_3.toml (the largest);
+# its fitted depth, parameters and bits grow with the sizes at constants fitted on the claims'
+# instances and options: they are judged there, per instance (`exactmem check`)
+BOUNDS = {
+    "width": "12",
+}
+
+construction = ks25_construction(
+    "ks25-seq2seq",
+    "Corollary 4.1",
+    tasks=("seq2seq",),
+    summary="Corollary 4.1: Theorem 4.1's checklist at every position",
+    bounds=BOUNDS,
+    source="proofs/ks25_seq2seq.toml, [tight]",
 )

@@ -1,24 +1,66 @@
-"""The built-in construction ``madden24`` (Madden, Fox & Thrampoulidis 2024),
-registered as a plugin."""
+"""The built-in construction ``madden24`` (Madden, Fox & Thrampoulidis 2024), registered as a
+plugin: its checklist is :func:`exactmem.verify_madden24.madden_checks` (injective
+last-position outputs, full row rank of the GELU features, targets within ``--tolerance``) and
+the dimension count, which reads any model."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction
-from exactmem.mechanisms.madden24 import CHECKS, EXAMPLE_OPTIONS, EXAMPLES
+from gmpy2 import mpq
 
-# TODO(checklist interface): ``run`` adapts the checklist to :class:`~exactmem.checklist.Evidence`
+from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.data import Dataset
+from exactmem.mechanisms import madden24 as mechanisms
+from exactmem.mechanisms.resources import bound_specs
+from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.verify import Check
+
+PAPER = "Madden, Fox & Thrampoulidis 2024"
+NAME = "madden24"
+
+# proofs/madden24.toml's [tight] depth; its other fitted bounds are formulas in the options (d,
+# width, bits), which verify does not know
+BOUNDS = {"depth": "3"}
+
+
+def require(dataset: Dataset, tolerance: mpq | None) -> None:
+    """Target distributions are judged within a tolerance the user gives (exit 2 without)."""
+    from exactmem.verify_madden24 import require_tolerance
+
+    require_tolerance(dataset, tolerance)
+
+
+def run(evidence: Evidence) -> list[Check]:
+    from exactmem.checklist import guarded
+    from exactmem.verify_madden24 import dimension_count_checks, madden_checks
+
+    model, dataset = evidence.model, evidence.dataset
+    checks = guarded(NAME, lambda: madden_checks(model, dataset, evidence.tolerance))
+    # the upper bound reads only k, n and ω: it judges any model, decoder or not (on target
+    # distributions only: labels alone are an open set of logits)
+    return checks + guarded(NAME, lambda: dimension_count_checks(model, dataset))
+
+
 construction = Construction(
-    name="madden24",
-    paper="Madden, Fox & Thrampoulidis 2024",
-    summary="",
+    name=NAME,
+    paper=PAPER,
+    summary=CONSTRUCTIONS[NAME],
     checklist=Checklist(
-        name="madden24",
+        name=NAME,
         tasks=("next-token",),
-        summary="",
-        checks=CHECKS["madden24"],
+        summary="Madden et al. 2024: injective last-position outputs, full row rank of the GELU "
+        "features (m ≥ n − 1), targets within --tolerance, the dimension count k ≥ n(ω − 1) "
+        "(Arb)",
+        checks=(
+            *mechanisms.CHECKS[NAME],
+            *bound_specs(NAME, PAPER, BOUNDS, "proofs/madden24.toml, [tight]"),
+        ),
+        run=run,
         evaluates="balls",
+        bounds=BOUNDS,
+        require=require,
     ),
-    builder=None,
-    example=EXAMPLES.get("madden24"),
-    example_options=EXAMPLE_OPTIONS.get("madden24", {}),
+    builder="exactmem.constructions.builders:madden24",
+    options=OPTIONS[NAME],
+    example=mechanisms.EXAMPLES.get(NAME),
+    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
 )

@@ -1,23 +1,60 @@
-"""The built-in construction ``vys`` (Vardi, Yehudai & Shamir 2022, Theorem 3.1),
-registered as a plugin."""
+"""The built-in construction ``vys`` (Vardi, Yehudai & Shamir 2022, Theorem 3.1), registered as a
+plugin: its checklist reads the Lemma C.1 stages of the one memorizing MLP
+(:func:`exactmem.verify.check_memorizer`)."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction
-from exactmem.mechanisms.vys import CHECKS, EXAMPLES
+from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.mechanisms import vys as mechanisms
+from exactmem.mechanisms.resources import bound_specs
+from exactmem.model import MLP
+from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.verify import Check, ChecklistStructureError, check_memorizer
 
-# TODO(checklist interface): ``run`` adapts the checklist to :class:`~exactmem.checklist.Evidence`
+PAPER = "Vardi, Yehudai & Shamir 2022, Theorem 3.1"
+NAME = "vys"
+
+# the fitted ([tight]) width of proofs/vys_theorem_3_1.toml and proofs/vys_tent_gadget.toml;
+# its fitted depth, parameters and bits grow with the sizes at constants fitted on the claims'
+# instances and options: they are judged there, per instance (`exactmem check`)
+BOUNDS = {
+    "width": "11",
+}
+
+
+def run(evidence: Evidence) -> list[Check]:
+    """Theorem 3.1's network is one MLP: a layer beside it would escape the checklist."""
+    model, trace = evidence.model, evidence.trace
+    assert trace is not None  # evaluates "exact": the core hands no checklist a missing trace
+    first = model.sublayers[0] if len(model.sublayers) == 1 else None
+    if not isinstance(first, MLP) or model.embed or model.unembed:
+        raise ChecklistStructureError("the model is not one MLP")
+    from exactmem.dataflow import memorizer_dataflow
+
+    expected = dict(enumerate(evidence.dataset.labels))
+    checks = check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
+    # the checked read-out must be what produces the output (issue 26, file C)
+    return [*checks, memorizer_dataflow("vys.dataflow", model, 0)]
+
+
 construction = Construction(
-    name="vys",
-    paper="Vardi, Yehudai & Shamir 2022, Theorem 3.1",
-    summary="",
+    name=NAME,
+    paper=PAPER,
+    summary=CONSTRUCTIONS[NAME],
     checklist=Checklist(
-        name="vys",
+        name=NAME,
         tasks=("points",),
-        summary="",
-        checks=CHECKS["vys"],
+        summary="Lemma C.1 stages I–III of the memorizer (points)",
+        checks=(
+            *mechanisms.CHECKS[NAME],
+            *bound_specs(NAME, PAPER, BOUNDS, "proofs/vys_theorem_3_1.toml, [tight]"),
+        ),
+        run=run,
         evaluates="exact",
+        bounds=BOUNDS,
     ),
-    builder=None,
-    example=EXAMPLES.get("vys"),
+    builder="exactmem.constructions.builders:vys",
+    options=OPTIONS[NAME],
+    example=mechanisms.EXAMPLES.get(NAME),
+    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
 )

@@ -11,6 +11,7 @@ import numpy as np
 
 from exactmem.evaluate.fast import kernels, limits
 from exactmem.evaluate.fast.classes import _Classes
+from exactmem.evaluate.fast.digits import _reach
 from exactmem.evaluate.fast.key_order import _KeyOrder, _SortedKeys
 from exactmem.evaluate.fast.lanes import _EMPTY_TABLE, _encode, _Fallback, _key, _Lane, _obj, _Step
 from exactmem.evaluate.fast.limb_store import LimbStore
@@ -104,7 +105,7 @@ class _Engine(_KeyOrder, _SharedRuns, _SharedLayer, _RowUnits, _Classes, _Slots)
         for row, b in zip(a.rows, a.bias, strict=True):
             bias = b * self.den
             rterms = [(c, w) for c, w in row if not lanes[c].shared]
-            bound = abs(bias) + sum(abs(w) * lanes[c].bound for c, w in row)
+            bound = _reach(bias, [(w, lanes[c].bound) for c, w in row])
             bounds.append(bound)
             if relu and len(row) == 1 and row[0][1] == 1 and b == 0 and lanes[row[0][0]].nonneg:
                 plans.append(("alias", row[0][0]))

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from gmpy2 import mpq
 
+from exactmem.errors import InconclusiveError
 from exactmem.evaluate import reference
+from exactmem.evaluate.fast import limits
 from exactmem.evaluate.fast.engine import _Engine
 from exactmem.evaluate.fast.lanes import _Fallback, _obj
 from exactmem.evaluate.fast.mixing import mix
@@ -29,15 +32,34 @@ def mlp(
 ) -> tuple[Batch, int]:
     """Drop-in for the reference's MLP step: same values, lanes and statistics. Falls back to
     the reference evaluator (whole sub-layer) where int64 safety cannot be proved."""
+    if mlp.activation != "relu":  # (run refuses such models first; a step never reads GELU as ReLU)
+        raise InconclusiveError(f"MLP {mlp.label!r}: {mlp.activation} is transcendental")
     threads(jobs)
+    if size == 1 and _long_values(mlp, X, den):
+        return reference._mlp(mlp, X, den, size, sub, on_probe, stats, progress)
+    spent = getattr(stats, "spent", 0)
     try:
         return _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress)
     except _Fallback as why:
+        if isinstance(stats, reference.KeptStats):  # its statistics are dropped, not kept
+            stats.rewind(spent)
         if progress:
             progress(f"{mlp.label or 'mlp'}: reference evaluator ({why})")
         if jobs > 1 and size >= 2 * reference.MIN_ROWS_PER_JOB:
             return reference._mlp_parallel(mlp, X, den, size, sub, on_probe, stats, jobs, progress)
         return reference._mlp(mlp, X, den, size, sub, on_probe, stats, progress)
+
+
+def _long_values(mlp: MLP, X: Batch, den: int) -> bool:
+    """Whether the sub-layer's values may pass :data:`~.limits.ONE_ROW_BITS` bits
+    (:mod:`exactmem.evaluate.value_bits`, on its inputs' magnitudes)."""
+    from exactmem.evaluate.value_bits import value_bits
+    from exactmem.exact_arrays import top
+    from exactmem.model import Transformer
+
+    inputs = [top(np.asarray(col)) for col in X]
+    bound = value_bits(Transformer(len(X), (mlp,)), inputs, den, 1, limit=limits.ONE_ROW_BITS)
+    return bound.bits > limits.ONE_ROW_BITS
 
 
 def threads(jobs: int) -> None:
@@ -88,7 +110,7 @@ def _mlp_fast(mlp, X, den, size, sub, on_probe, stats, progress):
                 on_probe(name_of(p), values, eng.den)
 
     eng = _Engine(X, den, size)
-    my_stats: list = []
+    my_stats = reference.kept_like(stats)  # (within the run's budget as they come)
     last = len(mlp.layers) - 1
     li, report = 0, 0
     while li <= last:

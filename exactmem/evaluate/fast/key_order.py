@@ -11,7 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from exactmem.evaluate.fast import kernels, limits
-from exactmem.evaluate.fast.digits import LIMB, MASK, _int_of, _limb_rows, _limbs
+from exactmem.evaluate.fast.digits import (
+    LIMB,
+    _int_of,
+    _limb_rows,
+    _limbs,
+    _signed_limbs,
+)
 from exactmem.evaluate.fast.lanes import _key, _Lane, _Step
 from exactmem.evaluate.fast.limits import LIMIT
 from exactmem.evaluate.fast.sorted_steps import class_ranges, step_boundary, unit_stats
@@ -95,10 +101,7 @@ class _KeyOrder:
         for m, v in enumerate(lams):
             if v >= 0:
                 continue
-            for i in range(lptr[m], lptr[m + 1] - 1):
-                lam_limbs[i] = v & MASK
-                v >>= LIMB
-            lam_limbs[lptr[m + 1] - 1] = v
+            lam_limbs[lptr[m] : lptr[m + 1]] = _signed_limbs(v, int(lptr[m + 1] - lptr[m]))
         # limbs of a kept extreme: a stored value's, or |y + λ| < |λ| of a clipped one
         S = max(int(self.store.width.max()), max(np.diff(lptr), default=0)) + 2
         M = len(mixed)

@@ -17,6 +17,10 @@ SORTED_FROM = 0
 STEP_RUN_LAYERS = 256
 
 SHORT = 8  # limbs per class of a short block (a long one has _Engine.long)
+# one distinct input row whose values may pass this many bits: nothing to share, and limbs
+# cost more than Python's integers (880 layers of 560-bit weights on one point: 1.2 s in the
+# engine, 0.5 s in the reference), so the reference's step evaluates the sub-layer
+ONE_ROW_BITS = 64 * 30
 
 
 def _chunks(n: int, grain: int) -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exactmem.evaluate.fast.digits import LIMB, MASK, _paired, _sparse
+from exactmem.evaluate.fast.digits import _magnitude_limbs, _paired, _sparse
 from exactmem.model import Affine
 
 __all__ = [
@@ -329,9 +329,5 @@ def _constant_difference(a: tuple | None, b: tuple | None) -> bool:
 
 
 def _limbs_of(m: int) -> list[int]:
-    """The 30-bit limbs of m ≥ 0, little-endian (none for 0)."""
-    out = []
-    while m:
-        out.append(m & MASK)
-        m >>= LIMB
-    return out
+    """The 30-bit limbs of m ≥ 0, little-endian (none for 0), in linear time."""
+    return _magnitude_limbs(m)

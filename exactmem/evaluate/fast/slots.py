@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from exactmem.evaluate.fast import kernels
-from exactmem.evaluate.fast.digits import LIMB, MASK, _int_of, _limbs
+from exactmem.evaluate.fast.digits import LIMB, _int_of, _limbs, _signed_limbs
 from exactmem.evaluate.fast.lanes import _EMPTY_TABLE, _Lane
 from exactmem.evaluate.fast.limits import SHORT
 
@@ -154,10 +154,7 @@ class _Slots:
             v = int(v)
             # a negative value keeps its sign in limb NL − 1, so it uses all NL limbs
             self.CL[slot, c] = NL if v < 0 else -(-v.bit_length() // LIMB)
-            for i in range(NL - 1):
-                block[c, i] = v & MASK
-                v >>= LIMB
-            block[c, NL - 1] = v
+            block[c, :NL] = _signed_limbs(v, NL)  # (in linear time: digits.py)
         self.used[slot] = NL
 
     def _forget(self, *slots: int) -> None:

@@ -1,0 +1,125 @@
+"""Resource and margin bounds judged as checks: a construction's declared bounds
+(:attr:`exactmem.checklist.Checklist.bounds`, ``NAME.bounds.<metric>``), the caller's own
+(``exactmem.certify(..., bounds=...)``, ``bound.<metric>``) and a claim file's ``[bounds]`` and
+``[tight]`` (``bound.<metric>``, ``tight.<metric>``).
+
+A bound is a formula of the claim grammar (:mod:`exactmem.formula`, never Python) in the
+dataset's figures; the measured value is counted from the weights (:class:`~exactmem.model.
+Resources`) or is the smallest non-zero |pre-activation| the evaluation saw (``margin``, a lower
+bound). The comparison is decided on Arb balls at rising precision (:mod:`exactmem.bounds`): a
+float never decides, and a comparison still open at the precision limit is *undecided*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sympy
+
+from exactmem.model import Resources
+from exactmem.verify import Check
+
+__all__ = ["FIGURES", "bound_checks", "figure_names"]
+
+FIGURES = ("N", "d", "C", "r", "delta", "n", "omega")
+"""The dataset's figures a declared or user bound may name."""
+
+
+def figure_names(data: Mapping, dataset) -> dict[str, sympy.Expr]:
+    """The values of :data:`FIGURES` for one run: ``data`` as a certificate records it (N, d,
+    r², δ², n, vocabulary) and the dataset's number of classes. δ is 1 when fewer than two
+    distinct inputs leave every separation valid, and absent when it was not measured."""
+    names: dict[str, sympy.Expr] = {
+        "N": sympy.Integer(dataset.size),
+        "d": sympy.Integer(data["d"]),
+        "C": sympy.Integer(dataset.num_classes),
+        "r": sympy.sqrt(sympy.Rational(data["r2"])),
+    }
+    if "n" in data:
+        names["n"] = sympy.Integer(data["n"])
+    if "vocabulary" in data:
+        names["omega"] = sympy.Integer(data["vocabulary"])
+    delta2 = data.get("delta2")
+    if delta2 is None:  # fewer than two distinct inputs: every δ is a valid separation
+        names["delta"] = sympy.Integer(1)
+    elif not str(delta2).startswith("not"):
+        names["delta"] = sympy.sqrt(sympy.Rational(delta2))
+    return names
+
+
+def _margin(activation: Mapping) -> sympy.Rational | None:
+    text = activation.get("min_nonzero_preactivation")
+    return None if text is None else sympy.Rational(text)
+
+
+def bound_checks(
+    table: Mapping[str, str],
+    names: Mapping[str, sympy.Expr],
+    res: Resources,
+    activation: Mapping,
+    *,
+    prefix: str,
+    where: str,
+    ratio: bool = False,
+) -> list[Check]:
+    """One check ``<prefix>.<metric>`` per entry of ``table`` (metric → formula): ok when the
+    measured value is within the bound, FAIL when it is decided outside, undecided when the
+    balls cannot tell at the precision limit. ``where`` starts a formula's error message;
+    ``ratio`` adds measured / bound (shown, never deciding: how close a run is to a fitted
+    constant)."""
+    from exactmem.bounds import decide_ge, decide_le, evaluate_ball, parse_formula
+
+    measured = res.as_dict()
+    checks = []
+    for metric, text in table.items():
+        name = f"{prefix}.{metric}"
+        known = {**dict.fromkeys(FIGURES), **names}  # a figure not measured: None
+        expr = parse_formula(text, known, f"{where}.{metric}")
+        if expr is None:  # a figure this run has not measured (δ of too many tokens)
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    f"undecided: {text} names a figure not measured on this dataset",
+                    {"measured": None},
+                    undecided=True,
+                )
+            )
+            continue
+        if metric == "margin":
+            value = _margin(activation)
+            if value is None:
+                checks.append(
+                    Check(
+                        name,
+                        False,
+                        f"no non-zero pre-activation to bound below by {text}",
+                        {"measured": None},
+                    )
+                )
+                continue
+            # value ≥ expr ⇔ 0 ≥ expr − value: decided on balls, the value exact
+            result = decide_ge(0, expr - value)
+            shown = str(value)
+            sign = "<" if result.holds is False else "≥"
+            ball = evaluate_ball(expr, 128)
+            bound = "undecided" if ball is None else ball.str(10, radius=False)
+        else:
+            shown = measured[metric]
+            result = decide_le(shown, expr)
+            sign = ">" if result.holds is False else "≤"
+            bound = str(expr) if expr.is_Integer else result.bound  # "11", not "11.00000000"
+        detail = f"{metric} {shown} {sign} {bound}  ({text})"
+        figures: dict = {"measured": shown, "bound": bound}
+        if ratio and metric != "margin":
+            ball = evaluate_ball(expr, 64)
+            if ball is not None and ball > 0:
+                figures["ratio"] = f"{int(shown) / float(ball.mid()):.3f}"
+                detail += f"; measured/tight {figures['ratio']}"
+        if result.holds is None:
+            checks.append(
+                Check(name, False, f"undecided at maximum precision: {detail}", figures, True)
+            )
+        else:
+            checks.append(Check(name, result.holds, detail, figures))
+    return checks

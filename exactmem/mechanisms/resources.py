@@ -1,0 +1,107 @@
+"""The declared resource bounds as checks with breakers: every checklist that declares a bound
+(:attr:`exactmem.checklist.Checklist.bounds`) emits ``NAME.bounds.<metric>``, and the breakers
+here are seen to make it fail — a model grown past the bound while computing the same outputs
+(dead hidden units for the width, an identity sub-layer for the depth)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from exactmem.checklist import Breaker, CheckSpec
+from exactmem.data import Dataset
+from exactmem.model import MLP, Affine, Transformer
+
+__all__ = ["bound_specs", "deepened", "stream_width", "widened"]
+
+
+def stream_width(model: Transformer) -> int:
+    """The width of the residual stream after the last sub-layer (before any E_out)."""
+    width = model.embed.out_dim if model.embed else model.input_dim
+    for s in model.sublayers:
+        if isinstance(s, MLP):
+            width = s.out_dim
+    return width
+
+
+def _growth(model: Transformer, dataset: Dataset) -> int:
+    """More units than any declared width formula of the built-ins allows on ``dataset``
+    (they are at most linear in nN, d and C)."""
+    n = len(dataset.sequences[0]) if dataset.task != "points" else 1
+    return 4 * (stream_width(model) + n * dataset.size + dataset.dim + dataset.num_classes) + 16
+
+
+def _identity_mlp(width: int, hidden: int) -> MLP:
+    """A residual MLP adding 0 to the stream: ``hidden`` units reading lane 0, read by no
+    output (two affine layers deep, ``hidden`` wide)."""
+    first = Affine(width, tuple(((0, 1),) for _ in range(hidden)), (0,) * hidden)
+    second = Affine(hidden, tuple(() for _ in range(width)), (0,) * width)
+    return MLP((first, second), residual=True, label="breaker")
+
+
+def widened(model: Transformer, dataset: Dataset) -> Transformer:
+    """The model with dead hidden units: appended to the first hidden layer of its first MLP
+    of two or more layers (read by no unit of the next layer), else in a residual MLP adding 0
+    appended after the last sub-layer. The outputs do not change; the width grows past every
+    declared width bound."""
+    extra = _growth(model, dataset)
+    subs = list(model.sublayers)
+    for i, s in enumerate(subs):
+        if isinstance(s, MLP) and len(s.layers) >= 2:
+            first, second = s.layers[0], s.layers[1]
+            first = replace(
+                first,
+                rows=first.rows + tuple(((0, first.denominator),) for _ in range(extra)),
+                bias=first.bias + (0,) * extra,
+                names=first.names + tuple(f"dead[{k}]" for k in range(extra))
+                if first.names
+                else (),
+            )
+            second = replace(second, in_dim=second.in_dim + extra)
+            subs[i] = replace(s, layers=(first, second, *s.layers[2:]))
+            return replace(model, sublayers=tuple(subs))
+    subs.append(_identity_mlp(stream_width(model), extra))
+    return replace(model, sublayers=tuple(subs))
+
+
+def deepened(model: Transformer, dataset: Dataset) -> Transformer:
+    """The model with residual MLPs adding 0 appended after its last sub-layer: the outputs do
+    not change; the depth grows by 2 per MLP, past every constant depth bound and past
+    ``depth`` + 64."""
+    mlp = _identity_mlp(stream_width(model), 1)
+    return replace(model, sublayers=(*model.sublayers, *([mlp] * 40)))
+
+
+BREAKERS: dict[str, tuple[str, Callable[[Transformer, Dataset], Transformer]]] = {
+    "width": ("dead units widen", widened),
+    "depth": ("identity sub-layers deepen", deepened),
+    "dense_parameters": ("dead units widen", widened),
+    "nonzero_parameters": ("dead units widen", widened),
+}
+
+
+def bound_specs(
+    name: str, paper: str, bounds: Mapping[str, str], source: str
+) -> tuple[CheckSpec, ...]:
+    """One :class:`CheckSpec` per declared bound of construction ``name``, with a breaker where
+    one is known (width, depth, parameters). ``source`` says where the bound comes from (the
+    claim file and section)."""
+    specs = []
+    for metric, formula in bounds.items():
+        breakers: tuple[Breaker, ...] = ()
+        if metric in BREAKERS:
+            what, fn = BREAKERS[metric]
+            breakers = (
+                Breaker(what, f"the {metric} bound {formula}", f"{name}.bounds.{metric}", fn),
+            )
+        sign = "≥" if metric == "margin" else "≤"
+        specs.append(
+            CheckSpec(
+                f"{name}.bounds.{metric}",
+                paper,
+                source,
+                f"the construction's {metric} {sign} {formula}",
+                breakers,
+            )
+        )
+    return tuple(specs)

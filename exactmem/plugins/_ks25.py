@@ -1,0 +1,60 @@
+"""The checklist shared by the Kajitsuka & Sato 2025 constructions (Theorem 4.1 and its
+variants): items 3–9 and both memorizers' Lemma C.1 stages (:func:`exactmem.verify_ks25.
+check_ks25`), and Theorem 4.2 on the constant sequences of the dataset's tokens, which the core
+runs with the other lower bounds (``lower_bound.theorem_4_2``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.verify import Check
+
+PAPER = "Kajitsuka & Sato 2025"
+
+
+def checklist_run(variant: str) -> Callable[[Evidence], list[Check]]:
+    def run(evidence: Evidence) -> list[Check]:
+        from exactmem.verify_ks25 import check_ks25
+
+        assert evidence.trace is not None  # evaluates "exact"
+        return check_ks25(evidence.trace, evidence.model, evidence.dataset, evidence.view, variant)
+
+    return run
+
+
+def ks25_construction(
+    name: str,
+    result: str,
+    *,
+    tasks: tuple[str, ...],
+    summary: str,
+    bounds: Mapping[str, str],
+    source: str,
+    consistency: str | None = None,
+) -> Construction:
+    from exactmem.mechanisms import ks25 as mechanisms
+    from exactmem.mechanisms.resources import bound_specs
+
+    paper = f"{PAPER}, {result}"
+    return Construction(
+        name=name,
+        paper=paper,
+        summary=CONSTRUCTIONS[name],
+        checklist=Checklist(
+            name=name,
+            tasks=tasks,
+            summary=summary,
+            checks=(*mechanisms.CHECKS[name], *bound_specs(name, paper, bounds, source)),
+            run=checklist_run(name),
+            evaluates="exact",
+            bounds=bounds,
+            consistency=consistency,
+            lower_bounds=("lower_bound.theorem_4_2",),
+        ),
+        builder=f"exactmem.constructions.builders:{name.replace('-', '_')}",
+        options=OPTIONS[name],
+        example=mechanisms.EXAMPLES.get(name),
+        example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(name, {}),
+    )
