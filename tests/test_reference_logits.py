@@ -182,3 +182,29 @@ def test_the_cli_refuses_a_bad_reference_with_exit_2(tmp_path, capsys):
     (tmp_path / "r.txt").write_text("1 2 3")
     assert main([*argv, "--reference-logits", str(tmp_path / "r.txt")]) == 2
     assert "expected a .npy or .safetensors" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "arch", "heads"), [("mha_mahdavi", "mahdavi24", 2), ("mha_dana", "dana25", 1)]
+)
+def test_the_attention_checkpoints_agree_at_the_last_position(name, arch, heads, tmp_path):
+    model = import_checkpoint(DATA / name / "model.safetensors", arch, heads=heads)
+    tokens = np.load(DATA / name / "tokens.npy", allow_pickle=False).tolist()
+    logits = np.load(DATA / name / "logits.npy", allow_pickle=False)  # [N, C]: the query's
+    vocab_file = DATA / name / "vocab.npy"
+    vocab = (
+        np.load(vocab_file, allow_pickle=False).tolist()
+        if vocab_file.exists()
+        else [[t] for t in range(model.input_dim)]
+    )
+    labels = [int(np.argmax(row)) + 1 for row in logits]
+    data = Dataset.from_tokens(tokens, labels, vocab=vocab, num_classes=logits.shape[1])
+    np.save(tmp_path / "ref.npy", logits.astype(np.float32))
+    ref = read_reference_logits(tmp_path / "ref.npy", data, output_width(model))
+    assert not ref.every_position and ref.dtype == "float32"
+    cert = certify(model, data, reference=ref)
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
+    shifted = logits.astype(np.float32) + np.float32(1e-3)  # another function, by 10⁻³
+    np.save(tmp_path / "off.npy", shifted)
+    off = read_reference_logits(tmp_path / "off.npy", data, output_width(model))
+    assert [c.name for c in certify(model, data, reference=off).failed] == ["reference_logits"]
