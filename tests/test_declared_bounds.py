@@ -6,7 +6,7 @@ builder makes — over a grid of small seeded datasets and of option values up t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from functools import partial
 
 import pytest
 import sympy
@@ -38,7 +38,7 @@ def _ks25(task: str = "next-token", labels_by: str = "key", extra: tuple = ()) -
 
 GRID: dict[str, Grid] = {
     "vys": [
-        (lambda: random_points(N, d, C, seed), o)
+        (partial(random_points, N, d, C, seed), o)
         for N, d, C, seed in ((4, 1, 2, 1), (12, 2, 3, 2))
         for o in ({}, {"gadget": "peel"}, {"gadget": "tent"}, {"group_size": 1})
     ],

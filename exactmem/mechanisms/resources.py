@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from exactmem.checklist import Breaker, CheckSpec
 import sympy
 
+from exactmem.checklist import Breaker, CheckSpec
 from exactmem.data import Dataset, radius_and_separation
 from exactmem.model import MLP, Affine, Transformer, resources
 
