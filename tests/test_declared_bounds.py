@@ -57,9 +57,7 @@ GRID: dict[str, Grid] = {
         for ds in _sequences("seq2seq")[:1] + _sequences("next-token")[1:]
         for o in ({}, {"gadget": "peel"}, {"position_aware": True}, {"attention": "softmax"})
     ],
-    "ks24": [
-        (lambda: ks24_example(6, 2, 2, 6, 2, 1), o) for o in ({}, {"ffn": "residual"})
-    ],
+    "ks24": [(lambda: ks24_example(6, 2, 2, 6, 2, 1), o) for o in ({}, {"ffn": "residual"})],
     "mahdavi24": [
         (lambda: random_instance(9, 3, 6, 3, 1, shared_context=True), o)
         for o in ({}, {"heads": 9}, {"readout": "classification"}, {"head_dim": 2})
@@ -151,9 +149,7 @@ def test_a_model_past_the_bound_is_refuted(name, metric):
     model = build(dataset, name, **c.example_options)
     (spec,) = [s for s in c.checklist.checks if s.name == f"{name}.bounds.{metric}"]
     broken = spec.breakers[0].model(model, dataset)
-    cert = certify(
-        broken, dataset, construction=name, tolerance=c.example_options.get("tolerance")
-    )
+    cert = certify(broken, dataset, construction=name, tolerance=c.example_options.get("tolerance"))
     assert cert.verdict == "refuted"
     failed = {x.name for x in cert.failed}
     assert f"{name}.bounds.{metric}" in failed
@@ -173,4 +169,3 @@ def test_bound_is_decided_exactly_at_the_edge():
 
 def _resources_of_width(width: int) -> Resources:
     return Resources(width, 1, 0, 1, 1, 1, 1)
-

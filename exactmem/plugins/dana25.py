@@ -17,8 +17,8 @@ NAME = "dana25"
 # builder makes at any option value (constructions/dana25.py, within the option limits of
 # exactmem/options.py): the stream has the embedding dimension D ≤ max(2, N), the heads' s·H
 # is at most N·max(2, N) (H ≤ N, d_h ≤ D, the builder's own check); the parameters are E (D × ω,
-# bias D), the positional table (n × D), per head a query and a key row (D each), W_V (d_h × D) and W_O
-# (D × d_h), and the read-out (one row of D and a bias per class or token)
+# bias D), the positional table (n × D), per head a query and a key row (D each), W_V (d_h × D)
+# and W_O (D × d_h), and the read-out (one row of D and a bias per class or token)
 SOURCE = "the builder's sizes within the option limits; depth: proofs/dana25.toml, [tight]"
 BOUNDS = {
     "width": "N*Max(2, N)",
