@@ -32,7 +32,14 @@ def _sequences(task: str = "next-token", labels_by: str = "key") -> list[Callabl
 
 
 def _ks25(task: str = "next-token", labels_by: str = "key", extra: tuple = ()) -> Grid:
-    options = [{}, {"gadget": "peel"}, {"gadget": "tent"}, {"attention": "hardmax"}, *extra]
+    options = [
+        {},
+        {"gadget": "peel"},
+        {"gadget": "tent"},
+        {"attention": "hardmax"},
+        {"sequence_weights": "union"},
+        *extra,
+    ]
     return [(ds, o) for ds in _sequences(task, labels_by) for o in options]
 
 
@@ -40,7 +47,13 @@ GRID: dict[str, Grid] = {
     "vys": [
         (partial(random_points, N, d, C, seed), o)
         for N, d, C, seed in ((4, 1, 2, 1), (12, 2, 3, 2))
-        for o in ({}, {"gadget": "peel"}, {"gadget": "tent"}, {"group_size": 1})
+        for o in (
+            {},
+            {"gadget": "peel"},
+            {"gadget": "tent", "group_size": N},
+            {"group_size": 1},
+            {"direction_bound": 2**64},
+        )
     ],
     "ks25-next-token": _ks25(extra=({"position_aware": True},)),
     "ks25-seq2seq": _ks25("seq2seq"),
@@ -55,7 +68,14 @@ GRID: dict[str, Grid] = {
     "kim23": [
         (ds, o)
         for ds in _sequences("seq2seq")[:1] + _sequences("next-token")[1:]
-        for o in ({}, {"gadget": "peel"}, {"position_aware": True}, {"attention": "softmax"})
+        for o in (
+            {},
+            {"gadget": "peel"},
+            {"position_aware": True},
+            {"attention": "softmax"},
+            {"group_size": 12},
+            {"functional_bound": 2**64},
+        )
     ],
     "ks24": [(lambda: ks24_example(6, 2, 2, 6, 2, 1), o) for o in ({}, {"ffn": "residual"})],
     "mahdavi24": [
@@ -104,8 +124,12 @@ def test_every_builtin_has_a_grid():
 @pytest.mark.parametrize("name", sorted(GRID))
 def test_declared_bounds_hold_over_sizes_and_options(name):
     """Every bound of the checklist holds on every model of the grid (exact comparison)."""
+    _assert_bounds_hold(name, GRID[name])
+
+
+def _assert_bounds_hold(name: str, grid: Grid) -> None:
     bounds = registry.get(name).checklist.bounds
-    for make, options in GRID[name]:
+    for make, options in grid:
         dataset = make()
         model = build(dataset, name, seed=3, **options)
         checks = bound_checks(
@@ -114,6 +138,52 @@ def test_declared_bounds_hold_over_sizes_and_options(name):
         assert len(checks) == len(bounds)
         bad = [c.detail for c in checks if not c.passed]
         assert not bad, f"{name} {options}: {bad}"
+
+
+LARGER: dict[str, Grid] = {
+    "vys": [
+        (partial(random_points, N, d, C, seed), o)
+        for N, d, C, seed in ((30, 2, 4, 4), (40, 3, 6, 5))
+        for o in ({}, {"gadget": "tent", "group_size": N}, {"direction_bound": 2**64})
+    ],
+    "ks25-next-token": [
+        (partial(random_sequences, 40, 4, 3, 20, 6, 3, coord_bound=10**6), o)
+        for o in ({}, {"gadget": "tent"}, {"position_aware": True})
+    ],
+    "ks25-bit-budget": [
+        (partial(random_sequences, 60, 4, 2, 12, 4, 1), {"bit_budget": B, "gadget": g})
+        for B in (2, 3, 8, 60)
+        for g in ("keyed", "tent")
+    ],
+    "kim23": [
+        (partial(random_sequences, 20, 4, 2, 5, 3, 1, task="seq2seq"), o)
+        for o in ({}, {"group_size": 80}, {"functional_bound": 2**64, "position_aware": True})
+    ],
+    "mahdavi24": [
+        (partial(random_instance, 12, 4, 6, 3, 3), o)
+        for o in (
+            {},
+            {"heads": 12, "head_dim": 6},
+            {"score": "softmax", "readout": "classification"},
+        )
+    ],
+    "dana25": [
+        (partial(random_associations, 12, 3, 20, 2), o)
+        for o in ({}, {"d": 20}, {"d": 20, "heads": 20, "head_dim": 20}, {"scale": 2**64})
+    ],
+    "madden24": [
+        (partial(random_contexts, 40, 2, 8, 2), o)
+        for o in ({"d": 4}, {"d": 40, "width": 80}, {"d": 4, "bits": 512})
+    ],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(LARGER))
+def test_declared_bounds_hold_on_a_larger_sweep(name):
+    """The same at larger sizes and at the options' extremes (group sizes up to the items,
+    direction and functional bounds 2⁶⁴, every head of full dimension, the widest FNN)."""
+    _assert_bounds_hold(name, LARGER[name])
 
 
 @pytest.mark.parametrize("name", ["mahdavi24", "dana25", "madden24", "vys"])
