@@ -7,6 +7,7 @@ The public API, in the order of a session (each name is documented where it is d
   and :meth:`Dataset.from_points`), :func:`load_dataset`, :func:`save_dataset`;
 * models: :func:`build` (runs an untrusted construction), :func:`run` (exact outputs),
   :func:`load_model`, :func:`save_model`, :class:`Transformer`;
+* a look inside: :func:`trace` (every stream, probe, attention score and pattern, exact);
 * verdicts: :func:`certify` (the trusted core: ``exactmem.certify(model, dataset,
   construction=NAME, tolerance=Q)``), which returns a :class:`Certificate`: the verdict and
   the :class:`Check` results it rests on; :func:`recheck` re-derives a certificate file from
@@ -39,6 +40,7 @@ _LAZY = {
     "recheck": "exactmem.certificates",
     "Recheck": "exactmem.certificates",
     "save_model": "exactmem.api",
+    "trace": "exactmem.tracing",
     "ExactmemError": "exactmem.errors",
     "InputError": "exactmem.errors",
     "InconclusiveError": "exactmem.errors",
@@ -63,6 +65,7 @@ __all__ = [
     "run",
     "save_dataset",
     "save_model",
+    "trace",
 ]
 
 TYPE_CHECKING = False  # mypy reads this name as typing.TYPE_CHECKING, without importing typing
@@ -73,6 +76,7 @@ if TYPE_CHECKING:
     from exactmem.data import Dataset, load_dataset, save_dataset
     from exactmem.errors import ExactmemError, InconclusiveError, InputError
     from exactmem.model import Transformer
+    from exactmem.tracing import trace
     from exactmem.verify import Certificate, Check
 
 

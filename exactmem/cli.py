@@ -46,8 +46,9 @@ PROG = "exactmem"
 
 EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input (output paths are
 checked before any work), 3 internal error, 4 inconclusive, 5 nothing selected,
-130 interrupted (Ctrl-C), 143 terminated (SIGTERM); files are written atomically, so an
-interrupted or failed write leaves the previous file as it was"""
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM), with one line saying which output files
+are complete and which untouched; files are written atomically, so an interrupted or failed
+write leaves the previous file as it was. `exactmem schema` prints the files' JSON schemas."""
 
 
 def _latex(rows: list[dict], measured: list[dict], sizes: dict | None = None) -> str:
@@ -198,6 +199,33 @@ def _add_inspection(sub) -> None:
     sh.add_argument("--json", action="store_true", help="the certificate's content on stdout")
     _add_limits(sh)
     sh.set_defaults(func=_command("show"))
+
+    ex = sub.add_parser(
+        "explain",
+        help="take a REFUTED or INCONCLUSIVE verdict to the sub-layer, lane and example where "
+        "the values leave what the proof needs",
+        description="From a certificate file (with --model and --data, the files it was made "
+        "from, to walk the examples through the exact trace) or a run (--model, --data and "
+        "--construction, certified first): each failed check, the paper and mechanism it tests, "
+        "the first example it names, its lanes after every sub-layer, and the sub-layer where it "
+        "merges with an item labelled otherwise (docs/inside-a-run.md). The exit code is the "
+        "verdict's.",
+        epilog=EPILOG,
+    )
+    ex.add_argument(
+        "certificate", metavar="CERT", nargs="?", help="certificate file (.json or .json.gz)"
+    )
+    ex.add_argument("--model", metavar="MODEL", help="model file (.json, .json.gz or .exm)")
+    ex.add_argument("--data", metavar="FILE", help="dataset (.json, .json.gz or .exm)")
+    ex.add_argument("--construction", metavar="NAME", help="without CERT: demand NAME's checklist")
+    ex.add_argument(
+        "--allow-floats",
+        action="store_true",
+        help="accept JSON floats in the dataset, converted exactly (dyadic)",
+    )
+    ex.add_argument("--json", action="store_true", help="the explanation as JSON on stdout")
+    _add_limits(ex)
+    ex.set_defaults(func=_command("explain"))
 
     rc = sub.add_parser(
         "recheck",
@@ -608,6 +636,7 @@ def parser() -> argparse.ArgumentParser:
     _add_inspection(sub)
     _add_convert(sub)
     _add_warmup(sub)
+    _add_schema(sub)
     return p
 
 
@@ -689,6 +718,22 @@ def _add_warmup(sub) -> None:
     w.set_defaults(func=_command("warmup"))
 
 
+def _add_schema(sub) -> None:
+    s = sub.add_parser(
+        "schema",
+        help="print a JSON schema of exactmem's files, or the example dataset",
+        description="Print one of the files the documentation cites, as shipped inside the "
+        "package: the JSON schemas of dataset, model and certificate files, and the example "
+        "dataset. Without NAME, list them.",
+        epilog=EPILOG,
+    )
+    s.add_argument("name", nargs="?", metavar="NAME", help="what to print (omit to list)")
+    s.add_argument(
+        "--json", action="store_true", help="the list as JSON (a schema is JSON already)"
+    )
+    s.set_defaults(func=_command("schema"))
+
+
 def _stop_workers() -> None:
     """Kill this process's worker processes (the reference evaluator's pool): its shutdown
     would otherwise wait for every queued chunk, and the workers write nothing to disk."""
@@ -708,6 +753,41 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _exit_now(signum, frame) -> None:
+    """SIGINT or SIGTERM in a process that ends with its command: stop the workers, remove the
+    temporary file being written, say in one line what was kept, and exit with 130 or 143 at
+    once, whatever runs — numba compiling, a kernel's Python callback, a write.
+
+    Raising instead (as for ``main([...])`` called in-process) lets the exception surface inside
+    numba's dispatcher ("SystemError: … returned a result with an exception set", exit 3) or
+    its compiler (a traceback, then "no compiled object yet"). Every output is written to a
+    temporary file renamed over the target (exactmem.outputs), so exiting without unwinding
+    leaves each target complete or as it was."""
+    from exactmem import outputs
+
+    word, code = (
+        ("interrupted", EXIT_INTERRUPTED)
+        if signum == signal.SIGINT
+        else ("terminated", EXIT_TERMINATED)
+    )
+    try:
+        _stop_workers()
+    except Exception:  # noqa: BLE001 - exiting regardless
+        pass
+    line = f"{word}: {outputs.kept()}"
+    outputs.abandon_partial()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a stream in use by the interrupted code, or closed
+            pass
+    start = "\n" if sys.stderr.isatty() else ""  # past a progress bar's line
+    try:
+        os.write(2, f"{start}{line}\n".encode())
+    finally:
+        os._exit(code)
+
+
 def _complete(p: argparse.ArgumentParser) -> None:
     """Shell completion through argcomplete when it is installed (the ``completion`` extra)
     and the shell asked for it; otherwise nothing happens."""
@@ -721,6 +801,17 @@ def _complete(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from exactmem import outputs
+
+    outputs.new_ledger()
+    # the console script and `python -m exactmem` (no argv given): a process that ends with its
+    # command exits at once on SIGINT or SIGTERM, saying what was kept (_exit_now), from the
+    # first moment; an ignored SIGINT (a shell's background job) stays ignored
+    previous = keyboard = None
+    if argv is None:
+        _install(signal.SIGTERM, _exit_now)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            _install(signal.SIGINT, _exit_now)
     p = parser()
     _complete(p)
     args = p.parse_args(argv)
@@ -734,12 +825,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the console script and `python -m exactmem` (no argv given): a process that ends with its
     # command; main([...]) called in a longer-lived process (tests, scripts) does not freeze
     was_freezing = jit.freeze_after_import(argv is None)
-    # SIGTERM raises, as Ctrl-C does, so the atomic writer removes its temporary file
-    previous = _install(signal.SIGTERM, _terminate)
-    # Ctrl-C as Python's own handler, plus the workers; an ignored SIGINT stays ignored
-    keyboard = None
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        keyboard = _install(signal.SIGINT, _interrupt)
+    if argv is not None:
+        # main([...]) in a longer-lived process: SIGTERM raises as Ctrl-C does, so the atomic
+        # writer removes its temporary file and the caller goes on; restored afterwards
+        previous = _install(signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            keyboard = _install(signal.SIGINT, _interrupt)
     guards = _ClosedPipeGuard.install()
     try:
         with _limits(args):
@@ -750,10 +841,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"interrupted: {outputs.kept()}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Terminated:
-        print("terminated", file=sys.stderr)
+        print(f"terminated: {outputs.kept()}", file=sys.stderr)
         return EXIT_TERMINATED
     except BrokenPipeError:  # a write that bypassed the guards (a stream's raw buffer)
         _ClosedPipeGuard.silence(sys.stdout)

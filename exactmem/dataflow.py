@@ -94,17 +94,27 @@ def graph(model: Transformer) -> Graph:
         streams.append(len(levels) - 1)
         mine: list[int] = []
         if isinstance(s, MLP):
+            # a residual MLP's input reaches its output around the hidden layers: the stream's
+            # lanes ride along each hidden level as pass-through units after the layer's own
+            # (so a level reads only the one before it, and the bypass is a path of its own)
+            carry = width if s.residual and len(s.layers) > 1 else 0
+            before = 0  # where the pass-through units start in the level before
             for j, layer in enumerate(s.layers[:-1]):
+                own = (layer.names or ("",) * layer.out_dim) if carry else layer.names
                 levels.append(
                     Level(
-                        f"sub-layer {p} hidden layer {j}", layer.out_dim, _rows(layer), layer.names
+                        f"sub-layer {p} hidden layer {j}",
+                        layer.out_dim + carry,
+                        _rows(layer) + tuple((before + i,) for i in range(carry)),
+                        tuple(own) + tuple(f"the residual of lane {i}" for i in range(carry)),
                     )
                 )
                 mine.append(len(levels) - 1)
+                before = layer.out_dim
             last = s.layers[-1]
             deps = _rows(last)
-            if s.residual:
-                deps = tuple(tuple(sorted({*d, i})) for i, d in enumerate(deps))
+            if s.residual:  # lane i of the input: the stream's (one layer) or its pass-through
+                deps = tuple(tuple(sorted({*d, before + i})) for i, d in enumerate(deps))
             width = last.out_dim
             levels.append(Level(f"the stream after sub-layer {p}", width, deps, last.names))
         elif isinstance(s, Attention):

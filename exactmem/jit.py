@@ -4,9 +4,11 @@ stderr while a kernel compiles.
 Every module that compiles kernels imports ``njit`` and ``prange`` from here, never from numba
 itself, so the cache folder is chosen before numba is first imported and reads its
 configuration: ``NUMBA_CACHE_DIR`` when it is set, else the user's cache folder
-(:func:`cache_dir`, ``~/.cache/exactmem/numba`` on Linux). numba files each kernel there
-under the path of its source file, so an installed package shares one cache whatever the
-working directory, and a checkout never writes compiled code into its own tree.
+(:func:`cache_dir`, ``~/.cache/exactmem/numba`` on Linux). Each kernel is filed there by
+content — its module's name and its source file's hash, not the install location — so every
+install of the same code shares one cache (a second virtual environment, a reinstall: nothing
+compiles again), whatever the working directory, and a checkout never writes compiled code into
+its own tree.
 
 A kernel is compiled on its first call (or loaded from the cache, in milliseconds): a model
 that never reaches a kernel does not compile it. While one compiles, a notice says
@@ -138,13 +140,7 @@ def _notice(listener: type) -> type:
             self.started = time.perf_counter()
             if not self.told and not _quiet:
                 self.told = True
-                print(
-                    "exactmem: compiling numba kernels as they are first needed (once per "
-                    f"machine, a few seconds each; kept in {cache_dir()}; `exactmem warmup` "
-                    "compiles all of them up front)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                print(first_notice(), file=sys.stderr, flush=True)
 
         def on_end(self, ev: Any) -> None:
             self.depth -= 1
@@ -154,10 +150,70 @@ def _notice(listener: type) -> type:
             what = f"{func.__module__.rsplit('.', 1)[-1]}.{func.__qualname__}"
             seconds = time.perf_counter() - self.started
             compiled.append((what, seconds))
+            if func.__module__.startswith("exactmem."):  # (not a user's or a test's kernel)
+                _record_time(what, seconds)
             if not _quiet:
                 print(f"exactmem: compiled {what} in {seconds:.1f} s", file=sys.stderr, flush=True)
 
     return Notice
+
+
+# What compiling every kernel took on the reference machine (2 cores, loaded, `exactmem warmup`
+# into an empty cache: 16 kernels), told before a machine has measured its own.
+REFERENCE_SECONDS = 55.0
+TIMES_FILE = "compile-times.json"  # in cache_dir(): kernel → seconds, as last measured here
+
+
+def _recorded_times() -> dict[str, float]:
+    """The compile times measured on this machine (by any earlier version), kernel → seconds."""
+    import json
+
+    try:
+        times = json.loads((cache_dir() / TIMES_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(times, dict):
+        return {}
+    return {k: float(v) for k, v in times.items() if isinstance(v, int | float) and v >= 0}
+
+
+def _record_time(kernel: str, seconds: float) -> None:
+    """Add a measured compile time to the record (a temporary file renamed over the old one, so
+    an interrupted write leaves the old record); a record that cannot be written is skipped."""
+    import json
+
+    times = _recorded_times()
+    times[kernel] = round(seconds, 2)
+    target = cache_dir() / TIMES_FILE
+    temp = target.with_name(f".{TIMES_FILE}.{os.getpid()}.tmp")
+    try:
+        temp.write_text(json.dumps(times, indent=0, sort_keys=True))
+        os.replace(temp, target)
+    except OSError:
+        try:
+            temp.unlink()
+        except OSError:
+            pass
+
+
+def first_notice() -> str:
+    """The notice before the first kernel a process compiles — with the content-keyed cache,
+    the first run of a new version (or of a kernel no run reached yet) on this machine: what
+    happens, how long compiling all of them takes here (as last measured, else on the reference
+    machine), where they are kept."""
+    from exactmem import __version__
+
+    times = _recorded_times()
+    if times:
+        total = f"≈ {sum(times.values()):.0f} s for all {len(times)} kernels, as measured here"
+    else:
+        total = f"≈ {REFERENCE_SECONDS:.0f} s for all of them on a 2-core machine"
+    return (
+        f"exactmem: compiling the numba kernels of exactmem {__version__} as they are first "
+        f"needed — once per machine for this version, a few seconds each, {total}; a run "
+        f"compiles only those it reaches. Kept in {cache_dir()} (`exactmem warmup` compiles all "
+        "of them up front)"
+    )
 
 
 def njit(*args: Any, **kwargs: Any) -> Any:
@@ -166,25 +222,37 @@ def njit(*args: Any, **kwargs: Any) -> Any:
     raising, so no kernel carries a raise branch per division (a part of the first run's compile
     time, see docs/fast.md). No kernel divides by zero (its divisors are chunk counts ≥ 1, step
     weights w > 0 and the non-zero remainders of a gcd loop), so no value changes."""
-    kwargs.setdefault("cache", True)
+    # numba gets cache=False and the kernel our own disk cache (:func:`_cached`): numba's would
+    # first create a folder named after the install location
+    cached = kwargs.pop("cache", True)
     kwargs.setdefault("error_model", "numpy")
     # no C entry point (only a kernel passed as a first-class function value would use it)
     kwargs.setdefault("no_cfunc_wrapper", True)
     made = _load().njit(*args, **kwargs)
     if hasattr(made, "py_func"):  # njit(func): the dispatcher; njit(**options): a decorator
-        return _loading_lightly(made)
-    return lambda func: _loading_lightly(made(func))
+        return _cached(made, cached)
+    return lambda func: _cached(made(func), cached)
 
 
-def _loading_lightly(dispatcher: Any) -> Any:
-    """``dispatcher`` with a disk cache that loads a compiled kernel without first loading all
-    of numba's compiler registries (:func:`_light_cache`)."""
-    from numba.core.caching import FunctionCache
-
-    cache = getattr(dispatcher, "_cache", None)
-    if type(cache) is FunctionCache:  # (cache=False: numba's NullCache, left as it is)
-        cache.__class__ = _light_cache()
+def _cached(dispatcher: Any, cached: bool) -> Any:
+    """``dispatcher`` with exactmem's disk cache (:func:`_light_cache`) when ``cached``, else
+    none (numba's NullCache, as numba set it)."""
+    if cached:
+        dispatcher._cache = _light_cache()(dispatcher.py_func)
     return dispatcher
+
+
+def _content_folder(py_func: Any, stamp: bytes) -> str:
+    """The cache folder of a kernel: its module's name and the SHA-256 of its source file,
+    under numba's cache folder (:func:`cache_dir`).
+
+    numba names the folder after the path of the source file's folder, so a second virtual
+    environment, or a reinstall elsewhere, of the very same code compiled everything again
+    (measured: ``exactmem warmup`` in a fresh venv, 16 kernels, 53 s). Named by content, every
+    install of the same release shares the compiled kernels, and two releases side by side do
+    not overwrite each other's."""
+    folder = f"{py_func.__module__}-{stamp.hex()[:20]}"
+    return os.path.join(_load().config.CACHE_DIR, folder)
 
 
 _LightCache: Any = None
@@ -199,18 +267,35 @@ def _light_cache() -> type:
     refreshes the context itself before it types a function."""
     global _LightCache
     if _LightCache is None:
-        from numba.core.caching import FunctionCache
+        from numba.core.caching import (
+            CompileResultCacheImpl,
+            FunctionCache,
+            UserProvidedCacheLocator,
+        )
         from numba.core.runtime import rtsys
 
+        class ContentLocator(UserProvidedCacheLocator):
+            """numba's locator for NUMBA_CACHE_DIR, with the folder named by content
+            (:func:`_content_folder`) instead of by the source folder's path."""
+
+            def __init__(self, py_func: Any, py_file: str) -> None:
+                super().__init__(py_func, py_file)
+                self._cache_path = _content_folder(py_func, self.get_source_stamp())
+
+        class ContentImpl(CompileResultCacheImpl):
+            _locator_classes = [ContentLocator, *CompileResultCacheImpl._locator_classes]
+
         class LightCache(FunctionCache):
+            _impl_class = ContentImpl
+
             def load_overload(self, sig: Any, target_context: Any) -> Any:
                 rtsys.initialize(target_context)
                 with self._guard_against_spurious_io_errors():
                     return self._load_overload(sig, target_context)
 
             def _index_key(self, sig: Any, codegen: Any) -> Any:
-                # numba keys a cache entry on the kernel's own bytecode and its file's time
-                # stamp only, yet the entry holds the code of every kernel it calls: an edited
+                # numba keys a cache entry on the kernel's own bytecode and its file's hash
+                # only, yet the entry holds the code of every kernel it calls: an edited
                 # helper in another file would leave the old code running
                 return (*super()._index_key(sig, codegen), callee_digest(self._py_func))
 

@@ -158,6 +158,11 @@ OPTIONS = {
             "false: keep the first draw (a collision is left to the verifier)",
             _boolean,
         ),
+        "id_multiplier": (
+            "A in the ids z = A(S − S_min) + t (default T + 1, T the largest token key; "
+            "A < T lets ids of two contexts collide — left to the verifier)",
+            _positive,
+        ),
         "attention": (
             "hardmax (default) | softmax (max-read at temperature λ, re-quantized; certified "
             "on Arb balls)",
@@ -311,6 +316,7 @@ OPTION_LIMITS = {
     ),
     "scale": (lambda ds: 2**64, "at most 2⁶⁴"),
     "functional_bound": (lambda ds: max(ds.size**2, 2**64), "at most max(N², 2⁶⁴) = {limit}"),
+    "id_multiplier": (lambda ds: 2**64, "at most 2⁶⁴"),
     "precision": (lambda ds: 2**16, "at most 65536 bits (it is doubled up to 7 times)"),
     "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
     "width": (lambda ds: 2 * ds.size, "a width above 2N = {limit} adds nothing to fit"),
@@ -320,8 +326,8 @@ OPTION_LIMITS = {
 
 LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
 for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d ≤ max(2, N); head_dim ≤ max(2, N, the
-token dimension); direction_bound, functional_bound ≤ max(N², 2⁶⁴); scale, temperature ≤ 2⁶⁴;
-precision ≤ 65536; width ≤ 2N; bits ≤ 4096; numbers ≤ 64 characters"""
+token dimension); direction_bound, functional_bound ≤ max(N², 2⁶⁴); scale, temperature,
+id_multiplier ≤ 2⁶⁴; precision ≤ 65536; width ≤ 2N; bits ≤ 4096; numbers ≤ 64 characters"""
 
 
 def check_option_limits(options: dict, dataset) -> None:

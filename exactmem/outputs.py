@@ -19,7 +19,16 @@ from pathlib import Path
 
 from exactmem.errors import InputError
 
-__all__ = ["JSON_ROWS_NOTE", "OutputError", "check_output", "note_json_at_scale", "write_atomic"]
+__all__ = [
+    "JSON_ROWS_NOTE",
+    "OutputError",
+    "abandon_partial",
+    "check_output",
+    "kept",
+    "new_ledger",
+    "note_json_at_scale",
+    "write_atomic",
+]
 
 TEMP_SUFFIX = ".exactmem-tmp"
 
@@ -59,6 +68,61 @@ class OutputError(InputError):
     """An output path that cannot be written (exit 2, like every bad argument)."""
 
 
+class _Ledger:
+    """The output files of the running command, for the one line an interruption prints (what
+    was kept) and for the temporary files it removes before the process exits at once."""
+
+    def __init__(self) -> None:
+        self.shown: dict[str, str] = {}  # target → the path as given, in the order first seen
+        self.existed: dict[str, bool] = {}  # target → a file was there when first seen
+        self.done: set[str] = set()  # targets renamed into place by this command
+        self.writing: dict[str, str] = {}  # temporary file → its target, while it exists
+
+    def plan(self, target: Path, shown: str) -> str:
+        key = str(target)
+        if key not in self.shown:
+            self.shown[key] = shown
+            self.existed[key] = target.exists()
+        return key
+
+
+_ledger = _Ledger()
+
+
+def new_ledger() -> None:
+    """Forget the outputs of earlier commands (the command line calls it as a command starts)."""
+    global _ledger
+    _ledger = _Ledger()
+
+
+def abandon_partial() -> None:
+    """Remove the temporary files being written now (an interruption, before the process exits
+    without unwinding): no partial file is left, and no target was touched by them."""
+    for temp in list(_ledger.writing):
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        _ledger.writing.pop(temp, None)
+
+
+def kept() -> str:
+    """One line on the command's output files: which are complete, which untouched."""
+    said = []
+    # a temporary file gone while still listed was renamed into place just before the signal
+    done = _ledger.done | {k for t, k in _ledger.writing.items() if not os.path.exists(t)}
+    for key, shown in _ledger.shown.items():
+        if key in done:
+            said.append(f"{shown} written in full")
+        elif _ledger.existed[key]:
+            said.append(f"{shown} untouched (the previous file kept)")
+        else:
+            said.append(f"{shown} not written")
+    if not said:
+        return "no output file was begun"
+    return "; ".join(said) + "; no partial file left"
+
+
 def _reason(exc: OSError) -> str:
     if exc.errno == errno.EFBIG:
         return "file too large for the file-size limit (EFBIG)"
@@ -86,7 +150,9 @@ def check_output(
     command's input files, which the output must not replace. Returns the resolved target."""
     shown = os.fspath(path)
     try:
-        return _checked(_target(path, option), shown, option, inputs)
+        target = _target(path, option)
+        _ledger.plan(target, shown)
+        return _checked(target, shown, option, inputs)
     except OSError as exc:  # a folder on the way that cannot be searched, a link loop
         raise OutputError(f"{option} {shown}: cannot be examined ({_reason(exc)})") from None
 
@@ -123,10 +189,12 @@ def _checked(target: Path, shown: str, option: str, inputs: Iterable) -> Path:
         raise OutputError(
             f"{option} {shown}: cannot create a file in {folder} ({_reason(exc)})"
         ) from None
+    _ledger.writing[probe] = str(target)
     try:
         os.close(fd)
     finally:
         os.unlink(probe)
+        _ledger.writing.pop(probe, None)
     return target
 
 
@@ -158,12 +226,16 @@ def write_atomic(
     becomes an :class:`OutputError` naming the path; on any failure or interruption the
     temporary file is removed and the old file is untouched."""
     target = _target(path, option)
+    # only the outputs a command checked up front (its own) are reported; files written on the
+    # way (a model handed to worker processes) are not, but are abandoned all the same
+    key = str(target)
     try:
         fd, temp = tempfile.mkstemp(prefix=_prefix(target), suffix=TEMP_SUFFIX, dir=target.parent)
     except OSError as exc:
         raise OutputError(
             f"{option} {os.fspath(path)}: cannot create a file in {target.parent} ({_reason(exc)})"
         ) from None
+    _ledger.writing[temp] = key
     try:
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -173,6 +245,8 @@ def write_atomic(
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temp, target)
+            _ledger.done.add(key)
+            del _ledger.writing[temp]
         except OSError as exc:
             raise OutputError(
                 f"{option} {os.fspath(path)}: cannot write ({_reason(exc)}); "
@@ -183,6 +257,7 @@ def write_atomic(
             os.unlink(temp)
         except OSError:
             pass
+        _ledger.writing.pop(temp, None)
         raise
     _sync_folder(target.parent)
 

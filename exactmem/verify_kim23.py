@@ -22,8 +22,7 @@ from gmpy2 import mpq
 
 from exactmem.balls import ball_bounds
 from exactmem.data import Dataset
-from exactmem.evaluate.reference import Stream, Trace
-from exactmem.evaluate.softmax import _keys
+from exactmem.evaluate.reference import HeadRecord, Recording, Stream, Trace, run_points
 from exactmem.exact import format_rational
 from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
 from exactmem.sequences import SequenceView, canonical_tokens
@@ -127,9 +126,10 @@ def check_kim23(trace: Trace, model: Transformer, ds: Dataset, sv: SequenceView)
     prefix = f"{mem.label}." if mem.label else ""
     key, kden, kindex = trace.lane_raw(prefix + "key")
     checks.append(_ids(key, kden, kindex, labels, seq2seq))
-    checks.append(_attention(model, trace))
+    heads = _heads(model, ds)
+    checks.append(_attention(model, heads))
     if has_softmax(model):
-        checks.append(_softmax(model, trace))
+        checks.append(_softmax(model, trace, heads))
     rows, where = np.unique(before.index.reshape(-1), return_index=True)
     expected = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
     P = before.index.shape[1]
@@ -139,7 +139,41 @@ def check_kim23(trace: Trace, model: Transformer, ds: Dataset, sv: SequenceView)
         return f"sequences[{m // P}][{m % P if seq2seq else n - 1}]"
 
     checks += check_any_memorizer(trace, mem, expected, describe)
+    checks += _dataflow(model, before.names)
     return checks
+
+
+TOKEN_LANES = ("t",)  # the token lane the ids z = A(S − S_min) + t read besides S
+
+
+def _dataflow(model: Transformer, names) -> list[Check]:
+    """The checked lanes produce the output (:mod:`exactmem.dataflow`, over the non-zero
+    weights): ``kim23.dataflow.memorizer`` — every path from the input to the output crosses
+    the memorizer's checked read-out (Lemma C.1 Stage III's matches and labels), so a lookup
+    beside it, or a memorizer left as dead code, fails; ``kim23.dataflow.lanes`` — every path
+    into that read-out crosses the lanes the ids are made of, S (checked by ``kim23.context``)
+    and the token lane t, located by the trace's names ``names`` of the stream before the
+    memorizer (a lane named falsely is tied to the weights here)."""
+    from exactmem.dataflow import cut_check, graph, lane_units, memorizer_cut, memorizer_dataflow
+
+    at = len(model.sublayers) - 1
+    mem = model.sublayers[at]
+    assert isinstance(mem, MLP)
+    g = graph(model)
+    readout, missing = memorizer_cut(g, at, mem)
+    lanes = ("S", *TOKEN_LANES)
+    return [
+        memorizer_dataflow("kim23.dataflow.memorizer", model, at),
+        cut_check(
+            "kim23.dataflow.lanes",
+            model,
+            lane_units(g, at, names, lanes),
+            targets=readout,
+            what="the lanes S and t before the memorizer",
+            missing=[*missing, *(x for x in lanes if x not in names)],
+            g=g,
+        ),
+    ]
 
 
 def _architecture(model: Transformer, n: int) -> Check:
@@ -256,44 +290,53 @@ def _item(m: int, P: int, seq2seq: bool) -> str:
     return f"sequences[{m // P}][{m % P}]" if seq2seq else f"sequences[{m // P}]"
 
 
-def _lin(a: Affine, stream: Stream) -> np.ndarray:
-    """Numerators (over stream.den·a.denominator) of a one-row map on every distinct row."""
-    (row,) = a.rows
-    acc = np.zeros(stream.size, dtype=object)
-    for col, coeff in row:
-        acc = acc + np.asarray(stream.columns[col], dtype=object) * coeff
-    return acc
+def _heads(model: Transformer, ds: Dataset) -> dict[int, HeadRecord]:
+    """Every attention head's scores, values and pattern as the reference evaluator computes
+    them (:class:`~exactmem.evaluate.reference.Recording`), by sub-layer. A softmax model is
+    recorded on its hardmax limit: the scores are the model's wherever ``kim23.softmax``
+    certifies the streams equal to the limit's, which is what the checks below then rely on."""
+    from exactmem.evaluate.fast import run as fast_run  # its hardmax step records, on arrays
+
+    record = Recording(attention=True)
+    evaluated = hardmax_limit(model) if has_softmax(model) else model
+    last = max((i for i, s in enumerate(model.sublayers) if isinstance(s, Attention)), default=-1)
+    # the sub-layers up to the last attention: the memorizer after it records no head
+    prefix = replace(evaluated, sublayers=evaluated.sublayers[: last + 1], unembed=None)
+    fast_run(prefix, ds.vocab, ds.sequences, record=record)
+    return {h.sublayer: h for h in record.heads if h.head == 0}
 
 
-def _attention(model: Transformer, trace: Trace) -> Check:
-    """Every attention layer either has equal scores in every column (weights exactly 1/n)
-    or is a hardmax whose maximisers carry equal values (tie averaging is then exact); the
-    least gap between the top score and the next is measured. Softmax with unequal scores is
-    not certified by this version."""
+def _attention(model: Transformer, heads: dict[int, HeadRecord]) -> Check:
+    """Every attention layer is a score attention (hardmax or softmax) whose scores, as the
+    reference evaluator records them, are equal in every column (weights exactly 1/n) or
+    whose maximisers carry equal values (tie averaging is then exact); the least gap between
+    the top score and the next is measured. Softmax layers with unequal scores are judged
+    further by ``kim23.softmax``."""
     bad = []
     margin: mpq | None = None
     mixing = 0
     for si, s in enumerate(model.sublayers):
         if not isinstance(s, Attention):
             continue
-        stream = _before(trace, si)
         h = s.heads[0]
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: scores not read (not one head of size 1)")
             continue
-        values, vis, top, at_top, second, mixed = _scores(s, stream)
+        if s.score not in ("hardmax", "softmax"):
+            # Kim et al.'s layers are softmax attention (hardmax its λ → ∞ limit); a uniform
+            # layer computes no scores, so no maximum can be read through it
+            bad.append(f"sublayers[{si}]: {s.score} attention has no scores to read a maximum by")
+            continue
+        values, vis, top, at_top, second, mixed = _scores(heads[si])
         if not mixed.any():
             continue
         mixing += 1
-        if s.score not in ("hardmax", "softmax"):
-            bad.append(f"sublayers[{si}]: {s.score} attention with unequal scores")
-            continue
         rows, cols = np.indices(top.shape)
         first = values[rows, cols, at_top.argmax(axis=2)]  # the value of one maximiser
         unequal = (at_top & (values != first[:, :, None])).any(axis=2)
         for i, qk in np.argwhere(unequal)[: MAX_EXAMPLES + 1].tolist():
             bad.append(f"sublayers[{si}]: sequences[{i}] column {qk} ties unequal values")
-        gap = mpq(int((top - second)[mixed].min()), _score_den(h, stream))
+        gap = mpq(int((top - second)[mixed].min()), heads[si].score_den)
         margin = gap if margin is None or gap < margin else margin
     detail = (
         f"{mixing} layers with unequal scores, ties only between equal values; the "
@@ -307,58 +350,35 @@ def _attention(model: Transformer, trace: Trace) -> Check:
     )
 
 
-def _visible(mask: str, n: int) -> np.ndarray:
-    """(query, key) → the key is visible to the query under ``mask``: the evaluators' masks
-    (:func:`exactmem.evaluate.softmax._keys`), so every gap below is over visible keys only."""
-    vis = np.zeros((n, n), bool)
-    for q in range(n):
-        vis[q, _keys(mask, n, q)] = True
-    return vis
-
-
-def _scores(s: Attention, stream: Stream):
-    """(scores, values, visible, top, at_top, second, mixed) of a one-head size-1 layer on the
-    stream it reads, masked as the evaluators mask: per (sequence, query), the top visible
+def _scores(head: HeadRecord):
+    """(values, visible, top, at_top, second, mixed) of a one-head size-1 layer, read from the
+    evaluator's record of it (integer numerators: values over ``head.value_den``, scores over
+    ``head.score_den``), masked as the evaluators mask: per (sequence, query), the top visible
     score, the visible keys at it, the best visible score below it, and whether the visible
-    scores are unequal."""
-    h = s.heads[0]
-    q, k, v = (_lin(m, stream)[stream.index] for m in (h.query, h.key, h.value))
-    scores = q[:, :, None] * k[:, None, :]  # (N, query, key), one positive denominator
-    vis = _visible(s.mask, scores.shape[2])[None, :, :]
+    scores are unequal (hardmax and softmax heads only: a uniform head records no scores)."""
+    if head.scores is None:  # pragma: no cover - uniform layers fail before their scores
+        raise ChecklistStructureError(f"sublayers[{head.sublayer}]: no scores recorded")
+    scores: np.ndarray = head.scores
+    N, n, _ = scores.shape
+    vis = np.broadcast_to(head.visible[None, :, :], (N, n, n))
     low = scores.min() - 1 if scores.size else 0
     masked = np.where(vis, scores, low)
     top = masked.max(axis=2)
     at_top = (masked == top[:, :, None]) & vis
     second = np.where(at_top | ~vis, low, masked).max(axis=2)
     mixed = (at_top != vis).any(axis=2)
-    values = np.broadcast_to(v[:, None, :], scores.shape)
+    values = np.broadcast_to(head.values[:, None, :, 0], (N, n, n))
     return values, vis, top, at_top, second, mixed
 
 
-def _before(trace: Trace, si: int) -> Stream:
-    """The stream sub-layer ``si`` reads (check_kim23 made sure the embedding's is kept)."""
-    stream = trace.streams[si - 1] if si else trace.embedded
-    if stream is None:
-        raise ChecklistStructureError("the evaluation kept no stream before the first layer")
-    return stream
-
-
-def _score_den(h, stream: Stream) -> int:
-    return stream.den * h.query.denominator * stream.den * h.key.denominator
-
-
 # --------------------------------------------------------------------------- softmax
-
-
-def _rows(stream: Stream) -> tuple[list[np.ndarray], int]:
-    return [np.asarray(c, dtype=object) for c in stream.columns], stream.den
 
 
 def _upper(x: arb) -> mpq:
     return ball_bounds(x)[1]
 
 
-def _softmax(model: Transformer, trace: Trace) -> Check:
+def _softmax(model: Transformer, trace: Trace, heads: dict[int, HeadRecord]) -> Check:
     """The softmax model equals its hardmax limit after every re-quantizing FFN (our
     reconstruction of Kim et al.'s softmax regime), certified layer by layer:
 
@@ -376,7 +396,6 @@ def _softmax(model: Transformer, trace: Trace) -> Check:
     for si, s in enumerate(model.sublayers):
         if not (isinstance(s, Attention) and s.score == "softmax"):
             continue
-        before = _before(trace, si)
         h = s.heads[0]
         if len(s.heads) != 1 or any(m.out_dim != 1 for m in (h.query, h.key, h.value)):
             bad.append(f"sublayers[{si}]: not one head of size 1")
@@ -384,7 +403,7 @@ def _softmax(model: Transformer, trace: Trace) -> Check:
         if s.scale != 1:  # the gaps below are W_Q, W_K's: the softmax's are √scale smaller
             bad.append(f"sublayers[{si}]: scores divided by √{s.scale}, not read here")
             continue
-        values, vis, top, at_top, second, mixed = _scores(s, before)
+        values, vis, top, at_top, second, mixed = _scores(heads[si])
         if not mixed.any():
             continue  # every column exactly uniform over its visible keys
         layers += 1
@@ -392,10 +411,9 @@ def _softmax(model: Transformer, trace: Trace) -> Check:
         star = values[rows, cols, at_top.argmax(axis=2)]
         # the weights off the top, over the visible keys only, are ≤ e^{−gap} each
         spread = np.where(vis, np.abs(values - star[:, :, None]), 0).max()
-        gap = mpq(int((top - second)[mixed].min()), _score_den(h, before))
+        gap = mpq(int((top - second)[mixed].min()), heads[si].score_den)
         keys = int(vis.sum(axis=2).max())
-        vden = before.den * h.value.denominator
-        eps = _epsilon(keys, mpq(int(spread), vden), gap)
+        eps = _epsilon(keys, mpq(int(spread), heads[si].value_den), gap)
         worst = eps if worst is None or eps > worst else worst
         nxt = model.sublayers[si + 1] if si + 1 < len(model.sublayers) else None
         if not isinstance(nxt, MLP):
@@ -437,49 +455,48 @@ def _epsilon(keys: int, spread: mpq, gap: mpq) -> mpq:
 
 
 def _flat(mlp: MLP, output: Affine, after: Stream, limit: Stream, eps: mpq, si: int) -> list[str]:
-    """The FFN on the segment limit ∓ ε·W_O (exact ends): no unit changes sign, both ends give
-    the limit's next stream."""
-    X, den = _rows(after)
-    p, q = int(eps.numerator), int(eps.denominator)
-    D = den * q * output.denominator
-    direction = [dict(row).get(0, 0) for row in output.rows]
-    ends = []
-    for sign in (-1, 1):
-        ends.append(
-            [
-                x * (q * output.denominator) + sign * p * c * den
-                for x, c in zip(X, direction, strict=True)
-            ]
-        )
-    from exactmem.evaluate.reference import _affine
-
-    size = len(X[0]) if X else 0
-    hs = [(e, D) for e in ends]
-    last = len(mlp.layers) - 1
-    for j, layer in enumerate(mlp.layers):
-        hs = [_affine(layer, h, d, size) for h, d in hs]
-        if j < last:
-            (lo, dl), (hi, dh) = hs
-            for u, (a, b) in enumerate(zip(lo, hi, strict=True)):
-                cross = np.nonzero(((a < 0) & (b > 0)) | ((a > 0) & (b < 0)))[0]
-                if cross.size:
-                    return [
-                        f"sublayers[{si + 1}]: hidden unit {u} of layer {j} changes sign "
-                        f"within the softmax error (row {int(cross[0])})"
-                    ]
-            hs = [([np.maximum(c, 0) for c in h], d) for h, d in hs]
-    outs = []
-    for (h, d), e in zip(hs, ends, strict=True):
-        if mlp.residual:  # the FFN adds to its input, over D
-            h = [a + b * (d // D) for a, b in zip(h, e, strict=True)]
-        outs.append((h, d))
-    (lo, dl), (hi, dh) = outs
-    want, wden = _rows(limit)
-    for lane, (a, b, w) in enumerate(zip(lo, hi, want, strict=True)):
-        off = np.nonzero((a != b) | (a * wden != w * dl))[0]
-        if off.size:
-            return [
-                f"sublayers[{si + 1}]: lane {lane} of row {int(off[0])} is not constant on the "
-                "softmax error segment"
-            ]
+    """The FFN on the segment limit ∓ ε·W_O: the ends of every row are fed to a derived model —
+    the FFN alone, on points — that the reference evaluator runs, recording its pre-activations
+    (:class:`~exactmem.evaluate.reference.Recording`): no unit may change sign between the ends
+    (the FFN is then affine on the segment) and both ends must give the limit's next stream."""
+    direction = [mpq(dict(row).get(0, 0), output.denominator) for row in output.rows]
+    rows = after.rows
+    ends = [
+        tuple(x + sign * eps * c for x, c in zip(row, direction, strict=True))
+        for sign in (-1, 1)
+        for row in rows
+    ]
+    if mlp.activation != "relu":
+        return [f"sublayers[{si + 1}]: the FFN after the softmax layer is not a ReLU network"]
+    ffn = Transformer(len(direction), (replace(mlp, probes=()),))
+    record = Recording(preactivations=True)
+    outputs = run_points(ffn, ends, record=record).outputs
+    size = len(rows)
+    for (_, layer), (Z, _, index) in sorted(record.pre.items()):
+        lo, hi = index[:size, 0], index[size:, 0]
+        for u, z in enumerate(Z):
+            a, b = np.asarray(z, dtype=object)[lo], np.asarray(z, dtype=object)[hi]
+            cross = np.nonzero(((a < 0) & (b > 0)) | ((a > 0) & (b < 0)))[0]
+            if cross.size:
+                return [
+                    f"sublayers[{si + 1}]: hidden unit {u} of layer {layer} changes sign "
+                    f"within the softmax error ({_column(after, int(cross[0]))})"
+                ]
+    want = limit.rows
+    for r in range(size):
+        (low,), (high,) = outputs[r], outputs[size + r]
+        for lane, (a, b, w) in enumerate(zip(low, high, want[r], strict=True)):
+            if a != b or a != w:
+                return [
+                    f"sublayers[{si + 1}]: lane {lane} is not constant on the softmax error "
+                    f"segment ({_column(after, r)})"
+                ]
     return []
+
+
+def _column(stream: Stream, r: int) -> str:
+    """The first (sequence, position) whose column is the stream's distinct row ``r``."""
+    i, k = np.argwhere(stream.index == r)[0].tolist()
+    if stream.index.shape[1] == 1:  # only the last position is carried (next-token data)
+        return f"first at sequences[{i}]"
+    return f"first at sequences[{i}][{k}]"

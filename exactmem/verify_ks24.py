@@ -344,6 +344,95 @@ def _separation(att: Attention, ds, sep: Separation) -> Check:
     return Check("ks24.separation", not bad, detail, sep.figures())
 
 
+def _dataflow(model, ds) -> Check:
+    """``ks24.dataflow``: the output is computed through the FFN's units that read the context
+    id wᵀz (:mod:`exactmem.dataflow`, over the non-zero weights). Every path from the input to
+    the output crosses those units — or, in the residual form F(z) = z + W₂ReLU(W₁z + b₁), a
+    lane of the stream the attention does not write, which the residual adds back: the token's
+    own coordinate, the same in every context — and the output reads at least one of them
+    (W₂ ≠ 0 on what the read-out reads). A read-out that reaches the head's lanes around the
+    FFN, or an FFN that is dead code beside a token-wise read-out, fails. In the residual form
+    the FFN must also be live on the data: with its hidden units knocked out (W₂ = 0, b₂ kept),
+    the read-out alone — then a function of each token, evaluated exactly — must miss a label
+    (:func:`_knocked_out`)."""
+    from exactmem.dataflow import cut_check, graph
+
+    g = graph(model)
+    first = g.hidden[1][0]
+    level = g.levels[first]
+    assert level.deps is not None
+    units = model.sublayers[1].layers[0].out_dim
+    ids = {(first, j) for j in range(units) if level.deps[j]}
+    stream = g.streams[1]
+    after = g.levels[stream].deps
+    assert after is not None
+    own = {(stream, i) for i, d in enumerate(after) if d == (i,)}  # lanes the head leaves be
+    around = cut_check(
+        "ks24.dataflow",
+        model,
+        ids | own,
+        what=f"the FFN's {len(ids)} units reading the id wᵀz (or a token lane the head does "
+        "not write)",
+        g=g,
+        require_use=False,
+    )
+    reached = set(range(g.levels[g.output].width))
+    read_at: dict[int, set[int]] = {}
+    for at in range(g.output, 0, -1):
+        deps = g.levels[at].deps
+        assert deps is not None
+        reached = {c for i in reached for c in deps[i]}
+        read_at[at - 1] = reached
+    used = {j for _, j in ids} & read_at[first]
+    figures = {**around.figures, "id_units": len(ids), "id_units_read": len(used)}
+    bad = [] if around.passed else [around.detail]
+    if not read_at[0]:  # one class: the output is a constant of the weights, nothing to bypass
+        return Check(
+            "ks24.dataflow", True, "the output is a constant (it reads no input lane)", figures
+        )
+    if not used:
+        bad.append(
+            "the output reads none of the FFN's units that read the id wᵀz (W₂ = 0 on what the "
+            "read-out reads): the FFN is dead code"
+        )
+    if not bad and model.sublayers[1].residual:
+        bad += _knocked_out(model, ds)
+    detail = (
+        f"every path from the input to the output crosses the FFN's units reading the id wᵀz "
+        f"({len(used)} of {len(ids)} read)"
+        + (
+            f" or one of the {len(own)} token lanes the head does not write"
+            if own and model.sublayers[1].residual
+            else ""
+        )
+    )
+    return Check("ks24.dataflow", not bad, "; ".join(bad) if bad else detail, figures)
+
+
+def _knocked_out(model, ds) -> list[str]:
+    """The residual FFN's hidden units knocked out: the stream after it is z + b₂, and (the cut
+    passed) the read-out reads only lanes the head does not write, so the outputs are those of
+    the model without its attention and with the FFN reduced to its bias — evaluated exactly by
+    the reference evaluator. Every label coming out means the FFN is dead on the data."""
+    from exactmem.evaluate.reference import run
+
+    if model.unembed is None or model.unembed.out_dim != 1:
+        return []  # one label lane read: the knock-out is judged on it alone
+    ffn = model.sublayers[1]
+    last = ffn.layers[-1]
+    bias_only = Affine(last.out_dim, ((),) * last.out_dim, last.bias, last.denominator)
+    bare = replace(model, sublayers=(MLP((bias_only,), residual=True),))
+    outputs = run(bare, ds.vocab, ds.sequences).outputs
+    for seq, labels in zip(outputs, ds.labels, strict=True):
+        for col, y in zip(seq, labels, strict=True):
+            if col[0] != y:
+                return []
+    return [
+        "with the FFN's hidden units knocked out (W₂ = 0) the read-out alone gives every label "
+        "from the tokens: the FFN is dead on the data"
+    ]
+
+
 def _vec(z) -> str:
     return "(" + ", ".join(format_rational(x) for x in z) + ")"
 
@@ -485,7 +574,7 @@ def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
     att, ffn, w, factors = _layers(model)
     sep = separation(ds)
     n = len(ds.sequences[0])
-    checks = [_separation(att, ds, sep), _boltzmann(att, w)]
+    checks = [_separation(att, ds, sep), _boltzmann(att, w), _dataflow(model, ds)]
     keys = _classes(ds)
     state: dict = {}
     requantizes = len(ffn.layers) > 2  # the construction's form: steps after the ramps

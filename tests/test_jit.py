@@ -88,7 +88,7 @@ def test_notice_when_compiling_only(tmp_path):
     run = "import tiny; assert tiny.twice(3) == 6"
     first = _python(run, env, tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "exactmem: compiling numba kernels" in first.stderr
+    assert "exactmem: compiling the numba kernels of exactmem" in first.stderr
     assert "exactmem: compiled tiny.twice in " in first.stderr
     assert any((tmp_path / "cache").rglob("*.nbi"))  # the cache is the folder given
     again = _python(run, env, tmp_path)
@@ -107,6 +107,81 @@ def test_notice_when_compiling_only(tmp_path):
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr == ""
     assert quiet.stdout.strip() == "1"  # compiled all the same, silently
+
+
+def _two_installs(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Path]:
+    """The same sources at two paths, as two virtual environments or a reinstall hold them."""
+    installs = tmp_path / "site-a", tmp_path / "elsewhere" / "site-b"
+    for folder in installs:
+        for name, text in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
+    return installs
+
+
+def test_a_second_install_of_the_same_code_compiles_nothing(tmp_path):
+    """The cache is keyed by the kernels' content, not their path: the same module imported
+    from a second folder with the same cache loads what the first compiled; an edited copy
+    compiles, and the first is still served beside it (two versions side by side)."""
+    first, second = _two_installs(tmp_path, {"tiny.py": KERNEL})
+    cache = str(tmp_path / "cache")
+    run = (
+        "import tiny; from exactmem import jit; assert tiny.twice(3) == 6; print(len(jit.compiled))"
+    )
+
+    def compiled(folder: Path, code: str = run) -> str:
+        env = _env(NUMBA_CACHE_DIR=cache)
+        env["PYTHONPATH"] += os.pathsep + str(folder)
+        got = _python(code, env, tmp_path)
+        assert got.returncode == 0, got.stderr
+        return got.stdout.strip()
+
+    assert compiled(first) == "1"
+    assert compiled(second) == "0"
+    (second / "tiny.py").write_text(KERNEL.replace("2 * x", "3 * x"))
+    assert compiled(second, run.replace("== 6", "== 9")) == "1"  # new code: compiled
+    assert compiled(first) == "0"  # the first version's entry was not overwritten
+
+
+def test_first_notice_estimates_from_what_this_machine_measured(tmp_path, monkeypatch):
+    """Before a machine has compiled anything the notice gives the reference machine's time;
+    afterwards the sum of the times measured here (kept beside the kernels)."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert f"≈ {jit.REFERENCE_SECONDS:.0f} s for all of them on a 2-core machine" in (
+        jit.first_notice()
+    )
+    jit._record_time("a.kernel", 2.5)
+    jit._record_time("b.kernel", 10.0)
+    jit._record_time("a.kernel", 3.0)  # measured again: replaced
+    assert "≈ 13 s for all 2 kernels, as measured here" in jit.first_notice()
+    (tmp_path / jit.TIMES_FILE).write_text("not json")
+    assert "2-core machine" in jit.first_notice()  # a damaged record is ignored
+
+
+@pytest.mark.slow
+def test_a_second_install_of_the_package_compiles_nothing(tmp_path):
+    """The whole package copied to two folders (two virtual environments): ``warmup`` in the
+    first compiles every kernel into an empty cache, in the second none."""
+    import shutil
+
+    installs = tmp_path / "a", tmp_path / "b"
+    ignore = shutil.ignore_patterns("__pycache__")
+    for folder in installs:
+        shutil.copytree(ROOT / "exactmem", folder / "exactmem", ignore=ignore)
+    cache = str(tmp_path / "cache")
+    counts = []
+    for folder in installs:
+        env = dict(_env(NUMBA_CACHE_DIR=cache), PYTHONPATH=str(folder))
+        got = subprocess.run(
+            [sys.executable, "-m", "exactmem", "warmup", "--json", "--quiet"],
+            env=env,
+            cwd=folder,
+            capture_output=True,
+            text=True,
+        )
+        assert got.returncode == 0, got.stderr
+        counts.append(len(json.loads(got.stdout)["compiled"]))
+    assert counts[0] > 0 and counts[1] == 0, counts
 
 
 def test_warmup_compiles_every_kernel_then_nothing(tmp_path):

@@ -117,7 +117,7 @@ def test_plot_bounds_draws_rows_that_apply(tmp_path, capsys):
     assert main(["plot", "bounds", "--out", str(out), "--n", "4", "--N-max", "100",
                  "--measure-N", ""]) == 0  # fmt: skip
     said = capsys.readouterr().out
-    assert "12 table rows on 10..100, no builds" in said and "mahdavi24" not in said
+    assert "13 table rows on 10..100, no builds" in said and "mahdavi24" not in said
     assert "Mahdavi, Liao" in out.read_text()  # the legend is drawn as text: svg.fonttype path
 
 

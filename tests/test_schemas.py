@@ -1,4 +1,5 @@
-"""The published JSON schemas (docs/examples/*.schema.json) and the example dataset.
+"""The published JSON schemas (exactmem/schemas/*.schema.json, copied to docs/examples for the
+site) and the example dataset.
 
 Generated dataset, model and certificate files must validate; each schema must reject broken
 files. Validation uses ``jsonschema`` (draft 2020-12) where it is installed, and always a small
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from exactmem import schemas
 from exactmem.certify import certificate_json, certify
 from exactmem.cli import main
 from exactmem.constructions import ks25, vys
@@ -23,7 +25,9 @@ from exactmem.io import save_certificate, save_model
 from exactmem.sequences import random_sequences
 from exactmem.text import windows
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+# the copies shipped inside the package (an installed or unpacked copy reads these)
+EXAMPLES = Path(schemas.__file__).resolve().parent
+DOCS_EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 SCHEMAS = ("dataset", "model", "certificate")
 
 try:
@@ -354,3 +358,31 @@ def test_the_rational_pattern_accepts_what_the_loader_parses(text):
     except InputError:
         parsed = False
     assert bool(re.search(pattern, text)) == parsed
+
+
+# --------------------------------------------------------------------------- one source of truth
+
+
+@pytest.mark.parametrize("name", schemas.names())
+def test_the_docs_copy_is_the_shipped_file(name):
+    file, _ = schemas.FILES[name]
+    docs_copy = DOCS_EXAMPLES / file
+    if not docs_copy.exists():  # an installed copy without the docs
+        pytest.skip("no docs/examples beside the tests")
+    assert docs_copy.read_bytes() == (EXAMPLES / file).read_bytes(), (
+        f"docs/examples/{file} differs from exactmem/schemas/{file} (what the package ships "
+        f"and `exactmem schema` prints): make them the same file, cp docs/examples/{file} "
+        "exactmem/schemas/"
+    )
+
+
+def test_schema_command_lists_and_prints(capsys):
+    assert main(["schema"]) == 0
+    listed = capsys.readouterr().out.split("\n")
+    assert [line.split()[0] for line in listed if line] == schemas.names()
+    for name in schemas.names():
+        assert main(["schema", name]) == 0
+        printed = capsys.readouterr().out
+        assert json.loads(printed) == json.loads(schemas.text(name))
+    assert main(["schema", "modle"]) == 2
+    assert "did you mean model?" in capsys.readouterr().err

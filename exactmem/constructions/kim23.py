@@ -322,6 +322,7 @@ def build(
     steps.step("the (context, token) ids")
     positions = list(range(n)) if seq2seq else [n - 1]
     A = T + 1
+    A = options.get("id_multiplier") or A  # a user's A (A ≥ T keeps the ids apart)
     S_min = min(S.tolist())
     labels = dataset.labels
     first_item: dict[int, tuple[int, int]] = {}

@@ -29,10 +29,20 @@ def _lanes(a, X, den: int, size: int) -> tuple[np.ndarray, int]:
     return np.stack(cols, axis=1) if cols else np.zeros((size, 0), object), d
 
 
-def hardmax_mix(sub: Attention, X, den: int, index: np.ndarray, keep: range):
+def hardmax_mix(
+    sub: Attention,
+    X,
+    den: int,
+    index: np.ndarray,
+    keep: range,
+    record: list | None = None,
+    sublayer: int = -1,
+):
     """(numerators per distinct row in first-seen order, denominator, index, columns whose
-    scores were unequal) of a hardmax attention sub-layer, as the reference computes them."""
-    from exactmem.evaluate.reference import _reduce
+    scores were unequal) of a hardmax attention sub-layer, as the reference computes them.
+    With ``record`` (a list) each head's queries, keys, values, scores and weights are
+    appended to it as a :class:`~exactmem.evaluate.reference.HeadRecord`."""
+    from exactmem.evaluate.reference import HeadRecord, _reduce
 
     N, n = index.shape
     size = len(X[0]) if X else 0
@@ -41,15 +51,42 @@ def hardmax_mix(sub: Attention, X, den: int, index: np.ndarray, keep: range):
     L = math.lcm(*range(1, keys + 1))
     deltas = []
     unequal = 0
-    for h in sub.heads:
-        Q, _ = _lanes(h.query, X, den, size)
-        K, _ = _lanes(h.key, X, den, size)
+    for hi, h in enumerate(sub.heads):
+        Q, qd = _lanes(h.query, X, den, size)
+        K, kd = _lanes(h.key, X, den, size)
         V, vden = _lanes(h.value, X, den, size)
         scores = np.einsum("iqj,ikj->iqk", Q[index], K[index[:, :keys]])  # one denominator
         top = scores.max(axis=2)
         at_top = scores == top[:, :, None]
         count = at_top.sum(axis=2)  # (N, n)
         unequal += int(np.count_nonzero(count < keys))
+        if record is not None:  # the pattern over all n keys (a masked key: 0)
+            visible = np.zeros((n, n), bool)
+            visible[:, :keys] = True
+            padded = np.zeros((N, n, n), dtype=object)
+            padded[:, :, :keys] = scores
+            weights = np.zeros((N, n, n), dtype=object)
+            weights[:, :, :keys] = at_top.astype(object) * (L // count)[:, :, None]
+            record.append(
+                HeadRecord(
+                    sublayer,
+                    hi,
+                    sub.score,
+                    sub.mask,
+                    visible,
+                    Q[index],
+                    K[index],
+                    V[index],
+                    padded,
+                    weights,
+                    np.ones((N, n), bool),
+                    qd,
+                    kd,
+                    vden,
+                    qd * kd,
+                    L,
+                )  # fmt: skip
+            )
         summed = np.einsum("iqk,ikj->iqj", at_top.astype(object), V[index[:, :keys]])
         mixed = summed * (L // count)[:, :, None].astype(object)  # over vden·L
         flat = mixed.reshape(N * n, -1)

@@ -33,7 +33,17 @@ from exactmem.model import (
 )
 from exactmem.progress import tell
 
-__all__ = ["AttentionStat", "LayerStat", "Outputs", "Stream", "Trace", "run", "run_points"]
+__all__ = [
+    "AttentionStat",
+    "HeadRecord",
+    "LayerStat",
+    "Outputs",
+    "Recording",
+    "Stream",
+    "Trace",
+    "run",
+    "run_points",
+]
 
 Batch = list[np.ndarray]  # one object array of int numerators per coordinate
 
@@ -129,6 +139,94 @@ class Outputs(Sequence):
     def first_lane(self) -> tuple[np.ndarray, int]:
         """(numerators of lane 0 per (sequence, position), denominator): the label lane."""
         return np.asarray(self.columns[0])[self.index], self.den
+
+
+@dataclass(eq=False)
+class HeadRecord:
+    """What one attention head computed on every sequence, recorded when :func:`run` is asked
+    (``record=Recording(attention=True)``): the analogue of TransformerLens's ``hook_q``,
+    ``hook_k``, ``hook_v``, ``hook_attn_scores`` and ``hook_pattern``, exact. Every array holds
+    integer numerators (Python ints in object arrays) over the denominator beside it, as the
+    evaluators keep their values (:func:`exactmem.tracing.trace` lays them out as rationals).
+
+    ``queries`` (over ``query_den``), ``keys`` (``key_den``), ``values`` (``value_den``):
+    (sequences, positions, head size); None for a ``uniform`` head's queries and keys, which it
+    never computes. ``scores`` (``score_den``): (sequences, queries, keys), ⟨q, k⟩ before the
+    sub-layer's division by √scale, 0 where the key is masked (``visible``: (queries, keys)
+    booleans), None for a uniform head. ``weights`` (``weight_den``): the attention pattern,
+    0 for a masked key; ``exact`` (sequences, queries) is False for a softmax column whose
+    scores are not all equal — its weights are transcendental, left 0 here
+    (:func:`exactmem.evaluate.softmax.softmax_balls` encloses them)."""
+
+    sublayer: int
+    head: int
+    score: str
+    mask: str
+    visible: np.ndarray
+    queries: np.ndarray | None
+    keys: np.ndarray | None
+    values: np.ndarray
+    scores: np.ndarray | None
+    weights: np.ndarray
+    exact: np.ndarray
+    query_den: int = 1
+    key_den: int = 1
+    value_den: int = 1
+    score_den: int = 1
+    weight_den: int = 1
+
+
+def _over_one_den(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """An object array of mpq (None read as 0) as integer numerators over their lcm."""
+    flat = [v for v in values.reshape(-1).tolist() if v is not None]
+    den = math.lcm(*[int(v.denominator) for v in flat]) if flat else 1
+    out = np.zeros(values.shape, dtype=object)
+    for at, v in np.ndenumerate(values):
+        if v is not None:
+            out[at] = int(v.numerator) * (den // int(v.denominator))
+    return out, den
+
+
+def _head_record(sublayer: int, head: int, att: Attention, book: dict, visible) -> HeadRecord:
+    """A :class:`HeadRecord` from the per-sequence rationals the reference computed."""
+    uniform = att.score == "uniform"
+    exact = np.array(
+        [
+            [book["weights"][i, q, 0] is not None for q in range(visible.shape[0])]
+            for i in range(book["weights"].shape[0])
+        ],
+        dtype=bool,
+    ).reshape(book["weights"].shape[:2])
+    q, qd = (None, 1) if uniform else _over_one_den(book["queries"])
+    k, kd = (None, 1) if uniform else _over_one_den(book["keys"])
+    v, vd = _over_one_den(book["values"])
+    sc, sd = (None, 1) if uniform else _over_one_den(book["scores"])
+    w, wd = _over_one_den(book["weights"])
+    return HeadRecord(sublayer, head, att.score, att.mask, visible, q, k, v, sc, w, exact,
+                      qd, kd, vd, sd, wd)  # fmt: skip
+
+
+@dataclass(eq=False)
+class Recording:
+    """What :func:`run` records beyond the streams and probes, only when asked (a normal run
+    records nothing and pays nothing): every attention head's queries, keys, values, scores
+    and pattern (:class:`HeadRecord`), and every ReLU layer's pre-activations
+    (``preactivations[(sublayer, layer)] = (numerators per unit per distinct row, den,
+    row index per (sequence, position))``).
+
+    The caller keeps the object: it is filled as the evaluation goes, so what was recorded
+    before an :class:`~exactmem.errors.InconclusiveError` (softmax with unequal scores) is
+    still there, with the partial trace in ``trace``. Pre-activations are recorded on the plain
+    path of this module; attention on it too, or in the fast evaluator's hardmax step
+    (:func:`exactmem.evaluate.hardmax.hardmax_mix`), with the same values; the shortcut for
+    all-equal scores stands aside."""
+
+    attention: bool = False
+    preactivations: bool = False
+    heads: list[HeadRecord] = field(default_factory=list)
+    pre: dict[tuple[int, int], tuple[Batch, int, np.ndarray]] = field(default_factory=dict)
+    trace: Trace | None = None
+    stopped: tuple[int, str] | None = None  # (sub-layer, why) where exact evaluation stopped
 
 
 @dataclass
@@ -314,6 +412,7 @@ def _mlp(
     on_probe: Callable,
     stats: list,
     progress: Callable[[str], None] | None = None,
+    keep_pre: Callable[[int, Batch, int], None] | None = None,
 ) -> tuple[Batch, int]:
     if mlp.activation != "relu":  # (run refuses such models first; a step never reads GELU as ReLU)
         raise InconclusiveError(f"MLP {mlp.label!r}: {mlp.activation} is transcendental")
@@ -336,6 +435,8 @@ def _mlp(
             H, hden = Z, zden
             break
         stats.append(_stat(Z, zden, sub, li, size))
+        if keep_pre is not None:
+            keep_pre(li, Z, zden)
         H = [np.maximum(z, 0) for z in Z]
         H, hden = _reduce(H, zden)
         for p in probes_at.get(li, ()):
@@ -428,18 +529,42 @@ def _keys(mask: str, n: int, query: int) -> list[int]:
 
 
 def _attention(
-    att: Attention, seq_cols: list[list[tuple[mpq, ...]]]
+    att: Attention,
+    seq_cols: list[list[tuple[mpq, ...]]],
+    record: list[HeadRecord] | None = None,
+    sublayer: int = -1,
 ) -> tuple[list[list[tuple]], int]:
     """Exact attention on each sequence (columns as tuples of mpq); also counts the query
     columns whose scores were not all equal. With ``mask="context"`` the last position is not
-    a key; with ``mask="causal"`` position k reads the keys 0..k."""
+    a key; with ``mask="causal"`` position k reads the keys 0..k. With ``record`` (a list) every
+    head's queries, keys, values, scores and weights are appended to it as a
+    :class:`HeadRecord`, and a softmax column of unequal scores is recorded (weights None)
+    before the layer is given up as transcendental."""
     result = []
     unequal = 0
-    for cols in seq_cols:
-        n = len(cols)
+    transcendental = False
+    n = len(seq_cols[0]) if seq_cols else 0
+    if record is not None:
+        N = len(seq_cols)
+        visible = np.zeros((n, n), bool)
+        for q in range(n):
+            visible[q, _keys(att.mask, n, q)] = True
+        books = [
+            {
+                "queries": np.full((N, n, h.query.out_dim), None, dtype=object),
+                "keys": np.full((N, n, h.key.out_dim), None, dtype=object),
+                "values": np.full((N, n, h.value.out_dim), None, dtype=object),
+                "scores": np.full((N, n, n), None, dtype=object),
+                "weights": np.full((N, n, n), None, dtype=object),
+            }
+            for h in att.heads
+        ]
+    for si, cols in enumerate(seq_cols):
         new = [list(c) for c in cols]
-        for h in att.heads:
+        for hi, h in enumerate(att.heads):
             values = [_apply_linear(h.value, c) for c in cols]
+            scored: list[list[mpq]] = []
+            queries = keys = None
             if att.score == "uniform" and att.mask != "causal":  # one row for every query
                 keys_at = _keys(att.mask, n, 0)
                 weights = [[(k, mpq(1, len(keys_at))) for k in keys_at]] * n
@@ -455,20 +580,25 @@ def _attention(
                         sum((a * b for a, b in zip(keys[k], q, strict=True)), mpq(0))
                         for k in keys_at
                     ]
+                    scored.append(scores)
                     top = max(scores)
                     if min(scores) != top:
                         unequal += 1
                         if att.score == "softmax":
-                            raise InconclusiveError(
-                                f"softmax attention {att.label!r}: unequal scores in a column are "
-                                "transcendental; evaluate with the ball evaluator "
-                                "(exactmem.evaluate.softmax)"
-                            )
+                            transcendental = True
+                            if record is None:
+                                raise _softmax_inconclusive(att)
+                            weights.append(None)
+                            continue
                     if att.score == "softmax":
                         weights.append([(k, mpq(1, len(keys_at))) for k in keys_at])
                     else:
                         tied = [k for k, s in zip(keys_at, scores, strict=True) if s == top]
                         weights.append([(k, mpq(1, len(tied))) for k in tied])
+            if record is not None:
+                _book(books[hi], si, queries, keys, values, scored, weights, visible)
+            if transcendental:
+                continue
             for kq, ws in enumerate(weights):
                 mixed = [
                     sum((values[k][j] * w for k, w in ws), mpq(0)) for j in range(len(values[0]))
@@ -476,7 +606,41 @@ def _attention(
                 delta = _apply_linear(h.output, mixed)
                 new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
         result.append([tuple(c) for c in new])
+    if record is not None:
+        for hi, book in enumerate(books):
+            record.append(_head_record(sublayer, hi, att, book, visible))
+    if transcendental:
+        raise _softmax_inconclusive(att)
     return result, unequal
+
+
+def _softmax_inconclusive(att: Attention) -> InconclusiveError:
+    return InconclusiveError(
+        f"softmax attention {att.label!r}: unequal scores in a column are "
+        "transcendental; evaluate with the ball evaluator "
+        "(exactmem.evaluate.softmax)"
+    )
+
+
+def _book(book: dict, i: int, queries, keys, values, scored, weights, visible) -> None:
+    """Sequence ``i``'s vectors, scores and weights of one head into the arrays of ``book``."""
+    n = len(values)
+    for k in range(n):
+        book["values"][i, k, :] = values[k]
+        if queries is not None:
+            book["queries"][i, k, :] = queries[k]
+            book["keys"][i, k, :] = keys[k]
+    for q in range(n):
+        at = np.flatnonzero(visible[q]).tolist()
+        if scored:
+            for k, v in zip(at, scored[q], strict=True):
+                book["scores"][i, q, k] = v
+        if weights[q] is None:  # transcendental softmax weights: not exact
+            continue
+        row = [mpq(0)] * n
+        for k, w in weights[q]:
+            row[k] = w
+        book["weights"][i, q, :] = row
 
 
 def _to_batch(columns: list[tuple[mpq, ...]], dim: int) -> tuple[Batch, int]:
@@ -519,6 +683,7 @@ def run(
     mlp_step: Callable | None = None,
     mix_step: Callable | None = None,
     folds: Sequence = (),
+    record: Recording | None = None,
 ) -> Trace:
     """Evaluate ``model`` exactly on ``sequences`` of indices into ``vocab``.
 
@@ -530,7 +695,9 @@ def run(
     ``jobs``); ``mix_step`` may evaluate a token-mixing sub-layer whose scores are all equal
     (returns None to leave it to this module). ``folds`` consume the probes they claim as they
     are computed instead of storing them (:class:`exactmem.verify.StepFold`,
-    :class:`exactmem.verify.MatchFold`).
+    :class:`exactmem.verify.MatchFold`). ``record`` (a :class:`Recording`) asks for the
+    attention heads' scores and patterns and the ReLU layers' pre-activations; the sub-layers
+    it asks about then run on the plain path of this module, with the same values.
     """
     if positions not in ("all", "last"):
         raise ValueError("positions must be 'all' or 'last'")
@@ -539,6 +706,8 @@ def run(
             "a GELU MLP is transcendental: the exact evaluators do not run it; evaluate with the "
             "ball evaluator (exactmem.evaluate.softmax)"
         )
+    if record is not None and record.preactivations:
+        mlp_step, jobs = None, 1
     if any(isinstance(s, Attention) and s.mask == "causal" for s in model.sublayers):
         mix_step = None  # a shortcut for all-equal scores would weigh every position 1/n
     N = len(sequences)
@@ -568,6 +737,8 @@ def run(
         X, den = _to_batch([tuple(mpq(v) for v in vocab[tok]) for tok in used], model.input_dim)
     _bound_values(model, None if model.token_inputs else X, den, n)
     trace = Trace(outputs=[], stats=KeptStats(STATS_FACTOR * _limits().max_value_bits))
+    if record is not None:
+        record.trace = trace
     last_attention = max(
         (i for i, s in enumerate(model.sublayers) if not isinstance(s, MLP | LayerNorm)),
         default=-1,
@@ -602,7 +773,13 @@ def run(
             elif jobs > 1 and size >= 2 * MIN_ROWS_PER_JOB:
                 X, den = _mlp_parallel(sub, X, den, size, si, on_probe, trace.stats, jobs, progress)
             else:
-                X, den = _mlp(sub, X, den, size, si, on_probe, trace.stats, progress)
+                keep_pre = None
+                if record is not None and record.preactivations:
+
+                    def keep_pre(li, Z, zden, si=si, index=index):
+                        record.pre[(si, li)] = (Z, zden, index)
+
+                X, den = _mlp(sub, X, den, size, si, on_probe, trace.stats, progress, keep_pre)
             names = sub.layers[-1].names
             if sub.residual or not names:
                 names = _stream_names(trace) or names
@@ -621,7 +798,12 @@ def run(
                 f"positions, the sequences have {n}"
             )
         keep = range(n - 1, n) if positions == "last" and si == last_attention else range(n)
-        shortcut = mix_step(sub, X, den, index, keep) if mix_step is not None else None
+        # recording heads: no shortcut for all-equal scores (it computes none to record)
+        heads = record.heads if record is not None and record.attention else None
+        heads = heads if isinstance(sub, Attention) else None
+        shortcut = None
+        if mix_step is not None and heads is None:
+            shortcut = mix_step(sub, X, den, index, keep)
         if shortcut is not None:  # all scores equal: weights exactly 1/n, nothing to decide
             X, den, index = shortcut
             if isinstance(sub, Attention):
@@ -632,7 +814,7 @@ def run(
         if mix_step is not None and isinstance(sub, Attention) and sub.score == "hardmax":
             from exactmem.evaluate.hardmax import hardmax_mix  # the fast path, on arrays
 
-            X, den, index, unequal = hardmax_mix(sub, X, den, index, keep)
+            X, den, index, unequal = hardmax_mix(sub, X, den, index, keep, heads, si)
             trace.attention.append(AttentionStat(si, N * n * len(sub.heads), unequal))
             size = len(X[0]) if X else 0
             trace.streams.append(Stream(tuple(_stream_names(trace)), X, den, index))
@@ -648,7 +830,12 @@ def run(
                 for seq in seq_cols
             ]
         else:
-            mixed, unequal = _attention(sub, seq_cols)
+            try:
+                mixed, unequal = _attention(sub, seq_cols, heads, si)
+            except InconclusiveError as exc:
+                if record is not None:
+                    record.stopped = (si, str(exc))
+                raise
             trace.attention.append(AttentionStat(si, N * n * len(sub.heads), unequal))
         distinct: dict[tuple, int] = {}
         new_index = np.zeros((N, len(keep)), dtype=np.int64)

@@ -102,6 +102,55 @@ def _no_lane_s(model: Transformer, ds: Dataset) -> Transformer:
     return replace(model, embed=replace(embed, names=names))
 
 
+def _bypassed_memorizer(model: Transformer, ds: Dataset) -> Transformer:
+    """The memorizer's read-out zeroed and a bypass added: one more unit per layer carries
+    ReLU(S) from the first layer to the last, which reads only it — the checked stages stay,
+    as dead code beside the carrier."""
+    mem = _memorizer(model)
+    S = _embed(model).names.index("S")
+    first, *middle, last = mem.layers
+    layers = [
+        replace(
+            first,
+            rows=(*first.rows, ((S, first.denominator),)),
+            bias=(*first.bias, 0),
+            names=(*first.names, "bypass") if first.names else (),
+        )
+    ]
+    for layer in middle:
+        layers.append(
+            replace(
+                layer,
+                in_dim=layer.in_dim + 1,
+                rows=(*layer.rows, ((layer.in_dim, layer.denominator),)),
+                bias=(*layer.bias, 0),
+                names=(*layer.names, "bypass") if layer.names else (),
+            )
+        )
+    read = ((last.in_dim, last.denominator),)
+    layers.append(
+        replace(
+            last,
+            in_dim=last.in_dim + 1,
+            rows=(read, *(() for _ in last.rows[1:])),
+            bias=(0,) * last.out_dim,
+        )
+    )
+    return _sub(model, len(model.sublayers) - 1, replace(mem, layers=tuple(layers)))
+
+
+def _memorizer_reads_m(model: Transformer, ds: Dataset) -> Transformer:
+    """The memorizer's first layer also reads the lane m (0 before the memorizer on the data,
+    so no value changes): its read-out no longer depends on S and t alone."""
+    mem = _memorizer(model)
+    first = mem.layers[0]
+    m = _embed(model).names.index("m")
+    rows = list(first.rows)
+    rows[0] = tuple(sorted({**dict(rows[0]), m: first.denominator}.items()))
+    first = replace(first, rows=tuple(rows))
+    return _sub(model, len(model.sublayers) - 1, replace(mem, layers=(first, *mem.layers[1:])))
+
+
 CHECKS: dict[str, tuple[CheckSpec, ...]] = {
     "kim23": (
         CheckSpec(
@@ -182,6 +231,36 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
                     "the keys of Stage I",
                     "memorizer.",
                     model=_moved_bias,
+                ),
+            ),
+        ),
+        CheckSpec(
+            "kim23.dataflow.memorizer",
+            PAPER,
+            "the √(nN) term: the memorizer on the ids produces the labels",
+            "every path from the input to the output crosses the memorizer's checked read-out "
+            "(Lemma C.1 Stage III's matches and labels), over the non-zero weights",
+            (
+                Breaker(
+                    "mechanism read-out zeroed, bypass added",
+                    "the memorizer as the producer of the output",
+                    "kim23.dataflow.memorizer",
+                    model=_bypassed_memorizer,
+                ),
+            ),
+        ),
+        CheckSpec(
+            "kim23.dataflow.lanes",
+            PAPER,
+            "the memorizer reads the (context, token) ids",
+            "every path into the memorizer's read-out crosses the lanes S and t the ids "
+            "z = A(S − S_min) + t are made of",
+            (
+                Breaker(
+                    "memorizer reads lane m",
+                    "the ids as the memorizer's only input",
+                    "kim23.dataflow.lanes",
+                    model=_memorizer_reads_m,
                 ),
             ),
         ),

@@ -113,6 +113,38 @@ def _two_directions(model: Transformer, ds: Dataset) -> Transformer:
     return replace(model, sublayers=(att, replace(ffn, layers=(first, *ffn.layers[1:]))))
 
 
+def _bypass(model: Transformer, w2_reads: bool, around: str) -> Transformer:
+    """The FFN cut to its first layer (the units reading the id) and a residual W₂ that writes
+    lane ``k`` ≠ j (j the lane the head writes) from the first unit when ``w2_reads``, else
+    nothing; the read-out reads lane k, and lane j too when ``around`` is "head"."""
+    att, ffn = _parts(model)
+    first = ffn.layers[0]
+    d = first.in_dim
+    written = {i for i, row in enumerate(att.heads[0].output.rows) if row}
+    j = min(written)
+    k = next(i for i in range(d) if i not in written)
+    rows = tuple(((0, 1),) if i == k and w2_reads else () for i in range(d))
+    w2 = Affine(first.out_dim, rows, (0,) * d)
+    read = ((k, 1), (j, 1)) if around == "head" else ((k, 1),)
+    return replace(
+        model,
+        sublayers=(att, MLP((first, w2), residual=True, label=ffn.label)),
+        unembed=Affine(d, (tuple(sorted(read)),), (0,)),
+    )
+
+
+def _dead_ffn(model: Transformer, ds: Dataset) -> Transformer:
+    """The FFN's read-out zeroed (W₂ = 0) and a bypass added: the read-out reads a token lane
+    the head does not write, through the residual — the FFN is dead code."""
+    return _bypass(model, False, "token")
+
+
+def _around_ffn(model: Transformer, ds: Dataset) -> Transformer:
+    """The read-out reads the lane the head writes through the residual, around the FFN's
+    units that read the id (which it also reads)."""
+    return _bypass(model, True, "head")
+
+
 CHECKS: dict[str, tuple[CheckSpec, ...]] = {
     "ks24": (
         CheckSpec(
@@ -179,6 +211,28 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
                     "the re-quantizer's exact steps",
                     "ks24.requantization",
                     model=_shift_steps,
+                ),
+            ),
+        ),
+        CheckSpec(
+            "ks24.dataflow",
+            PAPER,
+            "the FFN on the context ids memorizes the labels",
+            "every path from the input to the output crosses the FFN's units reading the id "
+            "wᵀz (or, in the residual form, a token lane the head does not write), and the "
+            "output reads at least one of those units (W₂ ≠ 0 on what the read-out reads)",
+            (
+                Breaker(
+                    "mechanism read-out zeroed, bypass added",
+                    "the FFN as the producer of the output",
+                    "ks24.dataflow",
+                    model=_dead_ffn,
+                ),
+                Breaker(
+                    "read-out around the FFN",
+                    "the FFN as the only path from the head to the output",
+                    "ks24.dataflow",
+                    model=_around_ffn,
                 ),
             ),
         ),

@@ -456,10 +456,15 @@ def _smallest(margins: list[str]) -> str:
 def _write_csv(path: Path, rows: list[dict]) -> None:
     if not rows:
         return
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    import io
+
+    from exactmem.outputs import write_atomic
+
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(path, text.getvalue().encode())  # whole or absent, also when interrupted
 
 
 def run_experiment(
