@@ -6,6 +6,7 @@ builder makes — over a grid of small seeded datasets and of option values up t
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from functools import partial
 
 import pytest
@@ -77,7 +78,11 @@ GRID: dict[str, Grid] = {
             {"functional_bound": 2**64},
         )
     ],
-    "ks24": [(lambda: ks24_example(6, 2, 2, 6, 2, 1), o) for o in ({}, {"ffn": "residual"})],
+    "ks24": [
+        (partial(ks24_example, *size), o)
+        for size in ((6, 2, 2, 6, 2, 1), (16, 3, 2, 8, 3, 1), (20, 3, 3, 10, 4, 2))
+        for o in ({}, {"ffn": "residual"}, {"temperature": Fraction(1, 2)})
+    ],
     "mahdavi24": [
         (lambda: random_instance(9, 3, 6, 3, 1, shared_context=True), o)
         for o in ({}, {"heads": 9}, {"readout": "classification"}, {"head_dim": 2})
@@ -208,6 +213,7 @@ def test_declared_bounds_pass_under_certify(name):
         ("mahdavi24", "dense_parameters"),
         ("dana25", "dense_parameters"),
         ("madden24", "dense_parameters"),
+        ("ks24", "dense_parameters"),
     ],
 )
 def test_a_model_past_the_bound_is_refuted(name, metric):
