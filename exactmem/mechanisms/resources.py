@@ -14,7 +14,7 @@ from exactmem.checklist import Breaker, CheckSpec
 from exactmem.data import Dataset, radius_and_separation
 from exactmem.model import MLP, Affine, Transformer, resources
 
-__all__ = ["bound_specs", "deepened", "past", "stream_width", "widened"]
+__all__ = ["bound_specs", "dataset_figures", "deepened", "past", "stream_width", "widened"]
 
 
 def stream_width(model: Transformer) -> int:
@@ -78,13 +78,14 @@ def deepened(model: Transformer, dataset: Dataset) -> Transformer:
     return replace(model, sublayers=(*model.sublayers, *([mlp] * 40)))
 
 
-def _figures(dataset: Dataset) -> dict[str, sympy.Expr]:
+def dataset_figures(dataset: Dataset) -> dict[str, sympy.Expr]:
     """The dataset's figures (N, d, C, r, δ, and n, ω for sequences) as the core measures them
-    (exactmem.bound_checks.figure_names), for a breaker to aim past a bound."""
+    (exactmem.bound_checks.figure_names: r and δ over the distinct points or tokens), for a
+    breaker to aim past a bound."""
     if dataset.task == "points":
-        vectors, names = dataset.points, {}
+        vectors, names = list(dict.fromkeys(map(tuple, dataset.points))), {}
     else:
-        vectors = list(dataset.vocab)
+        vectors = list(dict.fromkeys(map(tuple, dataset.vocab)))
         names = {"n": sympy.Integer(len(dataset.sequences[0]))}
         names["omega"] = sympy.Integer(len(dataset.vocab))
     r2, delta2 = radius_and_separation(vectors)
@@ -107,7 +108,7 @@ def past(metric: str, formula: str) -> Callable[[Transformer, Dataset], Transfor
         from exactmem.bound_checks import FIGURES
         from exactmem.bounds import evaluate_ball, parse_formula
 
-        names = {**dict.fromkeys(FIGURES), **_figures(dataset)}
+        names = {**dict.fromkeys(FIGURES), **dataset_figures(dataset)}
         ball = evaluate_ball(parse_formula(formula, names, f"breaker.{metric}"), 128)
         # one above the ball's upper end (exact: the midpoint of a radius-0 ball): past the bound
         limit = int(ball.upper().mid().floor().unique_fmpz()) + 1 if ball is not None else 0
