@@ -349,7 +349,9 @@ def _add_train(sub) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from exactmem.suggest import Parser  # argparse's, with "did you mean" in its errors
+
+    p = Parser(
         prog=PROG,
         description="Build the networks of Transformer memorization theorems, run them in exact "
         "arithmetic, and certify or refute what the theorems promise.",
@@ -514,7 +516,13 @@ def parser() -> argparse.ArgumentParser:
     )
     out = bo.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON on stdout")
-    out.add_argument("--latex", action="store_true", help="a LaTeX tabular on stdout")
+    out.add_argument(
+        "--latex",
+        action="store_true",
+        help="a standalone LaTeX document on stdout, for pdflatex; it loads geometry, array and "
+        "booktabs (on Debian and Ubuntu: apt install texlive-latex-base "
+        "texlive-latex-recommended; docs/plots.md)",
+    )
     bo.add_argument("--quiet", action="store_true", help="no progress on stderr")
     bo.set_defaults(func=_command("bounds"))
 
@@ -598,7 +606,8 @@ def parser() -> argparse.ArgumentParser:
         description="Parameters and depth against N on log-log axes: every parameter row of "
         "`bounds` evaluated on a grid of N (order-only rows with every hidden constant set to "
         "1), beside the resources of exactmem's vys and ks25-next-token models built (not "
-        "certified) on random data at the --measure-N sizes.",
+        "certified) on random data at the --measure-N sizes, and those two models' rows again "
+        "times the constant their builds need (dotted). Rows that coincide are drawn striped.",
         epilog=EPILOG,
     )
     pb.add_argument("--out", required=True, metavar="FILE", help="picture: .png, .svg or .pdf")

@@ -30,6 +30,7 @@ from exactmem.exact_arrays import first_seen_ids
 from exactmem.exact_arrays import top as array_top
 from exactmem.gcpause import paused_gc
 from exactmem.json_input import parse_json, read_json_file
+from exactmem.wording import plural
 
 __all__ = [
     "FORMAT",
@@ -254,7 +255,8 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
         )
         if len(labels_raw) != len(points):
             raise InputError(
-                f"{source}: {len(labels_raw)} labels for {len(points)} points (one label per point)"
+                f"{source}: {plural(len(labels_raw), 'label')} for "
+                f"{plural(len(points), 'point')} (one label per point)"
             )
         labels: tuple = tuple(_label(y, f"labels[{i}]") for i, y in enumerate(labels_raw))
     else:
@@ -284,7 +286,8 @@ def parse_dataset(obj: object, *, allow_floats: bool = False, source: str = "dat
         sequences = tuple(seqs)
         if len(labels_raw) != len(sequences):
             raise InputError(
-                f"{source}: {len(labels_raw)} labels for {len(sequences)} sequences "
+                f"{source}: {plural(len(labels_raw), 'label')} for "
+                f"{plural(len(sequences), 'sequence')} "
                 "(one entry per sequence)"
             )
         if task == "seq2seq":
@@ -335,7 +338,16 @@ def _load_dataset(path: str | Path, allow_floats: bool) -> Dataset:
         from exactmem.container import read_dataset
 
         return read_dataset(path)
-    obj = read_json_file(path, "dataset")
+    try:
+        obj = read_json_file(path, "dataset")
+    except InputError as exc:
+        if "not valid JSON" in str(exc) and _looks_like_text(path):
+            raise InputError(
+                f"{exc}; it looks like plain text, not a dataset: make one of it first with "
+                f"exactmem generate text --file {path} --window W --out data.json "
+                "(docs/own-text.md)"
+            ) from None
+        raise
     source = f"dataset file {path}"
     try:
         return parse_dataset(obj, allow_floats=allow_floats, source=source)
@@ -343,6 +355,20 @@ def _load_dataset(path: str | Path, allow_floats: bool) -> Dataset:
         if str(exc).startswith(source):
             raise
         raise InputError(f"{source}: {exc}") from None
+
+
+def _looks_like_text(path: str | Path) -> bool:
+    """Whether a file that is not valid JSON starts like prose: UTF-8 text whose first
+    character that is not white space opens no JSON value (``generate text`` reads such files)."""
+    if str(path).endswith(".gz"):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    text = head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")
+    return bool(text) and b"\0" not in head and text[0] not in '{["'
 
 
 def _raw_value(x: object) -> object:

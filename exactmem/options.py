@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from exactmem.errors import InputError
+from exactmem.wording import did_you_mean
 
 CONSTRUCTIONS = {
     "vys": "Vardi, Yehudai & Shamir 2022, Theorem 3.1 / Kajitsuka & Sato 2025, Lemma C.1 "
@@ -280,6 +281,7 @@ def parse_options(construction: str, items: Sequence[str]) -> dict:
         if key not in known:
             raise InputError(
                 f"--set {key[:80]}: unknown option for {construction!r}; known: {', '.join(known)}"
+                + did_you_mean(key[:80], known)
             )
         if key in options:
             raise InputError(f"--set {key}: given twice; give each option once")

@@ -17,18 +17,22 @@ from __future__ import annotations
 import io
 import math
 import os
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from exactmem.errors import InputError
+from exactmem.wording import plural
 
 __all__ = [
     "FORMATS",
     "CertificateView",
     "LayerRow",
     "figure_format",
+    "fitted_constants",
     "measured_builds",
+    "overlapping",
     "plot_bounds",
     "plot_certificate",
     "read_certificate",
@@ -168,6 +172,106 @@ def measured_builds(sizes: dict, Ns: Sequence[int], seed: int = 0) -> list[dict]
     return out
 
 
+# The table row whose formula each measured construction builds to: the fitted constant is the
+# factor by which that row, drawn with its hidden constants set to 1, must grow to cover them.
+FITTED_ROWS = {"vys": "vys22-upper", "ks25-next-token": "ks25-thm4.1"}
+OVERLAP = 0.03  # curves closer than this in log₁₀ at every N are drawn on top of each other
+MARKERS = "v^<>DphP*Xd8H"  # for the rows: never "o" or "s", the builds' markers
+MARK_EVERY = 6
+
+
+def overlapping(curves: Sequence[Curve], tolerance: float = OVERLAP) -> list[list[Curve]]:
+    """The curves in groups that look like one line on log axes: every curve of a group lies
+    within ``tolerance`` in log₁₀ of another of it at every N (Vardi et al.'s Ω(√N) and Theorem
+    4.2's; Madden et al.'s ωN and N(ω − 1)). Groups keep the curves' order; a curve drawn
+    alone is a group of one."""
+
+    def close(a: Curve, b: Curve) -> bool:
+        return a.xs == b.xs and all(
+            y > 0 and z > 0 and abs(math.log10(y / z)) < tolerance
+            for y, z in zip(a.ys, b.ys, strict=True)
+        )
+
+    groups: list[list[Curve]] = []
+    for curve in curves:
+        joined = [g for g in groups if any(close(curve, c) for c in g)]
+        merged = [c for g in joined for c in g] + [curve]
+        groups = [g for g in groups if g not in joined] + [merged]
+    order = {c.key: k for k, c in enumerate(curves)}
+    return sorted(
+        (sorted(g, key=lambda c: order[c.key]) for g in groups), key=lambda g: order[g[0].key]
+    )
+
+
+def fitted_constants(sizes: dict, builds: list[dict]) -> dict[str, dict]:
+    """Per construction of :data:`FITTED_ROWS` that was built: its row's key and the smallest
+    constant c with built ≤ c·row at every build, for the parameters (the row's value) and the
+    depth (the row less d, Lemma C.1's depth order). These are the hidden constants the builds
+    need, measured on these sizes only; floats, for drawing (``check`` decides bounds exactly)."""
+    from exactmem.field import evaluate_rows
+
+    out: dict[str, dict] = {}
+    for b in builds:
+        key = FITTED_ROWS.get(b["construction"])
+        if key is None:
+            continue
+        row = next(r for r in evaluate_rows({**sizes, "N": b["N"]}) if r["key"] == key)
+        if row["value"] is None:
+            continue
+        value = float(row["value"])
+        fit = out.setdefault(b["construction"], {"row": key, "parameters": 0.0, "depth": 0.0})
+        fit["parameters"] = max(fit["parameters"], b["dense_parameters"] / value)
+        fit["depth"] = max(fit["depth"], b["depth"] / (value - sizes["d"]))
+    return out
+
+
+def _constant(c: float) -> str:
+    return f"{c:.2g}" if c < 10 else f"{c:.0f}"
+
+
+def _draw_rows(ax, curves: list[Curve], colors: dict, style: dict[str, str]) -> list[str]:
+    """Draw every row so that each stays visible where rows coincide: each row has its own
+    marker; rows that overlap are drawn in alternating dashes of their colours, their markers
+    staggered, and named together at the right end. Returns the notes of the groups."""
+    notes = []
+    for group in overlapping(curves):
+        k = len(group)
+        for j, curve in enumerate(group):
+            marker = MARKERS[list(colors).index(curve.key) % len(MARKERS)]
+            every = (j * MARK_EVERY // k, MARK_EVERY)
+            line = style[curve.kind] if k == 1 else (j * 5.0, (5.0, 5.0 * (k - 1)))
+            ax.plot(
+                curve.xs,
+                curve.ys,
+                linestyle=line,
+                color=colors[curve.key],
+                lw=1.8 if k > 1 else 1.6,
+                marker=marker,
+                ms=5,
+                markevery=every,
+                label=curve.label + (f" (striped: one of {k} rows that coincide)" if k > 1 else ""),
+            )
+        if k > 1:
+            works = [c.label.split(": ")[0] for c in group]
+            orders = [c.label.split(": ")[-1] for c in group]
+            if len(set(works)) == 1:
+                note = f"{works[0]}: {' ≡ '.join(orders)}"
+            else:
+                note = " ≡ ".join(f"{w} {o}" for w, o in zip(works, orders, strict=True))
+            ax.annotate(  # a short tag under the right end; the legend names the rows
+                f"{k} rows ≡",
+                (group[0].xs[-1], group[0].ys[-1]),
+                xytext=(-2, -6),
+                textcoords="offset points",
+                ha="right",
+                va="top",
+                fontsize=8,
+                color="0.15",
+            )
+            notes.append(note)
+    return notes
+
+
 def _measured_curves(builds: list[dict], quantity: str) -> list[Curve]:
     curves = []
     for name in MEASURED:
@@ -219,11 +323,24 @@ def plot_bounds(
     fig = Figure(figsize=(13.5, 5.6), layout="constrained")
     ax_p, ax_d = fig.subplots(1, 2, width_ratios=(1.25, 1))
     colors = dict(zip((c.key for c in params), _colors(len(params)), strict=True))
-    for curve in params:
-        style = "-" if curve.kind == "upper" else "--"
-        ax_p.plot(curve.xs, curve.ys, style, color=colors[curve.key], lw=1.6, label=curve.label)
-    for curve in depth:
-        ax_d.plot(curve.xs, curve.ys, "-.", color=colors[curve.key], lw=1.6, label=curve.label)
+    _draw_rows(ax_p, params, colors, {"upper": "-", "lower": "--"})
+    _draw_rows(ax_d, depth, colors, {"upper": "-.", "lower": "-."})
+    fits = fitted_constants(sizes, builds)
+    for ax, curves, quantity in ((ax_p, params, "parameters"), (ax_d, depth, "depth")):
+        for name, fit in fits.items():
+            row = next((c for c in curves if c.key == fit["row"]), None)
+            if row is None:
+                continue
+            c = fit[quantity]
+            ax.plot(
+                row.xs,
+                [y * c for y in row.ys],
+                linestyle=(0, (1, 2)),
+                color=colors[row.key],
+                lw=1.3,
+                label=f"{row.label.split(': ')[0]} × {_constant(c)}: the constant the "
+                f"{name} builds need (dotted)",
+            )
     for ax, quantity in ((ax_p, "dense_parameters"), (ax_d, "depth")):
         for curve, marker in zip(_measured_curves(builds, quantity), "os", strict=False):
             ax.plot(
@@ -242,7 +359,7 @@ def plot_bounds(
         ax.set_xlabel("N (points or sequences)")
         ax.grid(True, which="major", alpha=0.3)
     ax_p.set_ylabel("parameters")
-    ax_p.set_title("parameters: upper bounds (solid), lower bounds (dashed), built (markers)")
+    ax_p.set_title("parameters: upper bounds (solid), lower (dashed), built (open markers)")
     ax_d.set_ylabel("depth (layers)")
     ax_d.set_title("depth: Lemma C.1's order beside exactmem's builds")
     handles, labels = ax_p.get_legend_handles_labels()
@@ -252,10 +369,24 @@ def plot_bounds(
             handles.append(handle)
             labels.append(label)
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    need = "; ".join(
+        f"{name} needs c = {_constant(f['parameters'])} (parameters), {_constant(f['depth'])} "
+        "(depth)"
+        for name, f in fits.items()
+    )
+    caption = (
+        "Order-only rows (Õ, O, Ω) are drawn with every hidden constant set to 1: compare "
+        "slopes, not heights."
+        + (
+            f" Dotted: a row times the constant c its construction's builds need ({need})."
+            if fits
+            else ""
+        )
+    )
     fig.suptitle(
         f"Memorization bounds against N (n = {n}, d = {d}, ω = {omega}, C = {C}, r = δ = 1, "
-        "log base 2): order-only rows set every hidden constant to 1",
-        fontsize=11,
+        "log base 2)\n" + "\n".join(textwrap.wrap(caption, 150)),
+        fontsize=10,
     )
     size = _save(fig, out, fmt)
     skipped = f"; left out: {'; '.join(left_out)}" if left_out else ""
@@ -416,7 +547,7 @@ def plot_certificate(cert_path: str | os.PathLike, out: str | os.PathLike) -> st
             "o",
             ms=3.5,
             color=colors[sub],
-            label=f"sub-layer {sub} ({len(idx)} ReLU layers)",
+            label=f"sub-layer {sub} ({plural(len(idx), 'ReLU layer')})",
         )
         ax_z.bar(
             idx,
@@ -469,7 +600,7 @@ def plot_certificate(cert_path: str | os.PathLike, out: str | os.PathLike) -> st
     measured = [r for r in layers if r.log10_margin is not None]
     smallest = min(measured, key=lambda r: r.log10_margin or 0.0) if measured else None
     return (
-        f"wrote {os.fspath(out)} ({fmt}, {size} bytes): {len(layers)} ReLU layers of a "
+        f"wrote {os.fspath(out)} ({fmt}, {size} bytes): {plural(len(layers), 'ReLU layer')} of a "
         f"{view.verdict} certificate"
         + (f", smallest sign margin {smallest.margin}" if smallest else "")
     )

@@ -142,12 +142,28 @@ class Progress:
         self._lock = threading.Lock()
         self._ticker: threading.Thread | None = None
         self._stop = threading.Event()
+        self._later: str | None = None  # a milestone held until the work reports (later())
 
     # ------------------------------------------------------------------ lines
+
+    def later(self, message: str) -> None:
+        """A milestone line ("verifying on N inputs") held until the work it announces first
+        reports (a message or a step) or :meth:`flush` is called; an error raised before that
+        (the input checks that open the work) ends the command with no progress line before
+        its message."""
+        self._later = message
+
+    def flush(self) -> None:
+        """Print the milestone :meth:`later` holds, if any."""
+        held, self._later = self._later, None
+        if held is not None:
+            self(held, force=True)
 
     def __call__(self, message: str, *, force: bool = False) -> None:
         if not self.enabled:
             return
+        if self._later is not None:
+            self.flush()
         now = time.perf_counter()
         with self._lock:
             if force:
@@ -176,6 +192,8 @@ class Progress:
         """``done`` of ``total`` steps of ``phase``: its bar (a new one when the phase
         changes), closed when the phase is complete. An ``outer`` phase (the instances of
         ``check``) keeps its bar on the first line while the inner phases come and go below."""
+        if self._later is not None and self.enabled:
+            self.flush()
         if not self.bars:
             return
         with self._lock:

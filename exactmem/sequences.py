@@ -28,6 +28,7 @@ from exactmem.errors import InputError
 from exactmem.exact_arrays import first_seen_ids, index_type, int_array, multiset_ids
 from exactmem.progress import counter, ignore
 from exactmem.token_rows import token_matrix
+from exactmem.wording import plural
 
 __all__ = [
     "SequenceView",
@@ -229,12 +230,12 @@ def check_consistency(
         shown = "; ".join(f"{a} and {b} (labels {x} and {y})" for a, b, x, y in conflicts[:5])
         more = f" and {total - 5} more" if total > 5 else ""
         same = _identical(ds, sv, clash, owner[clash], width if ds.task == "seq2seq" else 0)
-        parts = [f"{total} label conflicts: {shown}{more}."]
+        parts = [f"{plural(total, 'label conflict')}: {shown}{more}."]
         if same.any():
             m = int(clash[same][0])
             parts.append(
                 f"{where(int(owner[m]))} and {where(m)} are identical but labelled differently"
-                f" ({int(same.sum())} such pairs): identical inputs cannot be memorized by any "
+                f" ({_such_pairs(int(same.sum()))}): identical inputs cannot be memorized by any "
                 "model, fix the labels."
             )
         if not same.all():
@@ -242,7 +243,7 @@ def check_consistency(
             advise = position_advice and not ds.meta.get("position_aware")
             parts.append(
                 f"{where(int(owner[m]))} and {where(m)} differ but have {CONSISTENCY[mode]} "
-                f"({int((~same).sum())} such pairs): a Transformer without positional "
+                f"({_such_pairs(int((~same).sum()))}): a Transformer without positional "
                 "encoding cannot tell them apart; "
                 + (
                     "append positions to the tokens (--set position_aware=true) or fix the labels"
@@ -252,6 +253,10 @@ def check_consistency(
             )
         raise InputError(" ".join(parts))
     return sv
+
+
+def _such_pairs(count: int) -> str:
+    return "the only such pair" if count == 1 else f"{count} such pairs"
 
 
 def _identical(

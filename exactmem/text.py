@@ -38,7 +38,20 @@ from exactmem.limits import open_regular
 from exactmem.progress import Steps
 from exactmem.sequences import with_positions
 
-__all__ = ["MAX_BYTES", "MAX_TOKENS", "UNITS", "WORD", "Units", "read_text", "split", "windows"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_TOKENS",
+    "UNITS",
+    "WORD",
+    "Units",
+    "read_text",
+    "split",
+    "symbol_id",
+    "symbols_of",
+    "unit_of",
+    "window_text",
+    "windows",
+]
 
 UNITS = ("char", "word")
 WORD = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")
@@ -226,6 +239,48 @@ def windows(
         sequences=aware.sequences,
         meta={**aware.meta, "positions_because": why},
     )
+
+
+# --------------------------------------------------------------------------- reading back
+
+
+def symbols_of(dataset: Dataset) -> list[str] | None:
+    """The text vocabulary of a dataset written by :func:`windows` (``generate text``): its
+    ``meta["symbols"]`` when that is a list of C strings (label ``i`` is ``symbols[i - 1]``),
+    else None. A file's meta is its own word: it names labels for reading, it decides nothing."""
+    found = dataset.meta.get("symbols") if isinstance(dataset.meta, dict) else None
+    if (
+        not isinstance(found, list)
+        or len(found) != dataset.num_classes
+        or not all(isinstance(s, str) for s in found)
+    ):
+        return None
+    return found
+
+
+def unit_of(dataset: Dataset) -> str:
+    """``word`` for a dataset of word windows, else ``char`` (how units join into text)."""
+    return "word" if dataset.meta.get("unit") == "word" else "char"
+
+
+def symbol_id(vector: Any, count: int) -> int | None:
+    """The symbol id a token of a text dataset carries in its first coordinate (position-aware
+    tokens carry their position second), or None when it carries none."""
+    if not vector or vector[0] != int(vector[0]) or not 1 <= int(vector[0]) <= count:
+        return None
+    return int(vector[0])
+
+
+def window_text(dataset: Dataset, index: int) -> str | None:
+    """Sequence ``index`` of a text dataset as text (units joined by nothing, or by spaces for
+    words), or None when the dataset has no text vocabulary."""
+    symbols = symbols_of(dataset)
+    if symbols is None or dataset.sequences is None:
+        return None
+    ids = [symbol_id(dataset.vocab[t], len(symbols)) for t in dataset.sequences[index]]
+    if any(i is None for i in ids):
+        return None
+    return (" " if unit_of(dataset) == "word" else "").join(symbols[i - 1] for i in ids if i)
 
 
 def _first_clash(keys: np.ndarray, labels: np.ndarray) -> tuple[int, int] | None:

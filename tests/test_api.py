@@ -181,7 +181,7 @@ TOKENS = {"vocab": [[1], [2]]}  # from_tokens over two tokens in Q^1
         ("tokens", (["the cat"], [1]), {"vocab": VOCAB}, r"sequences\[0\]: expected a list of"),
         ("tokens", ([[0, 5]], [1]), TOKENS, r"sequences\[0\]\[1\]: 5 is not an index into"),
         ("tokens", ([[0, 1], [1]], [1, 2]), TOKENS, r"sequences\[1\]: length 1, expected 2"),
-        ("tokens", ([[0, 1]], [1, 2]), TOKENS, "2 labels for 1 sequences"),
+        ("tokens", ([[0, 1]], [1, 2]), TOKENS, "2 labels for 1 sequence "),
         ("tokens", ([[0, 1]], [0]), TOKENS, r"labels\[0\]: label 0 is outside 1..C"),
         ("tokens", ([[0, 1]], [3]), {**TOKENS, "num_classes": 2}, r"label 3 is outside 1..C"),
         ("tokens", ([[0, 1]], [1]), {"vocab": [[1], [2, 3]]}, r"vocab\[1\]: has 2 coordinates"),

@@ -505,6 +505,15 @@ def readme_synopsis() -> list[str]:
     return [line for line in block.splitlines() if line.strip()]
 
 
+def test_readme_says_which_synopsis_line_needs_an_extra():
+    """The README's claim that every line runs as pasted holds only with the extras named
+    before the block: the plot line needs matplotlib (issue 30)."""
+    text = (ROOT / "README.md").read_text()
+    intro = text.split("## Command line", 1)[1].split("```", 1)[0]
+    if any(shlex.split(line)[1] == "plot" for line in readme_synopsis()):
+        assert "[plot]" in intro, "the README's plot line needs the [plot] extra: say so"
+
+
 def test_readme_synopsis_lines_run_as_pasted(tmp_path):
     lines = readme_synopsis()
     assert len(lines) >= 10 and all(line.startswith("exactmem ") for line in lines)

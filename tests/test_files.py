@@ -127,7 +127,7 @@ BASE = {
         ({"points": [["1", "2"], ["NaN", "4"]]}, r"points\[1\]\[0\].*not a finite"),
         ({"points": [["1", "2"], [1.5, "4"]]}, r"points\[1\]\[0\].*float"),
         ({"points": [["1", "2"], ["3"]]}, r"points\[1\]: has 1 coordinates, expected 2"),
-        ({"labels": [1]}, "1 labels for 2 points"),
+        ({"labels": [1]}, "1 label for 2 points"),
         ({"format": "other/1"}, "format"),
         ({"task": "images"}, "task"),
     ],

@@ -362,3 +362,52 @@ def test_without_matplotlib_the_error_names_the_extra(tmp_path):
 if __name__ == "__main__":  # refresh the committed pictures of docs/plots.md
     for path in make_doc_images(IMAGES).values():
         print(f"{path}: {check_png(path)}")
+
+
+def test_rows_that_coincide_are_grouped_and_drawn_visibly(tmp_path, capsys):
+    """Vardi et al.'s Ω(√N) lay under Theorem 4.2's, one line for two rows (issue 30): rows
+    that coincide are found and drawn striped, each with its own marker, and tagged."""
+    from exactmem.plot import grid, overlapping, theory_curves
+
+    params, _, _ = theory_curves({"n": 16, "d": 8, "omega": 1000, "C": 10}, grid(10, 10**6))
+    groups = {tuple(c.key for c in g) for g in overlapping(params) if len(g) > 1}
+    assert ("vys22-lower", "ks25-thm4.2") in groups
+    assert ("madden24-upper", "madden24-lower", "madden24-count") in groups
+    assert sum(len(g) for g in overlapping(params)) == len(params)
+    out = tmp_path / "b.svg"
+    argv = ["plot", "bounds", "--out", str(out), "--N-max", "1000", "--measure-N", "20,50"]
+    assert main(argv) == 0
+    svg = out.read_text()
+    assert svg.count("striped: one of 2 rows that coincide") == 2
+    assert svg.count("striped: one of 3 rows that coincide") == 3
+    assert "2 rows ≡" in svg and "3 rows ≡" in svg
+
+
+def test_the_caption_says_hidden_constants_are_1_and_draws_the_fitted_ones(tmp_path):
+    from exactmem.field import evaluate_rows
+    from exactmem.plot import fitted_constants, measured_builds
+
+    sizes = {"n": 16, "d": 8, "omega": 1000, "C": 10}
+    builds = measured_builds(sizes, [20, 50])
+    fits = fitted_constants(sizes, builds)
+    assert set(fits) == {"vys", "ks25-next-token"}
+    for b in builds:  # c is the smallest constant with built ≤ c·row at every build
+        fit = fits[b["construction"]]
+        row = next(r for r in evaluate_rows({**sizes, "N": b["N"]}) if r["key"] == fit["row"])
+        assert b["dense_parameters"] <= fit["parameters"] * float(row["value"]) * (1 + 1e-12)
+        assert b["depth"] <= fit["depth"] * (float(row["value"]) - 8) * (1 + 1e-12)
+    for name, fit in fits.items():
+        ratios = []
+        for b in builds:
+            if b["construction"] == name:
+                rows = evaluate_rows({**sizes, "N": b["N"]})
+                value = next(float(r["value"]) for r in rows if r["key"] == fit["row"])
+                ratios.append(b["dense_parameters"] / value)
+        assert fit["parameters"] == max(ratios) > 1  # the builds need more than 1
+    out = tmp_path / "b.svg"
+    argv = ["plot", "bounds", "--out", str(out), "--N-max", "1000", "--measure-N", "20,50"]
+    assert main(argv) == 0
+    svg = out.read_text()
+    assert "every hidden constant set to 1" in svg
+    assert "the constant the vys builds need" in svg
+    assert "the constant the ks25-next-token builds need" in svg

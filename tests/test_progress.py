@@ -302,7 +302,7 @@ def test_without_a_terminal_only_the_usual_lines(tmp_path):
     done = piped(BUILD, tmp_path)
     assert done.returncode == 0
     lines = done.stderr.splitlines()
-    assert len(lines) == 1 and "building vys for 3000 points items" in lines[0]
+    assert len(lines) == 1 and "building vys for 3000 points" in lines[0]
     assert "%" not in done.stderr and "\r" not in done.stderr
     quiet = piped([*BUILD, "--quiet"], tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == ""

@@ -114,7 +114,7 @@ def test_a_position_aware_text_builds_and_certifies_without_options():
         ds.task, ds.labels, ds.num_classes, vocab=tuple(v[:1] for v in ds.vocab),
         sequences=ds.sequences,
     )  # fmt: skip
-    with pytest.raises(InputError, match="label conflicts"):
+    with pytest.raises(InputError, match="1 label conflict: "):
         ks25.build(plain, {})
     model, _ = ks25.build(ds, {"seed": 1})
     cert = certify(model, ds, construction="ks25-next-token")

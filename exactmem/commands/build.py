@@ -8,6 +8,8 @@ import argparse
 from exactmem.errors import EXIT_VERIFIED, InputError
 from exactmem.options import check_option_limits, parse_options
 from exactmem.progress import Progress
+from exactmem.suggest import wrong_task
+from exactmem.wording import did_you_mean, plural
 
 
 def require_construction(name: str) -> None:
@@ -18,6 +20,7 @@ def require_construction(name: str) -> None:
         raise InputError(
             f"--construction {name!r} is unknown; available: "
             f"{', '.join(registry.constructions())} (exactmem constructions lists them)"
+            + did_you_mean(name, registry.constructions())
         )
 
 
@@ -36,7 +39,13 @@ def run(args: argparse.Namespace) -> int:
     with progress.phase(f"reading {args.data}"):
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
     check_option_limits(options, dataset)
-    progress(f"building {args.construction} for {dataset.size} {dataset.task} items", force=True)
+    mismatch = wrong_task(args.construction, dataset.task)
+    if mismatch is not None:  # before the first progress line: no work has started
+        raise InputError(mismatch)
+    what = plural(dataset.size, "point")
+    if dataset.task != "points":
+        what = f"{plural(dataset.size, 'sequence')} ({dataset.task})"
+    progress(f"building {args.construction} for {what}", force=True)
     try:
         with progress.phase(f"building {args.construction}"):
             model = _construct(dataset, args.construction, options, progress)

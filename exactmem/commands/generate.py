@@ -9,6 +9,7 @@ import sys
 from exactmem.errors import EXIT_VERIFIED, InputError
 from exactmem.limits import generated_size_problem
 from exactmem.progress import Progress
+from exactmem.wording import plural
 
 # the N = 10⁷ benchmark dataset fits; 10¹² points would run until memory is exhausted
 GENERATE_LIMITS = {"N": 10**8, "n": 10**4, "d": 10**4, "vocab": 10**8}
@@ -94,7 +95,7 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
         ds = random_points(
             args.N, args.d, args.C, args.seed, coord_bound=args.coord_bound, progress=progress
         )
-        what = f"{ds.size} points in Q^{ds.dim}"
+        what = f"{plural(ds.size, 'point')} in Q^{ds.dim}"
     elif args.family == "attention":
         from exactmem.constructions.mahdavi24 import random_instance
 
@@ -110,7 +111,8 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
             progress=progress,
         )
         what = (
-            f"{ds.size} examples (n = {args.n or 6} context tokens + a query in Q^{ds.dim}"
+            f"{plural(ds.size, 'example')} (n = {args.n or 6} context tokens + a query in "
+            f"Q^{ds.dim}"
             f"{', shared context' if args.shared_context else ''})"
         )
     elif args.family == "associations":
@@ -121,7 +123,9 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
         ds = random_associations(
             args.vocab or 50, args.n or 2, args.N, args.seed, progress=progress
         )
-        what = f"{ds.size} associations of {args.n or 2} tokens over {len(ds.vocab)} tokens"
+        what = (
+            f"{plural(ds.size, 'association')} of {args.n or 2} tokens over {len(ds.vocab)} tokens"
+        )
     elif args.family == "contexts":
         from exactmem.constructions.madden24 import random_contexts
 
@@ -130,12 +134,12 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
         omega = args.vocab or 10
         ds = random_contexts(args.N, args.n or 4, omega, args.seed)
         what = (
-            f"{ds.size} distinct contexts of {args.n or 4} tokens over {omega} tokens, with "
-            "next-token distributions"
+            f"{plural(ds.size, 'distinct context')} of {args.n or 4} tokens over {omega} "
+            "tokens, with next-token distributions"
         )
     elif args.family == "zen":
         ds = zen_of_python(args.n or 32, unit=args.unit)
-        what = f"{ds.size} windows of {args.n or 32} {args.unit}s of the Zen of Python"
+        what = f"{plural(ds.size, 'window')} of {args.n or 32} {args.unit}s of the Zen of Python"
     elif args.family == "text":
         what, ds = _generate_text(args, progress)
     else:
@@ -157,7 +161,7 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
             labels_by="multiset" if args.family == "multisets" else "key",
             progress=progress,
         )
-        what = f"{ds.size} sequences of {args.n or 16} tokens in Q^{ds.dim}"
+        what = f"{plural(ds.size, 'sequence')} of {args.n or 16} tokens in Q^{ds.dim}"
     return what, ds
 
 
@@ -176,7 +180,7 @@ def _generate_text(args: argparse.Namespace, progress: Progress | None = None):
             file=sys.stderr,
         )
     what = (
-        f"{ds.size} windows of {args.window} {args.unit}s of {args.file} "
-        f"({len(ds.meta['symbols'])} symbols, tokens in Q^{ds.dim})"
+        f"{plural(ds.size, 'window')} of {args.window} {args.unit}s of {args.file} "
+        f"({plural(len(ds.meta['symbols']), 'symbol')}, tokens in Q^{ds.dim})"
     )
     return what, ds

@@ -10,6 +10,7 @@ import argparse
 import json
 
 from exactmem.errors import EXIT_VERIFIED
+from exactmem.wording import plural
 
 LANES_SHOWN = 12  # lane names printed per sub-layer; --json lists them all
 SAID_CHARS = 2000  # a meta entry longer than this (a memorizer layout) is summarised
@@ -161,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
     if model.unembed is not None:
         print(f"E_out: {model.unembed.in_dim} → {model.unembed.out_dim}")
     print(
-        f"resources: width {res.width}, depth {res.depth}, {res.relu_layers} ReLU layers, "
+        f"resources: width {res.width}, depth {res.depth}, "
+        f"{plural(res.relu_layers, 'ReLU layer')}, "
         f"{res.dense_parameters} dense / {res.nonzero_parameters} non-zero parameters, "
         f"max {res.max_bits} bits per parameter, {res.total_bits} bits in all"
     )

@@ -15,6 +15,7 @@ command with exit 4, naming the sequence."""
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,6 +23,7 @@ from gmpy2 import mpq
 
 from exactmem.errors import EXIT_VERIFIED, InconclusiveError
 from exactmem.progress import Progress, counter
+from exactmem.wording import plural
 
 ROWS_SHOWN = 1000  # sequences printed as text; --json lists every one
 BALL_START = 64  # bits of the first ball evaluation; doubled for the undecided sequences
@@ -48,12 +50,15 @@ def run(args: argparse.Namespace) -> int:
     positions: Literal["all", "last"] = args.positions or (
         "all" if dataset.task == "seq2seq" else "last"
     )
-    progress(f"evaluating on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
+    # printed once the work reports: the input checks come first (issue 30)
+    inputs = plural(dataset.size, "input")
+    progress.later(f"evaluating on {inputs} with the {args.evaluator} evaluator")
     try:
         with progress.phase(f"evaluating {dataset.size} inputs", outer=True):
             outputs = run_model(
                 model, dataset, positions=positions, evaluator=args.evaluator, progress=progress
             )
+        progress.flush()  # a run that reported nothing on the way still says what it did
     except InconclusiveError:  # unequal softmax scores: no exact output exists
         progress("softmax attention: certified enclosures on Arb balls instead", force=True)
         try:
@@ -81,18 +86,61 @@ def run(args: argparse.Namespace) -> int:
     what = "point" if dataset.task == "points" else "sequence"
     where = "the last position" if positions == "last" else "every position"
     print(
-        f"{dataset.size} {what}s of {args.data}, outputs of {args.model} "
+        f"{plural(dataset.size, what)} of {args.data}, outputs of {args.model} "
         f"(sha256 {digest[:16]}…) at {where}, exact; the dataset's label beside each"
     )
+    words = _Words.of(dataset)
     for i, (seq, label) in enumerate(zip(outputs, dataset.labels, strict=True)):
         if i == ROWS_SHOWN:
             print(f"… {dataset.size - ROWS_SHOWN} more (--json lists every one)")
             break
         out = seq[-1] if positions == "last" else seq
+        if words is not None:
+            print(words.row(i, out if positions == "last" else None, label))
+            continue
         text = _vector(out) if positions == "last" else "[" + ", ".join(map(_vector, out)) + "]"
         shown = list(label) if isinstance(label, tuple) else label
         print(f"{what}s[{i}]: {text}  label {shown}")
     return EXIT_VERIFIED
+
+
+@dataclass(frozen=True)
+class _Words:
+    """A text dataset's vocabulary (``generate text``: ``meta["symbols"]``), to print each
+    window, output and label with the unit it stands for. The file's own word: it labels the
+    numbers, which are printed too; it decides nothing."""
+
+    dataset: object
+    symbols: list[str]
+
+    @classmethod
+    def of(cls, dataset) -> _Words | None:
+        from exactmem.text import symbols_of
+
+        if dataset.task != "next-token":
+            return None
+        symbols = symbols_of(dataset)
+        return None if symbols is None else cls(dataset, symbols)
+
+    def unit(self, value) -> str:
+        """``9 "i"`` for a symbol id, the bare value otherwise."""
+        from exactmem.exact import format_rational
+
+        text = format_rational(value)
+        if value == int(value) and 1 <= int(value) <= len(self.symbols):
+            return f"{text} {json.dumps(self.symbols[int(value) - 1], ensure_ascii=False)}"
+        return text
+
+    def row(self, i: int, out, label) -> str:
+        from exactmem.text import window_text
+
+        window = window_text(self.dataset, i)  # type: ignore[arg-type]
+        shown = f" {json.dumps(window, ensure_ascii=False)}" if window is not None else ""
+        if out is None or len(out) != 1:
+            got = "(" + ", ".join(map(self.unit, out)) + ")" if out is not None else "?"
+        else:
+            got = self.unit(out[0])
+        return f"sequences[{i}]{shown}: {got}  label {self.unit(label)}"
 
 
 # --------------------------------------------------------------------------- softmax models
@@ -232,7 +280,8 @@ def _print_balls(args, digest: str, dataset, positions: str, balls: list[BallPre
     said = "the certified argmax" if outputs > 1 else "each output"
     top = max((p.precision for p in balls), default=BALL_START)
     print(
-        f"{dataset.size} {what}s of {args.data}, outputs of {args.model} (sha256 {digest[:16]}…) "
+        f"{plural(dataset.size, what)} of {args.data}, outputs of {args.model} "
+        f"(sha256 {digest[:16]}…) "
         f"at {where}: softmax attention has no exact outputs, so these are BOUNDS — {said} "
         f"from certified enclosures [lo, hi] (exact rationals that contain the true value; Arb "
         f"balls at up to {top} bits); the dataset's label beside each"

@@ -17,6 +17,8 @@ from exactmem.errors import (
     InputError,
 )
 from exactmem.progress import Progress
+from exactmem.suggest import wrong_task
+from exactmem.wording import plural
 
 EXIT_CODES = {"verified": EXIT_VERIFIED, "refuted": EXIT_REFUTED, "inconclusive": EXIT_INCONCLUSIVE}
 """The exit code of each verdict: 0, 1, 4."""
@@ -37,17 +39,22 @@ def print_certificate(cert: dict) -> None:
     if "tokens" in data:
         aware = ", position-aware" if data.get("position_aware") else ""
         what = (
-            f"{data['N']} sequences of n = {data.get('n')} tokens in Q^{data['d']} "
+            f"{plural(data['N'], 'sequence')} of n = {data.get('n')} tokens in Q^{data['d']} "
             f"({data['tokens']} distinct tokens, {data.get('distinct_multisets')} distinct "
             f"multisets{aware})"
         )
     else:
-        what = f"{data['N']} points in Q^{data['d']}"
+        what = f"{plural(data['N'], 'point')} in Q^{data['d']}"
     print(f"dataset: {what}, C = {data['C']}, r² = {data.get('r2')}, δ² = {data.get('delta2')}")
     said = subject.get("model_says", {})
+    named = said.get("construction") if isinstance(said, dict) else None
+    says = (
+        f"its file says construction {_printable(named)}"
+        if named is not None
+        else "its file names no construction"
+    )
     print(
-        f"model: sha256 {subject['model_sha256'][:16]}… (its file says construction "
-        f"{_printable(said.get('construction'))}; a label only, never a criterion)"
+        f"model: sha256 {subject['model_sha256'][:16]}… ({says}; a label only, never a criterion)"
     )
     crit = subject["criteria"]
     print(f"criteria: {crit['checklist']}")
@@ -68,7 +75,8 @@ def print_certificate(cert: dict) -> None:
         _print_margins(c)
     act = cert["activation"]
     print(
-        f"activation: {act['relu_layers']} ReLU layers, smallest non-zero |pre-activation| "
+        f"activation: {plural(act['relu_layers'], 'ReLU layer')}, smallest non-zero "
+        f"|pre-activation| "
         f"{act['min_nonzero_preactivation']}, {act['zero_preactivations']} of "
         f"{act['preactivations']} pre-activations exactly 0"
     )
@@ -100,7 +108,13 @@ def run(args: argparse.Namespace) -> int:
     with progress.phase(f"reading {args.model} and {args.data}"):
         model, _ = load_model(args.model)
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
-    progress(f"verifying on {dataset.size} inputs with the {args.evaluator} evaluator", force=True)
+    if args.construction is not None:  # the checklist's tasks, with those that fit the data
+        mismatch = wrong_task(args.construction, dataset.task, "certifies")
+        if mismatch is not None:
+            raise InputError(mismatch)
+    # printed once the work reports: the checks certify opens with come first (issue 30)
+    inputs = plural(dataset.size, "input")
+    progress.later(f"verifying on {inputs} with the {args.evaluator} evaluator")
     cluster = _cluster(args)
     try:
         with progress.phase(f"verifying {dataset.size} inputs", outer=True):
@@ -115,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 max_precision=args.max_precision,
                 cluster=cluster,
             )
+        progress.flush()  # a run that reported nothing on the way still says what it did
     finally:
         progress.close()
         if cluster is not None:
