@@ -287,8 +287,7 @@ def load_claim(path: Path) -> Claim:
 
     if construction not in registry.names():
         raise InputError(
-            f"{where}: construction: unknown {construction!r}; known: "
-            f"{', '.join(registry.names())}"
+            f"{where}: construction: unknown {construction!r}; known: {', '.join(registry.names())}"
         )
     options = _claim_options(construction, obj.get("options", {}), f"{where}: options")
     expect = obj["expect"]
