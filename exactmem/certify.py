@@ -222,6 +222,8 @@ def certify(
     max_precision: int | None = None,
     cluster=None,
     bounds: Mapping[str, str] | None = None,
+    reference=None,
+    reference_tolerance: mpq | None = None,
 ) -> Certificate:
     """Evaluate ``model`` on ``dataset`` exactly and judge it.
 
@@ -249,7 +251,11 @@ def certify(
     regression labels, 2^14 per argmax example).
 
     ``cluster`` (an :class:`exactmem.distributed.Cluster`) runs the fast evaluator's MLP
-    sub-layers sharded on Dask workers; the certificate is the same."""
+    sub-layers sharded on Dask workers; the certificate is the same.
+
+    ``reference`` (:class:`exactmem.reference_logits.Reference`: the framework's own logits of
+    this dataset) adds the check ``reference_logits``: every one within float32 rounding
+    (τ·(1 + |x|), τ printed; ``reference_tolerance`` replaces it) of its certified enclosure."""
     criteria = Criteria(
         construction if isinstance(construction, str) else None,
         None if tolerance is None else mpq(tolerance),
@@ -285,6 +291,21 @@ def certify(
         )
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
+    if reference is not None:
+        from exactmem.reference_logits import reference_check
+
+        checks += undecided_if_inconclusive(
+            "reference_logits",
+            lambda: [
+                reference_check(
+                    model,
+                    dataset,
+                    reference,
+                    tolerance=reference_tolerance,
+                    limit=max_precision or 1 << 14,
+                )
+            ],
+        )
     activation = activation_summary(stats, per_layer=per_layer)
     checks += _declared_bounds(criteria, data, dataset, res, activation)
     if checklist is not None:  # every check the checklist declares carries its paper and result
@@ -304,6 +325,18 @@ def certify(
             else format_rational(criteria.tolerance),
             "readout": readout,
             **({"max_precision": max_precision} if max_precision is not None else {}),
+            **(
+                {
+                    "reference_logits": {
+                        "sha256": reference.sha256,
+                        "tolerance": None
+                        if reference_tolerance is None
+                        else format_rational(mpq(reference_tolerance)),
+                    }
+                }
+                if reference is not None
+                else {}
+            ),
             "inputs": "token ids" if model.token_inputs else feed,
             **({"bounds": dict(criteria.bounds)} if criteria.bounds else {}),
             **(
@@ -641,7 +674,7 @@ def _ball_labels(model, dataset, readout: str, criteria: Criteria):
 def _labels(model, dataset, trace, readout: str, criteria: Criteria) -> Check:
     """The labels check: on the exact outputs when there are, else on Arb balls."""
     seq2seq = dataset.task == "seq2seq"
-    if trace is None and seq2seq:
+    if trace is None and seq2seq and readout != "argmax":  # argmax: per-example margins
         from exactmem.verify_ks24 import ball_seq2seq_label_check
 
         return ball_seq2seq_label_check(

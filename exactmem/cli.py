@@ -482,6 +482,20 @@ def parser() -> argparse.ArgumentParser:
         "precision up to BITS (default 16384; 4096 for --tolerance labels); still undecided "
         "there: inconclusive (exit 4), naming the example",
     )
+    v.add_argument(
+        "--reference-logits",
+        metavar="FILE",
+        help="the framework's own logits of the dataset (.npy or .safetensors, float32 or "
+        "float64, [N, n, C] or [N, C] for the last position): check reference_logits fails "
+        "when one lies farther from its certified enclosure than float32 rounding explains "
+        "(docs/trained.md)",
+    )
+    v.add_argument(
+        "--reference-tolerance",
+        metavar="Q",
+        help="with --reference-logits: the relative tolerance τ (exact rational > 0) in "
+        "dist ≤ τ·(1 + |x|), replacing the default k·2^-24 counted from the model",
+    )
     v.add_argument("--json", action="store_true", help="certificate as JSON on stdout")
     v.add_argument("--certificate", metavar="OUT", help="also write the certificate file")
     v.add_argument(
