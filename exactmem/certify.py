@@ -275,7 +275,9 @@ def certify(
     feed = "vectors"
     tokens = None  # the dataset's token rows as an array, if the checks made one
     _require_task(criteria, dataset)
-    if dataset.task == "points":
+    if dataset.task == "points" and _unevaluable(criteria, model):
+        checks, stats, data = _unevaluable_points(model, dataset, criteria, res)
+    elif dataset.task == "points":
         checks, trace, data = _points(
             model, dataset, progress, jobs, run, criteria, readout, res=res
         )
@@ -343,6 +345,7 @@ def certify(
                 else {}
             ),
             "checks_run": [c.name for c in checks],
+            "checklist_provider": _provider(construction),
         },
         "model_says": _untrusted_labels(model),
         "evaluator": evaluator,
@@ -356,6 +359,20 @@ def certify(
         subject=subject,
         data=data,
     )
+
+
+def _provider(construction: str | Checklist | Construction | None) -> str | None:
+    """Which package (and version) provided the checklist the verdict ran: a built-in's is
+    exactmem's own code, a plugin's is as trustworthy as that plugin (docs/trust.md)."""
+    if construction is None:
+        return None
+    if isinstance(construction, str):
+        from exactmem import registry
+
+        construction = registry.get(construction)
+    if isinstance(construction, Construction):
+        return f"{construction.package or '?'} {construction.version}".rstrip()
+    return "a checklist given directly by the caller"
 
 
 def _declared_bounds(
@@ -535,6 +552,44 @@ def _declared(checklist: Checklist, check: Check) -> Check:
     if spec is None or check.paper is not None:
         return check
     return replace(check, paper=spec.paper, result=spec.result, mechanism=spec.mechanism)
+
+
+def _unevaluable(criteria: Criteria, model) -> bool:
+    """Whether the demanded checklist reads an exact evaluation the model has none of: a GELU
+    (erf, tanh) MLP under a checklist that reads an exact (ReLU) evaluation — its structure
+    check refutes it without evaluating."""
+    from exactmem.model import has_gelu
+
+    checklist = criteria.checklist
+    return checklist is not None and checklist.evaluates == "exact" and has_gelu(model)
+
+
+def _unevaluable_points(model, dataset, criteria: Criteria, res):
+    """The checks of a points model the demanded checklist cannot read (:func:`_unevaluable`):
+    its structure check fails, naming the activation; the lower bounds still run."""
+    from exactmem.model import TRANSCENDENTAL
+
+    checklist = criteria.checklist
+    assert checklist is not None
+    acts = sorted(
+        {s.activation for s in model.sublayers if getattr(s, "activation", None) in TRANSCENDENTAL}
+    )
+    checks = [
+        _declared(
+            checklist,
+            Check(
+                f"{checklist.name}.structure",
+                False,
+                f"the {checklist.name} checklist reads a ReLU network evaluated exactly; the "
+                f"model has a {', '.join(acts)} MLP",
+            ),
+        )
+    ]
+    checks += undecided_if_inconclusive(
+        "lower_bound", lambda: lower_bound_checks(model, dataset, res=res)
+    )
+    data = {**_geometry(dataset.points, "N"), "C": dataset.num_classes, "d": dataset.dim}
+    return checks, [], data
 
 
 def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, res=None):

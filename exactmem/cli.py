@@ -20,6 +20,7 @@ from exactmem.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
+    EXIT_USAGE,
     ExactmemError,
     Terminated,
 )
@@ -246,6 +247,14 @@ def _add_inspection(sub) -> None:
         help="accept JSON floats in the dataset, converted exactly (dyadic)",
     )
     _add_evaluator(rc)
+    rc.set_defaults(evaluator=None)  # None: the evaluator the certificate records
+    rc.add_argument(
+        "--max-precision",
+        type=int,
+        metavar="BITS",
+        help="allow a certificate whose max_precision is above 16384 bits, up to BITS (a "
+        "large precision can take hours); default: refuse it (exit 2)",
+    )
     _add_jobs(rc)
     rc.add_argument(
         "--json", action="store_true", help="JSON on stdout: the differences and both certificates"
@@ -869,6 +878,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated:
         print(f"terminated: {outputs.kept()}", file=sys.stderr)
         return EXIT_TERMINATED
+    except MemoryError:
+        # a file that asks for more memory than the machine has is bad input (exit 2), named
+        # with the limits that bound it — never an internal error
+        print(
+            "error: out of memory: the input needs more memory than is available; lower "
+            "--max-value-bits (the largest number an evaluation may produce) or the other "
+            "input limits (exactmem --help lists them), or give the process more memory",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except BrokenPipeError:  # a write that bypassed the guards (a stream's raw buffer)
         _ClosedPipeGuard.silence(sys.stdout)
         return getattr(args, "pending_exit", EXIT_INTERNAL)
