@@ -913,8 +913,8 @@ class _ClosedPipeGuard:
     """``sys.stdout`` or ``sys.stderr`` whose reader may leave early (``exactmem show CERT |
     head -1``): the write or flush that meets the closed pipe points the descriptor at
     /dev/null and the command goes on, so it ends with its own exit code — the verdict's —
-    whichever write met the pipe, even the flush at the end (issue 27: ``show | head -1``
-    exited 3 in 6 of 50 runs when the exception escaped before ``show`` chose its code)."""
+    whichever write met the pipe, even the flush at the end (``show | head -1`` once exited 3
+    when the exception escaped before ``show`` chose its code)."""
 
     def __init__(self, stream) -> None:
         self._stream = stream

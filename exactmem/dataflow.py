@@ -1,4 +1,4 @@
-"""Dataflow over the weights: the checked lanes produce the output (issue 26, point 2).
+"""Dataflow over the weights: the checked lanes produce the output.
 
 A checklist probes some lanes and hidden units of a model and validates their evaluated values
 (a memorizer's matches and extracted labels, the context ids after the attention layer). That

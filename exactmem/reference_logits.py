@@ -1,4 +1,4 @@
-"""The framework's own logits against the certified enclosures (issue 29 point 5).
+"""The framework's own logits against the certified enclosures.
 
 A checkpoint read with a wrong layout or activation still imports when the shapes allow it — a
 transposed square matrix, erf GELU for the tanh one — and is then certified as *another*
