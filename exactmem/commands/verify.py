@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         mismatch = wrong_task(args.construction, dataset.task, "certifies")
         if mismatch is not None:
             raise InputError(mismatch)
-    # printed once the work reports: the checks certify opens with come first (issue 30)
+    # printed once the work reports: the checks certify opens with come first
     inputs = plural(dataset.size, "input")
     progress.later(f"verifying on {inputs} with the {args.evaluator} evaluator")
     cluster = _cluster(args)
