@@ -67,8 +67,18 @@ def _one_of(obj: dict, key: str, allowed: tuple, where: str) -> None:
 
 def _rational_or_null(obj: dict, key: str, where: str) -> None:
     value = obj.get(key, "missing")
-    if value is not None and not (isinstance(value, str) and RATIONAL.fullmatch(value)):
+    if value is not None and not _is_rational(value):
         raise InputError(f"{where}.{key}: expected null or an exact rational such as '1/2'")
+
+
+def _is_rational(value: object) -> bool:
+    """An exact rational as certificates write it, with a non-zero denominator ("1/0" is
+    none: it would be a division by zero wherever it is read)."""
+    if not (isinstance(value, str) and RATIONAL.fullmatch(value)):
+        return False
+    if "/" not in value:
+        return True
+    return int(value.split("/")[1], 0) != 0
 
 
 def validate(cert: dict, where: str) -> dict:
@@ -181,7 +191,11 @@ CRITERIA = (
     "max_precision",
     "bounds",
     "declared_bounds",
+    "checklist_provider",
 )
+# the largest max_precision a certificate may ask recheck for without --max-precision: the
+# verify command's own default cap (a larger one can make recheck run for hours)
+PRECISION_CAP = 1 << 14
 
 
 @dataclass
@@ -230,8 +244,10 @@ def _rational(text: object, where: str):
     return mpq(*values)
 
 
-def _criteria(recorded: dict, where: str) -> dict:
-    """The keyword arguments of ``certify`` that the certificate's criteria name."""
+def _criteria(recorded: dict, where: str, max_precision: int | None = None) -> dict:
+    """The keyword arguments of ``certify`` that the certificate's criteria name;
+    ``max_precision``: the caller's cap on the recorded max_precision (default
+    :data:`PRECISION_CAP`)."""
     from exactmem import registry
 
     crit = recorded["subject"]["criteria"]
@@ -247,6 +263,13 @@ def _criteria(recorded: dict, where: str) -> dict:
     mp = crit.get("max_precision")
     if mp is not None and (isinstance(mp, bool) or not isinstance(mp, int) or mp < 64):
         raise InputError(f"{at}.max_precision: expected an integer ≥ 64")
+    cap = PRECISION_CAP if max_precision is None else max_precision
+    if mp is not None and mp > cap:
+        raise InputError(
+            f"{at}.max_precision: {mp} bits is above the cap of {cap} bits (the verifier's "
+            "default; a larger precision can take hours); pass --max-precision BITS (≥ "
+            f"{mp}) to recheck to allow it"
+        )
     bounds = crit.get("bounds", {})
     if not isinstance(bounds, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in bounds.items()
@@ -320,11 +343,13 @@ def _compare_checks(old: list[dict], new: list[dict]) -> list[str]:
     return out
 
 
-def compare(recorded: dict, rederived: dict) -> list[str]:
+def compare(recorded: dict, rederived: dict, evaluator: bool = True) -> list[str]:
     """Every difference between a certificate's recorded content and the one re-derived from
-    its files, one line each (empty: the same). Not compared: how the record was computed —
-    the evaluator, the library versions and the command line it names — and the per-layer
-    activation table (``check`` writes none); the activation totals are."""
+    its files, one line each (empty: the same). Compared too: ``model_says`` (re-derived from
+    the hashed model file) and, when ``evaluator``, the evaluator that ran. Not compared: the
+    library versions, the command line (``argv``: it cannot be re-derived; ``show`` prints it
+    as recorded) and the per-layer activation table (``check`` writes none); the activation
+    totals are."""
     out = []
     if recorded["verdict"] != rederived["verdict"]:
         out.append(f"verdict: recorded {recorded['verdict']}, re-derived {rederived['verdict']}")
@@ -338,7 +363,12 @@ def compare(recorded: dict, rederived: dict) -> list[str]:
                 f"{what} sha256: the certificate names {old_s[key][:16]}…, the file given "
                 f"hashes to {new_s[key][:16]}… (not the {what} the certificate is about)"
             )
-    for key in ("task", "construction"):
+    # model_says is re-derived from the hashed model file; evaluator from the run (compared
+    # only when recheck ran the recorded one); argv cannot be re-derived (show says so)
+    compared = ("task", "construction", "model_says")
+    if evaluator:
+        compared += ("evaluator",)
+    for key in compared:
         if old_s.get(key) != new_s.get(key):
             out.append(
                 f"subject.{key}: recorded {_text(old_s.get(key))}, re-derived "
@@ -346,6 +376,8 @@ def compare(recorded: dict, rederived: dict) -> list[str]:
             )
     old_c, new_c = old_s["criteria"], new_s["criteria"]
     for key in CRITERIA:
+        if key == "checklist_provider" and key not in old_c:
+            continue  # a certificate written before the provider was recorded
         if old_c.get(key) != new_c.get(key):
             out.append(
                 f"criteria.{key}: recorded {_text(old_c.get(key))}, re-derived "
@@ -381,10 +413,11 @@ def recheck(
     model: str | Path | Transformer,
     dataset: str | Path | Dataset,
     *,
-    evaluator: str = "fast",
+    evaluator: str | None = None,
     jobs: int = 1,
     allow_floats: bool = False,
     progress: Callable[[str], None] | None = None,
+    max_precision: int | None = None,
 ) -> Recheck:
     """Re-derive ``certificate`` (a certificate file's path, or its JSON object) from
     ``model`` and ``dataset`` (files or loaded objects) and compare.
@@ -393,7 +426,10 @@ def recheck(
     from their content); the verdict is re-derived by :func:`exactmem.certify` under the
     certificate's own criteria (construction, tolerance, max_precision). The result lists
     every difference from the record (:attr:`Recheck.differences`; :attr:`Recheck.same` when
-    there is none).
+    there is none). ``evaluator``: None runs the one the certificate records (and compares
+    it); ``fast`` or ``reference`` runs that one instead. ``max_precision`` raises the cap
+    (:data:`PRECISION_CAP`) on the precision the certificate may ask for. The recorded
+    ``argv`` is never compared: it cannot be re-derived.
 
     Raises:
         InputError: a certificate that is not one (format, hash, schema: the message names the
@@ -406,16 +442,25 @@ def recheck(
     from exactmem.model import Transformer
 
     recorded, where = _load_record(certificate)
-    criteria = _criteria(recorded, where)
+    criteria = _criteria(recorded, where, max_precision)
+    chosen = evaluator
+    if chosen is None:
+        chosen = recorded["subject"].get("evaluator", "fast")
+        if chosen not in ("fast", "reference"):
+            raise InputError(
+                f"{where}.subject.evaluator: expected 'fast' or 'reference', got "
+                f"{_text(chosen)[:60]}"
+            )
     if not isinstance(model, Transformer):
         model, _ = load_model(model)
     if not isinstance(dataset, Dataset):
         dataset = load_dataset(dataset, allow_floats=allow_floats)
     cert: Certificate = certify(
-        model, dataset, progress=progress, evaluator=evaluator, jobs=jobs, **criteria
+        model, dataset, progress=progress, evaluator=chosen, jobs=jobs, **criteria
     )
     rederived = certificate_json(cert)
-    return Recheck(recorded, rederived, compare(recorded, rederived))
+    # the caller chose the evaluator: running another one than recorded is not a difference
+    return Recheck(recorded, rederived, compare(recorded, rederived, evaluator is None))
 
 
 def recheck_json(result: Recheck) -> dict[str, Any]:

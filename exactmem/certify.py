@@ -222,6 +222,8 @@ def certify(
     max_precision: int | None = None,
     cluster=None,
     bounds: Mapping[str, str] | None = None,
+    reference=None,
+    reference_tolerance: mpq | None = None,
 ) -> Certificate:
     """Evaluate ``model`` on ``dataset`` exactly and judge it.
 
@@ -249,7 +251,11 @@ def certify(
     regression labels, 2^14 per argmax example).
 
     ``cluster`` (an :class:`exactmem.distributed.Cluster`) runs the fast evaluator's MLP
-    sub-layers sharded on Dask workers; the certificate is the same."""
+    sub-layers sharded on Dask workers; the certificate is the same.
+
+    ``reference`` (:class:`exactmem.reference_logits.Reference`: the framework's own logits of
+    this dataset) adds the check ``reference_logits``: every one within float32 rounding
+    (τ·(1 + |x|), τ printed; ``reference_tolerance`` replaces it) of its certified enclosure."""
     criteria = Criteria(
         construction if isinstance(construction, str) else None,
         None if tolerance is None else mpq(tolerance),
@@ -269,7 +275,9 @@ def certify(
     feed = "vectors"
     tokens = None  # the dataset's token rows as an array, if the checks made one
     _require_task(criteria, dataset)
-    if dataset.task == "points":
+    if dataset.task == "points" and _unevaluable(criteria, model):
+        checks, stats, data = _unevaluable_points(model, dataset, criteria, res)
+    elif dataset.task == "points":
         checks, trace, data = _points(
             model, dataset, progress, jobs, run, criteria, readout, res=res
         )
@@ -283,6 +291,21 @@ def certify(
         )
     else:
         raise InputError(f"task {dataset.task!r} is not supported by this version's verifier")
+    if reference is not None:
+        from exactmem.reference_logits import reference_check
+
+        checks += undecided_if_inconclusive(
+            "reference_logits",
+            lambda: [
+                reference_check(
+                    model,
+                    dataset,
+                    reference,
+                    tolerance=reference_tolerance,
+                    limit=max_precision or 1 << 14,
+                )
+            ],
+        )
     activation = activation_summary(stats, per_layer=per_layer)
     checks += _declared_bounds(criteria, data, dataset, res, activation)
     if checklist is not None:  # every check the checklist declares carries its paper and result
@@ -302,6 +325,18 @@ def certify(
             else format_rational(criteria.tolerance),
             "readout": readout,
             **({"max_precision": max_precision} if max_precision is not None else {}),
+            **(
+                {
+                    "reference_logits": {
+                        "sha256": reference.sha256,
+                        "tolerance": None
+                        if reference_tolerance is None
+                        else format_rational(mpq(reference_tolerance)),
+                    }
+                }
+                if reference is not None
+                else {}
+            ),
             "inputs": "token ids" if model.token_inputs else feed,
             **({"bounds": dict(criteria.bounds)} if criteria.bounds else {}),
             **(
@@ -310,6 +345,7 @@ def certify(
                 else {}
             ),
             "checks_run": [c.name for c in checks],
+            "checklist_provider": _provider(construction),
         },
         "model_says": _untrusted_labels(model),
         "evaluator": evaluator,
@@ -323,6 +359,20 @@ def certify(
         subject=subject,
         data=data,
     )
+
+
+def _provider(construction: str | Checklist | Construction | None) -> str | None:
+    """Which package (and version) provided the checklist the verdict ran: a built-in's is
+    exactmem's own code, a plugin's is as trustworthy as that plugin (docs/trust.md)."""
+    if construction is None:
+        return None
+    if isinstance(construction, str):
+        from exactmem import registry
+
+        construction = registry.get(construction)
+    if isinstance(construction, Construction):
+        return f"{construction.package or '?'} {construction.version}".rstrip()
+    return "a checklist given directly by the caller"
 
 
 def _declared_bounds(
@@ -504,6 +554,44 @@ def _declared(checklist: Checklist, check: Check) -> Check:
     return replace(check, paper=spec.paper, result=spec.result, mechanism=spec.mechanism)
 
 
+def _unevaluable(criteria: Criteria, model) -> bool:
+    """Whether the demanded checklist reads an exact evaluation the model has none of: a GELU
+    (erf, tanh) MLP under a checklist that reads an exact (ReLU) evaluation — its structure
+    check refutes it without evaluating."""
+    from exactmem.model import has_gelu
+
+    checklist = criteria.checklist
+    return checklist is not None and checklist.evaluates == "exact" and has_gelu(model)
+
+
+def _unevaluable_points(model, dataset, criteria: Criteria, res):
+    """The checks of a points model the demanded checklist cannot read (:func:`_unevaluable`):
+    its structure check fails, naming the activation; the lower bounds still run."""
+    from exactmem.model import TRANSCENDENTAL
+
+    checklist = criteria.checklist
+    assert checklist is not None
+    acts = sorted(
+        {s.activation for s in model.sublayers if getattr(s, "activation", None) in TRANSCENDENTAL}
+    )
+    checks = [
+        _declared(
+            checklist,
+            Check(
+                f"{checklist.name}.structure",
+                False,
+                f"the {checklist.name} checklist reads a ReLU network evaluated exactly; the "
+                f"model has a {', '.join(acts)} MLP",
+            ),
+        )
+    ]
+    checks += undecided_if_inconclusive(
+        "lower_bound", lambda: lower_bound_checks(model, dataset, res=res)
+    )
+    data = {**_geometry(dataset.points, "N"), "C": dataset.num_classes, "d": dataset.dim}
+    return checks, [], data
+
+
 def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, res=None):
     _require_dim(model, dataset.dim, "points")
     point_conflicts(dataset)
@@ -586,7 +674,7 @@ def _ball_labels(model, dataset, readout: str, criteria: Criteria):
 def _labels(model, dataset, trace, readout: str, criteria: Criteria) -> Check:
     """The labels check: on the exact outputs when there are, else on Arb balls."""
     seq2seq = dataset.task == "seq2seq"
-    if trace is None and seq2seq:
+    if trace is None and seq2seq and readout != "argmax":  # argmax: per-example margins
         from exactmem.verify_ks24 import ball_seq2seq_label_check
 
         return ball_seq2seq_label_check(

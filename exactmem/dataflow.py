@@ -1,4 +1,4 @@
-"""Dataflow over the weights: the checked lanes produce the output (issue 26, point 2).
+"""Dataflow over the weights: the checked lanes produce the output.
 
 A checklist probes some lanes and hidden units of a model and validates their evaluated values
 (a memorizer's matches and extracted labels, the context ids after the attention layer). That
@@ -183,6 +183,10 @@ def memorizer_readout(
     gadget = layout.get("gadget") if isinstance(layout, Mapping) else None
     if not isinstance(K, int) or isinstance(K, bool) or K < 0:
         return set(), [f"{prefix}layout"]
+    if 2 * K > len(mlp.probes):
+        # the layout comes from the file: K slots need 2K probes, so a larger group_size is
+        # refused before anything iterates over it (a huge K would exhaust time and memory)
+        return set(), [f"{prefix}layout (group_size {K} > the {len(mlp.probes)} probes / 2)"]
     holder = "W" if gadget == "peel" else "label"
     units, missing = set(), []
     for k in range(K):

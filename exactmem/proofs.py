@@ -285,10 +285,9 @@ def load_claim(path: Path) -> Claim:
     construction = obj["construction"]
     from exactmem import registry  # the registered constructions, plugins included
 
-    if construction not in registry.constructions():
+    if construction not in registry.names():
         raise InputError(
-            f"{where}: construction: unknown {construction!r}; known: "
-            f"{', '.join(registry.constructions())}"
+            f"{where}: construction: unknown {construction!r}; known: {', '.join(registry.names())}"
         )
     options = _claim_options(construction, obj.get("options", {}), f"{where}: options")
     expect = obj["expect"]

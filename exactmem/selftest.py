@@ -41,7 +41,7 @@ def build_with(
     from exactmem import registry
     from exactmem.api import build
 
-    if registry.constructions().get(construction.name) is construction:
+    if registry.find(construction.name) is construction:
         return build(dataset, construction.name, seed=seed, **options)
     return construction.builder_function()(dataset, {**options, "seed": seed}, None)
 

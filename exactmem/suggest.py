@@ -27,7 +27,7 @@ def constructions_for(task: str) -> list[str]:
 
     return [
         name
-        for name, c in registry.constructions().items()
+        for name, c in registry.loaded().items()
         if c.checklist is not None and task in c.checklist.tasks
     ]
 
@@ -39,7 +39,7 @@ def wrong_task(construction: str, task: str, verb: str = "needs") -> str | None:
     task ("needs" to build, "certifies" to verify)."""
     from exactmem import registry
 
-    found = registry.constructions().get(construction)
+    found = registry.find(construction)
     if found is None or found.checklist is None or not found.checklist.tasks:
         return None
     tasks = found.checklist.tasks

@@ -344,6 +344,19 @@ def memorizer_layout(mlp: MLP, layout, prefix: str) -> dict:
     K, m = layout["group_size"], layout["groups"]
     if K < 0 or m < 1 or layout["key_bits"] < 1 or layout["label_bits"] < 1:
         raise ChecklistStructureError(f"{who}: layout out of range")
+    # ρ and c come from the file and are raised to powers below: bound them first by the
+    # largest value an evaluation may produce (a peeled state holds all K segments at once)
+    from exactmem import limits
+
+    cap = limits.current().max_value_bits
+    span = max(K, 1) if layout["gadget"] == "peel" else 1
+    for key in ("key_bits", "label_bits"):
+        if layout[key] * span > cap:
+            raise ChecklistStructureError(
+                f"{who}: layout field {key!r} = {layout[key]} bits"
+                + (f" × K = {K} slots" if span > 1 else "")
+                + f" exceeds --max-value-bits {cap}, the largest value an evaluation produces"
+            )
     if layout["gadget"] not in GADGETS:
         raise ChecklistStructureError(
             f"{who}: gadget {layout['gadget']!r} not one of {', '.join(GADGETS)}"

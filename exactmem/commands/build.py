@@ -16,11 +16,11 @@ def require_construction(name: str) -> None:
     """Exit 2 unless ``name`` is a registered construction (plugins included)."""
     from exactmem import registry
 
-    if name not in registry.constructions():
+    if name not in registry.names():
         raise InputError(
             f"--construction {name!r} is unknown; available: "
-            f"{', '.join(registry.constructions())} (exactmem constructions lists them)"
-            + did_you_mean(name, registry.constructions())
+            f"{', '.join(registry.names())} (exactmem constructions lists them)"
+            + did_you_mean(name, registry.names())
         )
 
 

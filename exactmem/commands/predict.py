@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     positions: Literal["all", "last"] = args.positions or (
         "all" if dataset.task == "seq2seq" else "last"
     )
-    # printed once the work reports: the input checks come first (issue 30)
+    # printed once the work reports: the input checks come first
     inputs = plural(dataset.size, "input")
     progress.later(f"evaluating on {inputs} with the {args.evaluator} evaluator")
     try:

@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
                 allow_floats=args.allow_floats,
                 progress=progress,
+                max_precision=args.max_precision,
             )
     finally:
         progress.close()
@@ -51,4 +52,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"DIFFERS from the record in {len(result.differences)} places:")
         for line in result.differences:
             print(f"  {printable(line)}")
+    argv = result.recorded["subject"].get("argv")
+    if argv is not None:
+        print(f"command line (as recorded, not re-derived): {printable(' '.join(map(str, argv)))}")
     return args.pending_exit

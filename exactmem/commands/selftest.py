@@ -16,11 +16,16 @@ def run(args: argparse.Namespace) -> int:
     from exactmem import registry
     from exactmem.selftest import selftest
 
-    known = registry.constructions()
-    unknown = [name for name in args.names if name not in known]
+    # a name imports that plugin alone (a built-in none); no name lists, and so loads, them all
+    unknown = [name for name in args.names if registry.find(name) is None]
     if unknown:
-        raise InputError(f"unknown construction {unknown[0]!r}; known: {', '.join(known)}")
-    chosen = [known[name] for name in args.names] if args.names else list(known.values())
+        known = ", ".join(registry.names())
+        raise InputError(f"unknown construction {unknown[0]!r}; known: {known}")
+    chosen = (
+        [registry.get(name) for name in args.names]
+        if args.names
+        else list(registry.constructions().values())
+    )
 
     def tell(message: str) -> None:
         if not args.quiet:

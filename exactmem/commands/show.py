@@ -45,4 +45,12 @@ def run(args: argparse.Namespace) -> int:
 
         print(record_notice(args.certificate))
         print_certificate(cast(dict, printable(cert)))
+        subject = cert["subject"]
+        provider = subject["criteria"].get("checklist_provider")
+        if provider is not None:
+            print(f"checklist provided by: {printable(provider)}")
+        argv = subject.get("argv")
+        if isinstance(argv, list):
+            line = printable(" ".join(map(str, argv)))
+            print(f"command line (as recorded, not re-derived): {line}")
     return args.pending_exit

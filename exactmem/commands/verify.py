@@ -95,6 +95,16 @@ def run(args: argparse.Namespace) -> int:
         tolerance = parse_rational(args.tolerance, "--tolerance")
         if tolerance < 0:
             raise InputError(f"--tolerance {args.tolerance}: must be ≥ 0")
+    reference_tolerance = None
+    if args.reference_tolerance is not None:
+        from exactmem.exact import parse_rational
+
+        reference_tolerance = parse_rational(args.reference_tolerance, "--reference-tolerance")
+        if reference_tolerance <= 0 or args.reference_logits is None:
+            raise InputError(
+                f"--reference-tolerance {args.reference_tolerance}: must be > 0, with "
+                "--reference-logits"
+            )
     if args.construction is not None:
         from exactmem.certify import checklist_of
         from exactmem.commands.build import require_construction
@@ -108,11 +118,17 @@ def run(args: argparse.Namespace) -> int:
     with progress.phase(f"reading {args.model} and {args.data}"):
         model, _ = load_model(args.model)
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
+        reference = None
+        if args.reference_logits is not None:
+            from exactmem.certify import output_width
+            from exactmem.reference_logits import read_reference_logits
+
+            reference = read_reference_logits(args.reference_logits, dataset, output_width(model))
     if args.construction is not None:  # the checklist's tasks, with those that fit the data
         mismatch = wrong_task(args.construction, dataset.task, "certifies")
         if mismatch is not None:
             raise InputError(mismatch)
-    # printed once the work reports: the checks certify opens with come first (issue 30)
+    # printed once the work reports: the checks certify opens with come first
     inputs = plural(dataset.size, "input")
     progress.later(f"verifying on {inputs} with the {args.evaluator} evaluator")
     cluster = _cluster(args)
@@ -128,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
                 evaluator=args.evaluator,
                 max_precision=args.max_precision,
                 cluster=cluster,
+                reference=reference,
+                reference_tolerance=reference_tolerance,
             )
         progress.flush()  # a run that reported nothing on the way still says what it did
     finally:
@@ -182,6 +200,7 @@ def _print_margins(check: dict) -> None:
         print(
             f"       margins (certified lower bounds): smallest {_printable(margins['smallest'])}"
             f" at {_printable(margins.get('smallest_at'))}; quantiles {spread}"
+            + (f"; {_printable(margins['tight'])}" if margins.get("tight") else "")
         )
     if isinstance(floats, dict):
         print(

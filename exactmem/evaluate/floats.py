@@ -114,15 +114,20 @@ def _mlp(cache: _Cache, mlp: MLP, z: np.ndarray) -> np.ndarray:
 
 
 def float_logits(
-    model: Transformer, vocab: Sequence[Sequence[mpq]], sequences: Sequence[Sequence[int]]
+    model: Transformer,
+    vocab: Sequence[Sequence[mpq]],
+    sequences: Sequence[Sequence[int]],
+    *,
+    positions: str = "last",
 ) -> np.ndarray:
-    """The float64 outputs at the last position of every sequence, shape ``[N, outputs]``
-    (inf and nan where float64 overflows, as a float framework would say: no warnings)."""
+    """The float64 outputs at the last position of every sequence, shape ``[N, outputs]`` —
+    or, with ``positions="all"``, at every position, shape ``[N, n, outputs]`` (inf and nan
+    where float64 overflows, as a float framework would say: no warnings)."""
     with np.errstate(all="ignore"):
-        return _float_logits(model, vocab, sequences)
+        return _float_logits(model, vocab, sequences, positions)
 
 
-def _float_logits(model, vocab, sequences) -> np.ndarray:
+def _float_logits(model, vocab, sequences, positions: str = "last") -> np.ndarray:
     cache = _Cache()
     table = None if model.token_inputs else np.array([[as_float(x) for x in v] for v in vocab])
     rows = []
@@ -147,5 +152,5 @@ def _float_logits(model, vocab, sequences) -> np.ndarray:
                 raise ValueError(f"no float semantics for {type(sub).__name__}")
         if model.unembed:
             z = _apply(cache, model.unembed, z)
-        rows.append(z[:, -1])
+        rows.append(z.T if positions == "all" else z[:, -1])
     return np.array(rows)

@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from exactmem.checklist import Breaker, CheckSpec
-from exactmem.data import Dataset
-from exactmem.model import MLP, Affine, Transformer
+import sympy
 
-__all__ = ["bound_specs", "deepened", "stream_width", "widened"]
+from exactmem.checklist import Breaker, CheckSpec
+from exactmem.data import Dataset, radius_and_separation
+from exactmem.model import MLP, Affine, Transformer, resources
+
+__all__ = ["bound_specs", "dataset_figures", "deepened", "past", "stream_width", "widened"]
 
 
 def stream_width(model: Transformer) -> int:
@@ -43,8 +45,12 @@ def widened(model: Transformer, dataset: Dataset) -> Transformer:
     """The model with dead hidden units: appended to the first hidden layer of its first MLP
     of two or more layers (read by no unit of the next layer), else in a residual MLP adding 0
     appended after the last sub-layer. The outputs do not change; the width grows past every
-    declared width bound."""
-    extra = _growth(model, dataset)
+    declared width bound linear in nN, d and C."""
+    return _widen(model, _growth(model, dataset))
+
+
+def _widen(model: Transformer, extra: int) -> Transformer:
+    """``model`` with ``extra`` dead hidden units (see :func:`widened`)."""
     subs = list(model.sublayers)
     for i, s in enumerate(subs):
         if isinstance(s, MLP) and len(s.layers) >= 2:
@@ -72,6 +78,51 @@ def deepened(model: Transformer, dataset: Dataset) -> Transformer:
     return replace(model, sublayers=(*model.sublayers, *([mlp] * 40)))
 
 
+def dataset_figures(dataset: Dataset) -> dict[str, sympy.Expr]:
+    """The dataset's figures (N, d, C, r, δ, and n, ω for sequences) as the core measures them
+    (exactmem.bound_checks.figure_names: r and δ over the distinct points or tokens), for a
+    breaker to aim past a bound."""
+    if dataset.task == "points":
+        vectors, names = list(dict.fromkeys(map(tuple, dataset.points))), {}
+    else:
+        vectors = list(dict.fromkeys(map(tuple, dataset.vocab)))
+        names = {"n": sympy.Integer(len(dataset.sequences[0]))}
+        names["omega"] = sympy.Integer(len(dataset.vocab))
+    r2, delta2 = radius_and_separation(vectors)
+    names |= {
+        "N": sympy.Integer(dataset.size),
+        "d": sympy.Integer(dataset.dim),
+        "C": sympy.Integer(dataset.num_classes),
+        "r": sympy.sqrt(sympy.Rational(str(r2))),
+        "delta": sympy.Integer(1) if delta2 is None else sympy.sqrt(sympy.Rational(str(delta2))),
+    }
+    return names
+
+
+def past(metric: str, formula: str) -> Callable[[Transformer, Dataset], Transformer]:
+    """A breaker that adds dead hidden units (:func:`widened`) until the model's ``metric``
+    exceeds ``formula`` on the dataset: a bound of any size, quadratic ones included, is shown
+    to fail on a model computing the same outputs."""
+
+    def grow(model: Transformer, dataset: Dataset) -> Transformer:
+        from exactmem.bound_checks import FIGURES
+        from exactmem.bounds import evaluate_ball, parse_formula
+
+        names = {**dict.fromkeys(FIGURES), **dataset_figures(dataset)}
+        ball = evaluate_ball(parse_formula(formula, names, f"breaker.{metric}"), 128)
+        # one above the ball's upper end (exact: the midpoint of a radius-0 ball): past the bound
+        limit = int(ball.upper().mid().floor().unique_fmpz()) + 1 if ball is not None else 0
+        extra = _growth(model, dataset)
+        while True:  # at least one more unit of the metric per dead unit: ends
+            broken = _widen(model, extra)
+            if getattr(resources(broken), metric) > limit:
+                return broken
+            extra *= 2
+
+    grow.__doc__ = f"dead hidden units until the {metric} exceeds {formula}"
+    return grow
+
+
 BREAKERS: dict[str, tuple[str, Callable[[Transformer, Dataset], Transformer]]] = {
     "width": ("dead units widen", widened),
     "depth": ("identity sub-layers deepen", deepened),
@@ -91,6 +142,8 @@ def bound_specs(
         breakers: tuple[Breaker, ...] = ()
         if metric in BREAKERS:
             what, fn = BREAKERS[metric]
+            if fn is widened:  # aimed past this bound, whatever its growth
+                fn = past(metric, formula)
             breakers = (
                 Breaker(what, f"the {metric} bound {formula}", f"{name}.bounds.{metric}", fn),
             )

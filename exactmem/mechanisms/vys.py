@@ -379,7 +379,7 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             "to the output crosses the match indicators and the selected labels",
             (
                 Breaker(
-                    "parallel lookup (issue 26, file C)",
+                    "parallel lookup beside the memorizer",
                     "the output produced by the checked memorizer",
                     "vys.dataflow",
                     parallel_lookup,

@@ -14,11 +14,15 @@ from exactmem.verify import Check
 PAPER = "Kajitsuka & Sato 2024"
 NAME = "ks24"
 
-# proofs/ks24.toml's [tight] width and depth (its fitted parameters are judged per claim
-# instance)
+# proofs/ks24.toml's [tight] width and depth, and the dense parameters of every model the builder
+# makes (constructions/ks24.py, both FFN forms): the head's four maps of rank one (4d), the
+# ramp pairs (2K ≤ W units, W the width bound, each reading the d lanes with a bias) and either
+# the requantizing layers (a label lane, span ≤ C cuts and steps, the read-out: at most
+# C² + 4C + 2) or the residual read-out onto the d lanes (2K·d weights, d biases, E_out d + 1)
 BOUNDS = {
     "width": "1.0*(Max(d, 2*n*N, C))",
     "depth": "6",
+    "dense_parameters": "4*d + (2*d + 2)*Max(d, 2*n*N, C) + C**2 + 4*C + 2*d + 2",
 }
 
 

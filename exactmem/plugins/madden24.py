@@ -17,9 +17,18 @@ from exactmem.verify import Check
 PAPER = "Madden, Fox & Thrampoulidis 2024"
 NAME = "madden24"
 
-# proofs/madden24.toml's [tight] depth; its other fitted bounds are formulas in the options (d,
-# width, bits), which verify does not know
-BOUNDS = {"depth": "3"}
+# proofs/madden24.toml's [tight] depth, and the width and dense parameters of every model the
+# builder makes at any option value (constructions/madden24.py, within the option limits of
+# exactmem/options.py): widths are the embedding dimension D ≤ max(2, N), the FNN's m ≤ 2N and
+# the C logits; the parameters are E (D × ω, bias D), the positional table (n × D), four D × D
+# attention maps, W₁ (m × D, bias m) and W₂ (C × m, bias C). The fitted bits (the option
+# bits ≤ 4096 sets them) are judged per instance in the claim file
+SOURCE = "the builder's sizes within the option limits; depth: proofs/madden24.toml, [tight]"
+BOUNDS = {
+    "width": "Max(2, 2*N, C)",
+    "depth": "3",
+    "dense_parameters": "Max(2, N)*(omega + 1 + n + 4*Max(2, N) + 2*N) + 2*N*(C + 1) + C",
+}
 
 
 def require(dataset: Dataset, tolerance: mpq | None) -> None:
@@ -52,7 +61,7 @@ construction = Construction(
         "(Arb)",
         checks=(
             *mechanisms.CHECKS[NAME],
-            *bound_specs(NAME, PAPER, BOUNDS, "proofs/madden24.toml, [tight]"),
+            *bound_specs(NAME, PAPER, BOUNDS, SOURCE),
         ),
         run=run,
         evaluates="balls",

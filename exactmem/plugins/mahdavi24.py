@@ -14,9 +14,18 @@ from exactmem.verify import Check
 PAPER = "Mahdavi, Liao & Thrampoulidis 2024"
 NAME = "mahdavi24"
 
-# proofs/mahdavi24.toml's [tight] depth; its other fitted bounds are formulas in the options
-# (heads, head_dim), which verify does not know
-BOUNDS = {"depth": "1"}
+# proofs/mahdavi24.toml's [tight] depth, and the width and dense parameters of every model the
+# builder makes at any option value (constructions/mahdavi24.py, within the option limits of
+# exactmem/options.py): the stream holds the d coordinates and at most C outputs (one for
+# regression), the heads' s·H is at most N·d (H ≤ N, 2 ≤ d_h ≤ d, the builder's own check); the
+# parameters are the embedding ((d + C) × d, bias d + C), per head three d_h × (d + C) maps and
+# a (d + C) × d_h output map, and the read-out (C × (d + C), bias C)
+SOURCE = "the builder's sizes within the option limits; depth: proofs/mahdavi24.toml, [tight]"
+BOUNDS = {
+    "width": "Max(d + C, N*d)",
+    "depth": "1",
+    "dense_parameters": "(d + C)*(d + 1 + C + 1 + 4*N*d)",
+}
 
 
 def run(evidence: Evidence) -> list[Check]:
@@ -37,7 +46,7 @@ construction = Construction(
         "Proposition 2's ceiling, the output read from the heads only",
         checks=(
             *mechanisms.CHECKS[NAME],
-            *bound_specs(NAME, PAPER, BOUNDS, "proofs/mahdavi24.toml, [tight]"),
+            *bound_specs(NAME, PAPER, BOUNDS, SOURCE),
         ),
         run=run,
         evaluates="balls",

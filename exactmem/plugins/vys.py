@@ -33,7 +33,7 @@ def run(evidence: Evidence) -> list[Check]:
 
     expected = dict(enumerate(evidence.dataset.labels))
     checks = check_memorizer(trace, first, expected, lambda r: f"points[{r}]")
-    # the checked read-out must be what produces the output (issue 26, file C)
+    # the checked read-out must be what produces the output
     return [*checks, memorizer_dataflow("vys.dataflow", model, 0)]
 
 

@@ -1,0 +1,236 @@
+"""Every built-in construction's declared resource bounds (:attr:`exactmem.checklist.Checklist.
+bounds`, judged as ``NAME.bounds.<metric>`` under ``--construction NAME``) hold on every model its
+builder makes — over a grid of small seeded datasets and of option values up to their limits
+(exactmem/options.py) — and each metric's bound refutes a model that exceeds it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from functools import partial
+
+import pytest
+import sympy
+
+from exactmem import registry
+from exactmem.api import build
+from exactmem.attention_data import random_associations, random_contexts, random_instance
+from exactmem.bound_checks import bound_checks
+from exactmem.certify import certify
+from exactmem.data import Dataset, random_points
+from exactmem.mechanisms.ks24 import example as ks24_example
+from exactmem.mechanisms.resources import dataset_figures
+from exactmem.model import Resources, resources
+from exactmem.sequences import random_sequences
+
+Grid = list[tuple[Callable[[], Dataset], dict]]
+
+
+def _sequences(task: str = "next-token", labels_by: str = "key") -> list[Callable[[], Dataset]]:
+    return [
+        lambda: random_sequences(6, 2, 1, 4, 2, 1, task=task, labels_by=labels_by),
+        lambda: random_sequences(12, 3, 2, 8, 3, 2, task=task, labels_by=labels_by),
+    ]
+
+
+def _ks25(task: str = "next-token", labels_by: str = "key", extra: tuple = ()) -> Grid:
+    options = [
+        {},
+        {"gadget": "peel"},
+        {"gadget": "tent"},
+        {"attention": "hardmax"},
+        {"sequence_weights": "union"},
+        *extra,
+    ]
+    return [(ds, o) for ds in _sequences(task, labels_by) for o in options]
+
+
+GRID: dict[str, Grid] = {
+    "vys": [
+        (partial(random_points, N, d, C, seed), o)
+        for N, d, C, seed in ((4, 1, 2, 1), (12, 2, 3, 2))
+        for o in (
+            {},
+            {"gadget": "peel"},
+            {"gadget": "tent", "group_size": N},
+            {"group_size": 1},
+            {"direction_bound": 2**64},
+        )
+    ],
+    "ks25-next-token": _ks25(extra=({"position_aware": True},)),
+    "ks25-seq2seq": _ks25("seq2seq"),
+    "ks25-token-ids": _ks25(),
+    "ks25-deep-sets": _ks25(labels_by="multiset"),
+    "ks25-bit-budget": [
+        (ds, {"bit_budget": B, **o})
+        for ds in _sequences()
+        for B in (2, 4)
+        for o in ({}, {"gadget": "tent"})
+    ],
+    "kim23": [
+        (ds, o)
+        for ds in _sequences("seq2seq")[:1] + _sequences("next-token")[1:]
+        for o in (
+            {},
+            {"gadget": "peel"},
+            {"position_aware": True},
+            {"attention": "softmax"},
+            {"group_size": 12},
+            {"functional_bound": 2**64},
+        )
+    ],
+    "ks24": [
+        (partial(ks24_example, *size), o)
+        for size in ((6, 2, 2, 6, 2, 1), (16, 3, 2, 8, 3, 1), (20, 3, 3, 10, 4, 2))
+        for o in ({}, {"ffn": "residual"}, {"temperature": Fraction(1, 2)})
+    ],
+    "mahdavi24": [
+        (lambda: random_instance(9, 3, 6, 3, 1, shared_context=True), o)
+        for o in ({}, {"heads": 9}, {"readout": "classification"}, {"head_dim": 2})
+    ]
+    + [(lambda: random_instance(5, 2, 3, 2, 2), {"heads": 5, "head_dim": 3})],
+    "dana25": [
+        (lambda: random_associations(6, 2, 8, 1), o)
+        for o in ({}, {"d": 8}, {"d": 3, "head_dim": 1}, {"d": 8, "heads": 8, "head_dim": 8})
+    ],
+    "madden24": [
+        (lambda: random_contexts(10, 2, 4, 1), o)
+        for o in ({"d": 4}, {"d": 10, "width": 20}, {"d": 2, "width": 9})
+    ],
+}
+
+
+def test_every_builtin_has_a_grid():
+    assert set(GRID) <= set(registry.names())
+    assert len(GRID) == 11
+    for name in GRID:
+        assert registry.get(name).checklist.bounds, f"{name} declares no bound"
+
+
+@pytest.mark.parametrize("name", sorted(GRID))
+def test_declared_bounds_hold_over_sizes_and_options(name):
+    """Every bound of the checklist holds on every model of the grid (exact comparison)."""
+    _assert_bounds_hold(name, GRID[name])
+
+
+def _assert_bounds_hold(name: str, grid: Grid) -> None:
+    bounds = registry.get(name).checklist.bounds
+    for make, options in grid:
+        dataset = make()
+        model = build(dataset, name, seed=3, **options)
+        checks = bound_checks(
+            bounds,
+            dataset_figures(dataset),
+            resources(model),
+            {},
+            prefix=f"{name}.bounds",
+            where=name,
+        )
+        assert len(checks) == len(bounds)
+        bad = [c.detail for c in checks if not c.passed]
+        assert not bad, f"{name} {options}: {bad}"
+
+
+LARGER: dict[str, Grid] = {
+    "vys": [
+        (partial(random_points, N, d, C, seed), o)
+        for N, d, C, seed in ((30, 2, 4, 4), (40, 3, 6, 5))
+        for o in ({}, {"gadget": "tent", "group_size": N}, {"direction_bound": 2**64})
+    ],
+    "ks25-next-token": [
+        (partial(random_sequences, 40, 4, 3, 20, 6, 3, coord_bound=10**6), o)
+        for o in ({}, {"gadget": "tent"}, {"position_aware": True})
+    ],
+    "ks25-bit-budget": [
+        (partial(random_sequences, 60, 4, 2, 12, 4, 1), {"bit_budget": B, "gadget": g})
+        for B in (2, 3, 8, 60)
+        for g in ("keyed", "tent")
+    ],
+    "kim23": [
+        (partial(random_sequences, 20, 4, 2, 5, 3, 1, task="seq2seq"), o)
+        for o in ({}, {"group_size": 80}, {"functional_bound": 2**64, "position_aware": True})
+    ],
+    "mahdavi24": [
+        (partial(random_instance, 12, 4, 6, 3, 3), o)
+        for o in (
+            {},
+            {"heads": 12, "head_dim": 6},
+            {"score": "softmax", "readout": "classification"},
+        )
+    ],
+    "dana25": [
+        (partial(random_associations, 12, 3, 20, 2), o)
+        for o in ({}, {"d": 20}, {"d": 20, "heads": 20, "head_dim": 20}, {"scale": 2**64})
+    ],
+    "madden24": [
+        (partial(random_contexts, 40, 2, 8, 2), o)
+        for o in ({"d": 4}, {"d": 40, "width": 80}, {"d": 4, "bits": 512})
+    ],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(LARGER))
+def test_declared_bounds_hold_on_a_larger_sweep(name):
+    """The same at larger sizes and at the options' extremes (group sizes up to the items,
+    direction and functional bounds 2⁶⁴, every head of full dimension, the widest FNN)."""
+    _assert_bounds_hold(name, LARGER[name])
+
+
+@pytest.mark.parametrize("name", ["mahdavi24", "dana25", "madden24", "vys"])
+def test_declared_bounds_pass_under_certify(name):
+    """The same bounds as the core judges them under --construction NAME on the example."""
+    c = registry.get(name)
+    dataset = c.example()
+    model = build(dataset, name, **c.example_options)
+    cert = certify(model, dataset, construction=name, tolerance=c.example_options.get("tolerance"))
+    judged = [x for x in cert.checks if x.name.startswith(f"{name}.bounds.")]
+    assert {x.name.split(".")[-1] for x in judged} == set(c.checklist.bounds)
+    assert all(x.passed for x in judged), [x.detail for x in judged if not x.passed]
+
+
+@pytest.mark.parametrize(
+    ("name", "metric"),
+    [
+        ("mahdavi24", "width"),
+        ("dana25", "width"),
+        ("madden24", "width"),
+        ("madden24", "depth"),
+        ("mahdavi24", "dense_parameters"),
+        ("dana25", "dense_parameters"),
+        ("madden24", "dense_parameters"),
+        ("ks24", "dense_parameters"),
+        ("ks24", "width"),
+        ("ks24", "depth"),
+        ("vys", "width"),
+    ],
+)
+def test_a_model_past_the_bound_is_refuted(name, metric):
+    """Per metric family: a model that computes the same outputs with more resources than the
+    construction declares is refuted by ``NAME.bounds.<metric>`` (the generic breakers of
+    exactmem.mechanisms.resources: dead units widen, identity sub-layers deepen)."""
+    c = registry.get(name)
+    dataset = c.example()
+    model = build(dataset, name, **c.example_options)
+    (spec,) = [s for s in c.checklist.checks if s.name == f"{name}.bounds.{metric}"]
+    broken = spec.breakers[0].model(model, dataset)
+    cert = certify(broken, dataset, construction=name, tolerance=c.example_options.get("tolerance"))
+    assert cert.verdict == "refuted"
+    failed = {x.name for x in cert.failed}
+    assert f"{name}.bounds.{metric}" in failed
+
+
+def test_bound_is_decided_exactly_at_the_edge():
+    """A width exactly at the bound passes, one more fails: the comparison is exact."""
+    names = {"N": sympy.Integer(3), "d": sympy.Integer(2), "C": sympy.Integer(2)}
+    (ok,) = bound_checks(
+        {"width": "N*Max(2, N, d)"}, names, _resources_of_width(9), {}, prefix="x", where="x"
+    )
+    (bad,) = bound_checks(
+        {"width": "N*Max(2, N, d)"}, names, _resources_of_width(10), {}, prefix="x", where="x"
+    )
+    assert ok.passed and not bad.passed
+
+
+def _resources_of_width(width: int) -> Resources:
+    return Resources(width, 1, 0, 1, 1, 1, 1)
