@@ -365,7 +365,7 @@ def compare(recorded: dict, rederived: dict, evaluator: bool = True) -> list[str
             )
     # model_says is re-derived from the hashed model file; evaluator from the run (compared
     # only when recheck ran the recorded one); argv cannot be re-derived (show says so)
-    compared = ("task", "construction", "model_says")
+    compared: tuple[str, ...] = ("task", "construction", "model_says")
     if evaluator:
         compared += ("evaluator",)
     for key in compared:

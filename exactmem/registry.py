@@ -165,10 +165,12 @@ def find(name: str) -> Construction | None:
 
 
 def loaded() -> dict[str, Construction]:
-    """The built-ins and the plugins imported so far (no plugin is imported)."""
+    """The built-ins, in their order, then the plugins imported so far (no plugin is
+    imported)."""
     for name in BUILTIN:
         find(name)
-    return dict(_KNOWN)
+    ordered = [n for n in BUILTIN if n in _KNOWN] + [n for n in _KNOWN if n not in BUILTIN]
+    return {n: _KNOWN[n] for n in ordered}
 
 
 def constructions() -> dict[str, Construction]:
