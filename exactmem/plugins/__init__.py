@@ -1,3 +1,49 @@
 """The built-in constructions, each registered as a plugin through the same entry-point group
 a third party uses (:mod:`exactmem.registry`). A module here imports its trusted checklist
 and names its builder by import path only: certifying never imports a builder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+from exactmem.checklist import Checklist, Construction, Evidence
+
+
+def builtin(
+    name: str,
+    paper: str,
+    mechanisms: ModuleType,
+    *,
+    summary: str,
+    run: Callable[[Evidence], list],
+    bounds: Mapping[str, str],
+    source: str,
+    **checklist: Any,
+) -> Construction:
+    """A built-in construction: its checklist's checks are the mechanisms module's CheckSpecs
+    and the declared bounds' (``source`` names where the bounds come from); its builder is
+    ``exactmem.constructions.builders:<name>``, its options and description those of
+    :mod:`exactmem.options`, its example the mechanisms module's. ``checklist`` holds the
+    remaining :class:`~exactmem.checklist.Checklist` fields (tasks, evaluates, …)."""
+    from exactmem.mechanisms.resources import bound_specs
+    from exactmem.options import CONSTRUCTIONS, OPTIONS
+
+    return Construction(
+        name=name,
+        paper=paper,
+        summary=CONSTRUCTIONS[name],
+        checklist=Checklist(
+            name=name,
+            summary=summary,
+            checks=(*mechanisms.CHECKS[name], *bound_specs(name, paper, bounds, source)),
+            run=run,
+            bounds=bounds,
+            **checklist,
+        ),
+        builder=f"exactmem.constructions.builders:{name.replace('-', '_')}",
+        options=OPTIONS[name],
+        example=mechanisms.EXAMPLES.get(name),
+        example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(name, {}),
+    )

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from exactmem.checklist import Checklist, Construction, Evidence
-from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.checklist import Construction, Evidence
+from exactmem.plugins import builtin
 from exactmem.verify import Check
 
 PAPER = "Kajitsuka & Sato 2025"
@@ -35,26 +35,17 @@ def ks25_construction(
     consistency: str | None = None,
 ) -> Construction:
     from exactmem.mechanisms import ks25 as mechanisms
-    from exactmem.mechanisms.resources import bound_specs
 
-    paper = f"{PAPER}, {result}"
-    return Construction(
-        name=name,
-        paper=paper,
-        summary=CONSTRUCTIONS[name],
-        checklist=Checklist(
-            name=name,
-            tasks=tasks,
-            summary=summary,
-            checks=(*mechanisms.CHECKS[name], *bound_specs(name, paper, bounds, source)),
-            run=checklist_run(name),
-            evaluates="exact",
-            bounds=bounds,
-            consistency=consistency,
-            lower_bounds=("lower_bound.theorem_4_2",),
-        ),
-        builder=f"exactmem.constructions.builders:{name.replace('-', '_')}",
-        options=OPTIONS[name],
-        example=mechanisms.EXAMPLES.get(name),
-        example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(name, {}),
+    return builtin(
+        name,
+        f"{PAPER}, {result}",
+        mechanisms,
+        tasks=tasks,
+        summary=summary,
+        run=checklist_run(name),
+        evaluates="exact",
+        bounds=bounds,
+        source=source,
+        consistency=consistency,
+        lower_bounds=("lower_bound.theorem_4_2",),
     )

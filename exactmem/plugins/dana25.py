@@ -4,10 +4,9 @@ balls, capacity H·d_h + d)."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.checklist import Evidence
 from exactmem.mechanisms import dana25 as mechanisms
-from exactmem.mechanisms.resources import bound_specs
-from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.plugins import builtin
 from exactmem.verify import Check
 
 PAPER = "Dana, Pydi & Chevaleyre 2025"
@@ -35,24 +34,14 @@ def run(evidence: Evidence) -> list[Check]:
     return dana_checks(evidence.model, evidence.dataset)
 
 
-construction = Construction(
-    name=NAME,
-    paper=PAPER,
-    summary=CONSTRUCTIONS[NAME],
-    checklist=Checklist(
-        name=NAME,
-        tasks=("next-token",),
-        summary="Dana et al. 2025: Lemma 2's feature rank (Arb), capacity H·d_h + d",
-        checks=(
-            *mechanisms.CHECKS[NAME],
-            *bound_specs(NAME, PAPER, BOUNDS, SOURCE),
-        ),
-        run=run,
-        evaluates="balls",
-        bounds=BOUNDS,
-    ),
-    builder="exactmem.constructions.builders:dana25",
-    options=OPTIONS[NAME],
-    example=mechanisms.EXAMPLES.get(NAME),
-    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
+construction = builtin(
+    NAME,
+    PAPER,
+    mechanisms,
+    tasks=("next-token",),
+    summary="Dana et al. 2025: Lemma 2's feature rank (Arb), capacity H·d_h + d",
+    run=run,
+    evaluates="balls",
+    bounds=BOUNDS,
+    source=SOURCE,
 )

@@ -4,10 +4,9 @@ model's hardmax limit, and certifies a softmax model equal to that limit."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.checklist import Evidence
 from exactmem.mechanisms import kim23 as mechanisms
-from exactmem.mechanisms.resources import bound_specs
-from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.plugins import builtin
 from exactmem.verify import Check
 
 PAPER = "Kim, Kim & Mozafari 2023"
@@ -28,27 +27,17 @@ def run(evidence: Evidence) -> list[Check]:
     return check_kim23(evidence.trace, evidence.model, evidence.dataset, evidence.view)
 
 
-construction = Construction(
-    name=NAME,
-    paper=PAPER,
-    summary=CONSTRUCTIONS[NAME],
-    checklist=Checklist(
-        name=NAME,
-        tasks=("seq2seq", "next-token"),
-        summary="Kim et al. 2023: 2n attention layers of head size 1, context values equal on "
-        "equivalent sequences, (context, token) ids distinct where labels differ, attention "
-        "ties and margins, the memorizer's Lemma C.1 stages",
-        checks=(
-            *mechanisms.CHECKS[NAME],
-            *bound_specs(NAME, PAPER, BOUNDS, "proofs/kim23.toml, [tight]"),
-        ),
-        run=run,
-        evaluates="hardmax-limit",
-        limit_check="kim23.softmax",
-        bounds=BOUNDS,
-    ),
-    builder="exactmem.constructions.builders:kim23",
-    options=OPTIONS[NAME],
-    example=mechanisms.EXAMPLES.get(NAME),
-    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
+construction = builtin(
+    NAME,
+    PAPER,
+    mechanisms,
+    tasks=("seq2seq", "next-token"),
+    summary="Kim et al. 2023: 2n attention layers of head size 1, context values equal on "
+    "equivalent sequences, (context, token) ids distinct where labels differ, attention "
+    "ties and margins, the memorizer's Lemma C.1 stages",
+    run=run,
+    evaluates="hardmax-limit",
+    bounds=BOUNDS,
+    source="proofs/kim23.toml, [tight]",
+    limit_check="kim23.softmax",
 )

@@ -5,10 +5,9 @@ re-quantization)."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.checklist import Evidence
 from exactmem.mechanisms import ks24 as mechanisms
-from exactmem.mechanisms.resources import bound_specs
-from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.plugins import builtin
 from exactmem.verify import Check
 
 PAPER = "Kajitsuka & Sato 2024"
@@ -32,25 +31,15 @@ def run(evidence: Evidence) -> list[Check]:
     return check_ks24(evidence.model, evidence.dataset)
 
 
-construction = Construction(
-    name=NAME,
-    paper=PAPER,
-    summary=CONSTRUCTIONS[NAME],
-    checklist=Checklist(
-        name=NAME,
-        tasks=("seq2seq",),
-        summary="Kajitsuka & Sato 2024: tokenwise separatedness, the contextual-mapping gap of "
-        "the rank-one softmax head (Arb), the FFN's exact re-quantization, labels exact",
-        checks=(
-            *mechanisms.CHECKS[NAME],
-            *bound_specs(NAME, PAPER, BOUNDS, "proofs/ks24.toml, [tight]"),
-        ),
-        run=run,
-        evaluates="balls",
-        bounds=BOUNDS,
-    ),
-    builder="exactmem.constructions.builders:ks24",
-    options=OPTIONS[NAME],
-    example=mechanisms.EXAMPLES.get(NAME),
-    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
+construction = builtin(
+    NAME,
+    PAPER,
+    mechanisms,
+    tasks=("seq2seq",),
+    summary="Kajitsuka & Sato 2024: tokenwise separatedness, the contextual-mapping gap of "
+    "the rank-one softmax head (Arb), the FFN's exact re-quantization, labels exact",
+    run=run,
+    evaluates="balls",
+    bounds=BOUNDS,
+    source="proofs/ks24.toml, [tight]",
 )

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from gmpy2 import mpq
 
-from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.checklist import Evidence
 from exactmem.data import Dataset
 from exactmem.mechanisms import madden24 as mechanisms
-from exactmem.mechanisms.resources import bound_specs
-from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.plugins import builtin
 from exactmem.verify import Check
 
 PAPER = "Madden, Fox & Thrampoulidis 2024"
@@ -49,27 +48,17 @@ def run(evidence: Evidence) -> list[Check]:
     return checks + guarded(NAME, lambda: dimension_count_checks(model, dataset))
 
 
-construction = Construction(
-    name=NAME,
-    paper=PAPER,
-    summary=CONSTRUCTIONS[NAME],
-    checklist=Checklist(
-        name=NAME,
-        tasks=("next-token",),
-        summary="Madden et al. 2024: injective last-position outputs, full row rank of the GELU "
-        "features (m ≥ n − 1), targets within --tolerance, the dimension count k ≥ n(ω − 1) "
-        "(Arb)",
-        checks=(
-            *mechanisms.CHECKS[NAME],
-            *bound_specs(NAME, PAPER, BOUNDS, SOURCE),
-        ),
-        run=run,
-        evaluates="balls",
-        bounds=BOUNDS,
-        require=require,
-    ),
-    builder="exactmem.constructions.builders:madden24",
-    options=OPTIONS[NAME],
-    example=mechanisms.EXAMPLES.get(NAME),
-    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
+construction = builtin(
+    NAME,
+    PAPER,
+    mechanisms,
+    tasks=("next-token",),
+    summary="Madden et al. 2024: injective last-position outputs, full row rank of the GELU "
+    "features (m ≥ n − 1), targets within --tolerance, the dimension count k ≥ n(ω − 1) "
+    "(Arb)",
+    run=run,
+    evaluates="balls",
+    bounds=BOUNDS,
+    source=SOURCE,
+    require=require,
 )

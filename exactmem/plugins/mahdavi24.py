@@ -5,10 +5,9 @@ ceiling)."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.checklist import Evidence
 from exactmem.mechanisms import mahdavi24 as mechanisms
-from exactmem.mechanisms.resources import bound_specs
-from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.plugins import builtin
 from exactmem.verify import Check
 
 PAPER = "Mahdavi, Liao & Thrampoulidis 2024"
@@ -34,26 +33,16 @@ def run(evidence: Evidence) -> list[Check]:
     return mahdavi_checks(evidence.model, evidence.dataset)
 
 
-construction = Construction(
-    name=NAME,
-    paper=PAPER,
-    summary=CONSTRUCTIONS[NAME],
-    checklist=Checklist(
-        name=NAME,
-        tasks=("next-token",),
-        summary="Mahdavi et al. 2024: n < d, A1, A2, the rank of the model's own attention "
-        "features (exact, or certified on balls), capacity H(min(n, d_h) − 1) + 1, "
-        "Proposition 2's ceiling, the output read from the heads only",
-        checks=(
-            *mechanisms.CHECKS[NAME],
-            *bound_specs(NAME, PAPER, BOUNDS, SOURCE),
-        ),
-        run=run,
-        evaluates="balls",
-        bounds=BOUNDS,
-    ),
-    builder="exactmem.constructions.builders:mahdavi24",
-    options=OPTIONS[NAME],
-    example=mechanisms.EXAMPLES.get(NAME),
-    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
+construction = builtin(
+    NAME,
+    PAPER,
+    mechanisms,
+    tasks=("next-token",),
+    summary="Mahdavi et al. 2024: n < d, A1, A2, the rank of the model's own attention "
+    "features (exact, or certified on balls), capacity H(min(n, d_h) − 1) + 1, "
+    "Proposition 2's ceiling, the output read from the heads only",
+    run=run,
+    evaluates="balls",
+    bounds=BOUNDS,
+    source=SOURCE,
 )

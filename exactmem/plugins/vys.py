@@ -4,11 +4,10 @@ plugin: its checklist reads the Lemma C.1 stages of the one memorizing MLP
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.checklist import Evidence
 from exactmem.mechanisms import vys as mechanisms
-from exactmem.mechanisms.resources import bound_specs
 from exactmem.model import MLP
-from exactmem.options import CONSTRUCTIONS, OPTIONS
+from exactmem.plugins import builtin
 from exactmem.verify import Check, ChecklistStructureError, check_memorizer
 
 PAPER = "Vardi, Yehudai & Shamir 2022, Theorem 3.1"
@@ -37,24 +36,14 @@ def run(evidence: Evidence) -> list[Check]:
     return [*checks, memorizer_dataflow("vys.dataflow", model, 0)]
 
 
-construction = Construction(
-    name=NAME,
-    paper=PAPER,
-    summary=CONSTRUCTIONS[NAME],
-    checklist=Checklist(
-        name=NAME,
-        tasks=("points",),
-        summary="Lemma C.1 stages I–III of the memorizer (points)",
-        checks=(
-            *mechanisms.CHECKS[NAME],
-            *bound_specs(NAME, PAPER, BOUNDS, "proofs/vys_theorem_3_1.toml, [tight]"),
-        ),
-        run=run,
-        evaluates="exact",
-        bounds=BOUNDS,
-    ),
-    builder="exactmem.constructions.builders:vys",
-    options=OPTIONS[NAME],
-    example=mechanisms.EXAMPLES.get(NAME),
-    example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(NAME, {}),
+construction = builtin(
+    NAME,
+    PAPER,
+    mechanisms,
+    tasks=("points",),
+    summary="Lemma C.1 stages I–III of the memorizer (points)",
+    run=run,
+    evaluates="exact",
+    bounds=BOUNDS,
+    source="proofs/vys_theorem_3_1.toml, [tight]",
 )
