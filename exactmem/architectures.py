@@ -121,6 +121,7 @@ from exactmem.model import (
     Transformer,
 )
 from exactmem.safetensors_io import DyadicTensor
+from exactmem.weight_rows import BlockRows
 
 __all__ = ["ARCHITECTURES", "affine_of", "import_checkpoint"]
 
@@ -183,6 +184,13 @@ def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
     if (output := _OUTPUT.get()) is not None:  # counted before the integers are made
         bits = np.frexp(np.abs(m[nz]).astype(np.float64))[1] + shift[nz]  # |m| < 2^53: exact
         output.charge(int(((bits + 3) // 4).sum()) + _ENTRY_TEXT * int(nz.sum()))
+    # each coefficient m·2^shift as a float64, exact while it stays finite (|m| < 2^53: the
+    # significand of a float of at most 64 bits): one block (exactmem.weight_rows)
+    block = np.ldexp(m.astype(np.float64), shift)
+    if np.isfinite(block).all():
+        rows_at = np.arange(rows_n)
+        table = BlockRows(block.reshape(rows_n, cols_n), rows_at, np.arange(cols_n), rows_n)
+        return Affine(cols_n, table, (0,) * rows_n, 1 << k, names)
     rows = []
     for i in range(rows_n):
         lo = i * cols_n
@@ -203,6 +211,10 @@ def affine_biased(w: DyadicTensor, b: DyadicTensor, names: tuple[str, ...] = ())
         np.concatenate([w.exponent.reshape(out, cols), b.exponent.reshape(out, 1)], 1).ravel(),
     )
     a = affine_of(joined)
+    if isinstance(a.rows, BlockRows):  # the last column of the block is the bias
+        block = a.rows.block
+        table = BlockRows(block[:, :cols], a.rows.rows_at, np.arange(cols), out)
+        return Affine(cols, table, tuple(map(int, block[:, cols].tolist())), a.denominator, names)
     rows = tuple(tuple(t for t in row if t[0] < cols) for row in a.rows)
     bias = tuple(dict(row).get(cols, 0) for row in a.rows)
     return Affine(cols, rows, bias, a.denominator, names)
@@ -357,6 +369,10 @@ def _eps(file_meta: dict, where: str) -> mpq | None:
 
 
 def _transpose(a: Affine, names: tuple[str, ...]) -> Affine:
+    if isinstance(a.rows, BlockRows):
+        t = a.rows
+        table = BlockRows(np.ascontiguousarray(t.block.T), t.cols_at, t.rows_at, a.in_dim)
+        return Affine(a.out_dim, table, (0,) * a.in_dim, a.denominator, names)
     cols: list[list[tuple[int, int]]] = [[] for _ in range(a.in_dim)]
     for i, row in enumerate(a.rows):
         for j, c in row:
@@ -388,6 +404,8 @@ def _place(
     becomes the coefficient of lane ``one``, which holds the constant 1: attention maps are
     linear in the IR, so an affine query, key, value or output map reads its bias there."""
     total = a.out_dim + row if rows is None else rows
+    if isinstance(a.rows, BlockRows) and (placed_block := _place_block(a, width, col, row, total, one)):
+        return placed_block
     placed: list = [()] * total
     bias = [0] * total
     for i, r in enumerate(a.rows):
@@ -400,10 +418,60 @@ def _place(
     return Affine(width, tuple(placed), tuple(bias), a.denominator)
 
 
+def _place_block(
+    a: Affine, width: int, col: int, row: int, total: int, one: int | None
+) -> Affine | None:
+    """:func:`_place` of a block map, kept one block: None where the bias cannot join it as
+    column ``one`` (a row outside the block has a bias, or ``one`` is not after its columns)."""
+    t = a.rows
+    bias = [0] * total
+    cols_at, block = t.cols_at + col, t.block
+    if one is None:
+        for i, b in enumerate(a.bias):
+            bias[row + i] = b
+    elif any(a.bias):
+        if t.rows_at.size != a.out_dim or (cols_at.size and one <= cols_at[-1]):
+            return None
+        try:
+            column = np.array([float(b) for b in a.bias])
+        except OverflowError:
+            return None
+        if any(int(x) != b for x, b in zip(column.tolist(), a.bias, strict=True)):
+            return None  # a bias of more than 53 significant bits: the tuples keep it
+        block = np.concatenate([block, column[:, None]], axis=1)
+        cols_at = np.append(cols_at, one)
+    return Affine(
+        width,
+        BlockRows(block, t.rows_at + row, cols_at, total),
+        tuple(bias),
+        a.denominator,
+    )
+
+
 def _carrying_one(v: Affine, one: int) -> Affine:
     """Value map ``v`` with one more output, the constant lane ``one`` itself (softmax weights
     sum to 1, so it stays exactly 1 after mixing: the output map reads its bias there)."""
+    if isinstance(v.rows, BlockRows) and _exact_float(v.denominator):
+        t = v.rows
+        q = int(np.searchsorted(t.cols_at, one))
+        block, cols_at = t.block, t.cols_at
+        if q == cols_at.size or cols_at[q] != one:  # lane `one` joins the block's columns
+            block = np.insert(block, q, 0.0, axis=1)
+            cols_at = np.insert(cols_at, q, one)
+        extra = np.zeros((1, cols_at.size))
+        extra[0, q] = float(v.denominator)
+        table = BlockRows(
+            np.concatenate([block, extra]), np.append(t.rows_at, v.out_dim), cols_at, v.out_dim + 1
+        )
+        return Affine(v.in_dim, table, (*v.bias, 0), v.denominator)
     return Affine(v.in_dim, (*v.rows, ((one, v.denominator),)), (*v.bias, 0), v.denominator)
+
+
+def _exact_float(n: int) -> bool:
+    try:
+        return int(float(n)) == n
+    except OverflowError:
+        return False
 
 
 def _embedding_with_one(emb: DyadicTensor, tokens: int, width: int) -> Affine:
@@ -456,12 +524,23 @@ def _madden(ts: _Tensors, meta: dict) -> Transformer:
 
 def _rows(a: Affine, lo: int, hi: int, scale: int = 1) -> Affine:
     """Rows lo … hi − 1 of ``a``, divided by ``scale`` (exactly: a larger denominator)."""
+    if isinstance(a.rows, BlockRows):
+        t = a.rows
+        p, q = np.searchsorted(t.rows_at, [lo, hi]).tolist()
+        table = BlockRows(t.block[p:q], t.rows_at[p:q] - lo, t.cols_at, hi - lo)
+        return Affine(a.in_dim, table, a.bias[lo:hi], a.denominator * scale)
     return Affine(a.in_dim, a.rows[lo:hi], a.bias[lo:hi], a.denominator * scale)
 
 
 def _cols(a: Affine, lo: int, hi: int, with_bias: bool) -> Affine:
     """``a`` restricted to its input columns lo … hi − 1 (renumbered from 0), with or without
     its bias."""
+    bias = a.bias if with_bias else (0,) * a.out_dim
+    if isinstance(a.rows, BlockRows):
+        t = a.rows
+        p, q = np.searchsorted(t.cols_at, [lo, hi]).tolist()
+        table = BlockRows(t.block[:, p:q], t.rows_at, t.cols_at[p:q] - lo, a.out_dim)
+        return Affine(hi - lo, table, bias, a.denominator)
     rows = tuple(tuple((j - lo, c) for j, c in r if lo <= j < hi) for r in a.rows)
     bias = a.bias if with_bias else (0,) * a.out_dim
     return Affine(hi - lo, rows, bias, a.denominator)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import weakref
 from itertools import chain
 from pathlib import Path
@@ -21,6 +22,7 @@ from exactmem.data import read_json_file
 from exactmem.errors import InputError
 from exactmem.exact import from_hex, to_hex
 from exactmem.gcpause import paused_gc
+from exactmem.weight_rows import BlockRows, rows_text
 from exactmem.model import (
     ACTIVATIONS,
     MASKS,
@@ -160,10 +162,49 @@ def model_hash(model: Transformer) -> str:
     if known is not None and known[0]() is model and known[2] == labels:
         return known[1]
     with paused_gc():  # model_to_json makes a list per weight, none in a cycle
-        digest = canonical_hash(model_to_json(model))
+        digest = _block_digest(model) or canonical_hash(model_to_json(model))
     if _frozen_weights(model):  # a model built by hand may hold lists: hashed afresh each time
         _remember(model, digest, labels)
     return digest
+
+
+def _block_digest(model: Transformer) -> str | None:
+    """:func:`canonical_hash` of ``model_to_json(model)`` with the rows of every block map
+    (:class:`exactmem.weight_rows.BlockRows`) written by :func:`~exactmem.weight_rows.rows_text`
+    in NumPy: the same text, hashed piece by piece. None when no map is a block, or when the
+    marker left in a block's place is found elsewhere (a meta string holding it)."""
+    blocks: list[BlockRows] = []
+    marker = f"exactmem-block-{secrets.token_hex(16)}-"
+
+    def marked(a: Affine) -> dict:
+        if type(a.rows) is not BlockRows:
+            return _affine_json(a)
+        blocks.append(a.rows)
+        return {
+            "in": a.in_dim,
+            "den": to_hex(a.denominator),
+            "names": list(a.names),
+            "rows": f"{marker}{len(blocks) - 1}",
+            "bias": [to_hex(b) for b in a.bias],
+        }
+
+    obj = model_to_json(model, marked)
+    if not blocks:
+        return None
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    pieces = text.split(f'"{marker}')
+    if len(pieces) != len(blocks) + 1 or text.count(marker) != len(blocks):
+        return None
+    digest = hashlib.sha256(pieces[0].encode())
+    seen = set()
+    for piece in pieces[1:]:  # (sorted keys put the unembedding after the sublayers)
+        index, rest = piece.split('"', 1)
+        if not index.isdigit() or index in seen or int(index) >= len(blocks):
+            return None
+        seen.add(index)
+        digest.update(rows_text(blocks[int(index)]))
+        digest.update(rest.encode())
+    return digest.hexdigest()
 
 
 def _frozen_weights(model: Transformer) -> bool:
@@ -192,7 +233,8 @@ def _frozen_weights(model: Transformer) -> bool:
             type(a) is Affine
             and flat((a.in_dim, a.denominator))
             and flat(a.bias)
-            and (flat(a.names) and rows(a.rows))
+            and flat(a.names)
+            and (type(a.rows) is BlockRows or rows(a.rows))  # (a block is read-only)
         )
 
     if type(model) is not Transformer or not flat((model.input_dim, model.token_inputs)):

@@ -21,6 +21,7 @@ from operator import itemgetter
 from gmpy2 import mpq
 
 from exactmem.exact import bitlen, parameter_bits
+from exactmem.weight_rows import BlockRows, block_bits
 
 __all__ = [
     "MLP",
@@ -74,6 +75,10 @@ class Affine:
             raise ValueError("bias and rows differ in length")
         if self.names and len(self.names) != len(self.rows):
             raise ValueError("names and rows differ in length")
+        if isinstance(self.rows, BlockRows):  # non-zero integers by construction, in order
+            if self.rows.max_column() >= self.in_dim:
+                raise ValueError(f"column {self.rows.max_column()} for in_dim {self.in_dim}")
+            return
         for row in self.rows:
             for col, coeff in row:
                 if not 0 <= col < self.in_dim or coeff == 0:
@@ -430,6 +435,22 @@ def resources(model: Transformer) -> Resources:
                     max_bits = max(max_bits, parameter_bits(v))
     maps = list(model.affines())
     dense += sum(a.in_dim * len(a.rows) + (len(a.rows) if b else 0) for a, b in maps)
+    # a map kept as one block (an imported checkpoint): its weights' bits counted in NumPy
+    tuples = []
+    for a, b in maps:
+        counted = block_bits(a.rows, a.denominator) if isinstance(a.rows, BlockRows) else None
+        if counted is None:
+            tuples.append((a, b))
+            continue
+        nonzero += counted[0]
+        total_bits += counted[1]
+        max_bits = max(max_bits, counted[2])
+        if b:
+            biases = [mpq(v, a.denominator) for v in a.bias if v]
+            nonzero += len(biases)
+            total_bits += sum(map(parameter_bits, biases))
+            max_bits = max([max_bits, *map(parameter_bits, biases)])
+    maps = tuples
     # the maps over denominator 1 (all of a ks25 model): their weights counted in one pass
     whole = [(a, b) for a, b in maps if a.denominator == 1]
     integral = list(
@@ -488,6 +509,8 @@ def _affine_problem(a: Affine, path: str, *, in_dim: int | None, what: str) -> P
         return path, f"{a.in_dim} input columns, {what.format(in_dim)}"
     if a.out_dim < 1:
         return path, "no rows (an empty map)"
+    if isinstance(a.rows, BlockRows):  # its columns are increasing by construction
+        return None
     for i, row in enumerate(a.rows):
         cols = [c for c, _ in row]
         if any(b <= c for c, b in zip(cols, cols[1:], strict=False)):

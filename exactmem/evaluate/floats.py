@@ -19,6 +19,7 @@ from gmpy2 import mpq
 
 from exactmem.evaluate.layernorm import layer_norm_floats
 from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
+from exactmem.weight_rows import BlockRows
 
 __all__ = ["as_float", "float_logits"]
 
@@ -42,12 +43,47 @@ def _matrix(a: Affine) -> tuple[np.ndarray, np.ndarray]:
     return w, b
 
 
+class _Block:
+    """A block map's weights (:class:`exactmem.weight_rows.BlockRows`) in float64 as a block:
+    ``W·z`` is ``block·z[cols_at]`` placed at ``rows_at`` (the other rows of W are 0)."""
+
+    def __init__(self, a: Affine, scaled: np.ndarray):
+        self.scaled, self.rows_at, self.cols_at, self.out = (
+            scaled,
+            a.rows.rows_at,
+            a.rows.cols_at,
+            a.out_dim,
+        )
+
+    def __matmul__(self, z: np.ndarray) -> np.ndarray:
+        y = np.zeros((self.out, z.shape[1]))
+        y[self.rows_at] = self.scaled @ z[self.cols_at]
+        return y
+
+
+def _block_matrix(a: Affine) -> _Block | None:
+    """W of a block map, or None: block / denominator is the nearest double to
+    coefficient/denominator when it is exact, which is checked — a power-of-two denominator
+    below 2^1000 whose quotients neither underflow nor lose a bit (w·den == block again)."""
+    den = a.denominator
+    if den & (den - 1) or den.bit_length() > 1000:
+        return None
+    block = a.rows.block
+    scaled = block / float(den)
+    if not (scaled * float(den) == block).all():
+        return None
+    return _Block(a, scaled)
+
+
 class _Cache(dict):
     """Float matrices by the identity of their map (hashing a large map's rows would cost as
     much as converting it); the map is kept so that its id stays its own."""
 
-    def get_matrix(self, a: Affine) -> tuple[np.ndarray, np.ndarray]:
+    def get_matrix(self, a: Affine) -> tuple[np.ndarray | _Block, np.ndarray]:
         hit = self.get(id(a))
+        if hit is None and isinstance(a.rows, BlockRows) and (w := _block_matrix(a)) is not None:
+            bias = np.array([as_float(mpq(x, a.denominator)) for x in a.bias])
+            hit = self[id(a)] = (a, w, bias)
         if hit is None:
             hit = self[id(a)] = (a, *_matrix(a))
         return hit[1], hit[2]

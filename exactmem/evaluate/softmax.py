@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from flint import arb, arb_mat, ctx, fmpq
 from gmpy2 import mpq
 
@@ -29,6 +30,7 @@ from exactmem.balls import (
 from exactmem.errors import InconclusiveError, InputError
 from exactmem.evaluate.layernorm import layer_norm_balls
 from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
+from exactmem.weight_rows import BlockRows
 
 __all__ = [
     "BallTrace",
@@ -72,7 +74,46 @@ def _column(a: Affine, t: int) -> list[tuple[int, int]]:
     return hit[1].get(t, [])
 
 
+BLOCK_ENTRIES = 1 << 21  # rows of a block map made into one Arb matrix at a time
+
+
+def _block_batch(a: Affine, cols: list) -> list[list[arb]]:
+    """A block map (:class:`exactmem.weight_rows.BlockRows`) on many columns of balls: its
+    integer coefficients (float64 entries that are integers, so exact Arb balls) multiplied
+    in Arb by the inputs at its columns, a slice of rows at a time; each output rounded once,
+    plus the bias, over the denominator — as the dense product of :func:`_affine`."""
+    t = a.rows
+    den = arb(a.denominator)
+    inputs = arb_mat([[c[j] for c in cols] for j in t.cols_at.tolist()])
+    sums: list[list] = [[arb(b) for b in a.bias] for _ in cols]
+    step = max(1, BLOCK_ENTRIES // max(1, t.block.shape[1]))
+    placed = t.rows_at.tolist()
+    for lo in range(0, len(placed), step):
+        product = arb_mat(t.block[lo : lo + step].tolist()) * inputs
+        for p, i in enumerate(placed[lo : lo + step]):
+            for k, out in enumerate(sums):
+                out[i] = product[p, k] + out[i]
+    return [[x / den for x in out] for out in sums]
+
+
+def _block_column(a: Affine, t: int) -> list[arb]:
+    """(W e_t + b)/den of a block map: column t plus the bias, integers added exactly."""
+    acc = list(a.bias)
+    rows = a.rows
+    q = int(np.searchsorted(rows.cols_at, t))
+    if q < rows.cols_at.size and rows.cols_at[q] == t:
+        column = rows.block[:, q]
+        for p in np.flatnonzero(column).tolist():
+            acc[int(rows.rows_at[p])] += int(column[p])
+    den = arb(a.denominator)
+    return [arb(x) / den for x in acc]
+
+
 def _affine(a: Affine, v) -> list[arb]:
+    if isinstance(a.rows, BlockRows):
+        if isinstance(v, _OneHotBall):
+            return _block_column(a, v.t)
+        return _block_batch(a, [v])[0]
     den = arb(a.denominator)
     if isinstance(v, _OneHotBall) and a.in_dim * a.out_dim >= DENSE_FROM:
         # (W e_t + b)/den: column t plus the bias, integers added exactly, one rounding
@@ -105,6 +146,8 @@ BATCH_ENTRIES = 1 << 22  # a dense weight matrix up to this size is multiplied b
 def _affine_batch(a: Affine, cols: list[list[arb]]) -> list[list[arb]]:
     """``a`` on many columns at once: one Arb matrix product (rigorous, in C) instead of a
     Python loop per weight; the same enclosures up to rounding, which stays outward."""
+    if isinstance(a.rows, BlockRows) and cols and not isinstance(cols[0], _OneHotBall):
+        return _block_batch(a, cols)
     if len(cols) < 2 or a.in_dim * a.out_dim > BATCH_ENTRIES:
         return [_affine(a, c) for c in cols]
     W = arb_mat(a.out_dim, a.in_dim)
@@ -153,10 +196,18 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
     n = len(cols)
     new = [list(c) for c in cols]
     for h in att.heads:
-        values = [_affine(h.value, c) for c in cols]
-        keys = [_affine(h.key, c) for c in cols]
+        # a block map (an imported checkpoint) on every column at once: one Arb product
+        values, keys = (
+            _affine_batch(m, cols) if isinstance(m.rows, BlockRows) else [_affine(m, c) for c in cols]
+            for m in (h.value, h.key)
+        )
+        queries = None
+        if isinstance(h.query.rows, BlockRows):  # the query columns read, at once
+            read = cols[n - 1 :] if only_last else cols
+            queries = dict(zip(range(n - len(read), n), _affine_batch(h.query, read), strict=True))
         for kq in range(n - 1, n) if only_last else range(n):
-            q = _affine(h.query, cols[kq])  # only the columns read: the last one, or all
+            # only the columns read: the last one, or all
+            q = queries[kq] if queries is not None else _affine(h.query, cols[kq])
             idx = _keys(att.mask, n, kq)
             scores = [sum((a * b for a, b in zip(keys[k], q, strict=True)), arb(0)) for k in idx]
             if att.score == "hardmax":  # a positive scale keeps the maximisers: unscaled
