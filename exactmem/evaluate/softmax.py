@@ -205,6 +205,7 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
         if isinstance(h.query.rows, BlockRows):  # the query columns read, at once
             read = cols[n - 1 :] if only_last else cols
             queries = dict(zip(range(n - len(read), n), _affine_batch(h.query, read), strict=True))
+        pending: list[tuple[int, list[arb]]] = []
         for kq in range(n - 1, n) if only_last else range(n):
             # only the columns read: the last one, or all
             q = queries[kq] if queries is not None else _affine(h.query, cols[kq])
@@ -225,8 +226,15 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
                     sum((values[k][j] * w for k, w in zip(idx, weights, strict=True)), arb(0))
                     for j in range(len(values[0]))
                 ]
+            if isinstance(h.output.rows, BlockRows):  # mapped below, every column at once
+                pending.append((kq, mixed))
+                continue
             delta = _affine(h.output, mixed)
             new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
+        if pending:
+            deltas = _affine_batch(h.output, [mixed for _, mixed in pending])
+            for (kq, _), delta in zip(pending, deltas, strict=True):
+                new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
     return new
 
 
