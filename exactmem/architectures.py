@@ -186,7 +186,8 @@ def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
         output.charge(int(((bits + 3) // 4).sum()) + _ENTRY_TEXT * int(nz.sum()))
     # each coefficient m·2^shift as a float64, exact while it stays finite (|m| < 2^53: the
     # significand of a float of at most 64 bits): one block (exactmem.weight_rows)
-    block = np.ldexp(m.astype(np.float64), shift)
+    with np.errstate(over="ignore"):  # (inf: not a double, the tuples below keep it)
+        block = np.ldexp(m.astype(np.float64), shift)
     if np.isfinite(block).all():
         rows_at = np.arange(rows_n)
         table = BlockRows(block.reshape(rows_n, cols_n), rows_at, np.arange(cols_n), rows_n)
@@ -404,7 +405,9 @@ def _place(
     becomes the coefficient of lane ``one``, which holds the constant 1: attention maps are
     linear in the IR, so an affine query, key, value or output map reads its bias there."""
     total = a.out_dim + row if rows is None else rows
-    if isinstance(a.rows, BlockRows) and (placed_block := _place_block(a, width, col, row, total, one)):
+    if isinstance(a.rows, BlockRows) and (
+        placed_block := _place_block(a, width, col, row, total, one)
+    ):
         return placed_block
     placed: list = [()] * total
     bias = [0] * total

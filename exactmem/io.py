@@ -22,7 +22,6 @@ from exactmem.data import read_json_file
 from exactmem.errors import InputError
 from exactmem.exact import from_hex, to_hex
 from exactmem.gcpause import paused_gc
-from exactmem.weight_rows import BlockRows, rows_text
 from exactmem.model import (
     ACTIVATIONS,
     MASKS,
@@ -40,6 +39,7 @@ from exactmem.model import (
     model_meta_problem,
     shape_problem,
 )
+from exactmem.weight_rows import BlockRows, rows_text
 
 __all__ = [
     "read_certificate_file",

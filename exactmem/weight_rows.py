@@ -91,9 +91,7 @@ class BlockRows(Sequence):
 
     def __eq__(self, other) -> bool:
         if isinstance(other, BlockRows | tuple):
-            return len(other) == len(self) and all(
-                a == b for a, b in zip(self, other, strict=True)
-            )
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     def __add__(self, other):  # joined with tuples of rows: the tuples it stands for

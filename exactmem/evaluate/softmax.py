@@ -192,13 +192,56 @@ def _keys(mask: str, n: int, query: int) -> list[int]:
     return list(range(n - 1)) if mask == "context" and n > 1 else list(range(n))
 
 
+def _weights(att: Attention, scores: list[arb]) -> list[arb]:
+    """Softmax or uniform weights of one query's scores (as :func:`_attention` has them)."""
+    tie = all(s.is_exact() for s in scores) and all(s == scores[0] for s in scores)
+    if att.scale != 1 and not tie:  # scores / √scale: Arb encloses the square root
+        root = arb(att.scale).sqrt()
+        scores = [s / root for s in scores]
+    if att.score == "uniform":
+        return [arb(fmpq(1, len(scores)))] * len(scores)
+    return softmax_balls(scores)
+
+
+def _all_blocks(h) -> bool:
+    maps = (h.query, h.key, h.value, h.output)
+    return all(isinstance(m.rows, BlockRows) and m.out_dim > 0 for m in maps)
+
+
+def _block_head(att: Attention, h, cols: list[list[arb]], only_last: bool):
+    """(query position, the head's output there) for a softmax or uniform head whose maps are
+    all blocks (an imported checkpoint): its maps on every column at once, and the scores
+    Kᵀq and the mixing V·weights as Arb matrix products (rigorous, in C) in place of the
+    Python sums of :func:`_attention` — the same enclosures up to outward rounding, tested
+    against them in tests/test_weight_rows.py."""
+    n = len(cols)
+    first = n - 1 if only_last else 0
+    values, keys = _affine_batch(h.value, cols), _affine_batch(h.key, cols)
+    queries = _affine_batch(h.query, cols[first:])
+    scores = arb_mat(keys) * arb_mat([list(r) for r in zip(*queries, strict=True)])
+    mixing = arb_mat(n, n - first)  # weight of key k for query first + c; 0 where masked
+    for c, kq in enumerate(range(first, n)):
+        idx = _keys(att.mask, n, kq)
+        for k, w in zip(idx, _weights(att, [scores[k, c] for k in idx]), strict=True):
+            mixing[k, c] = w
+    mixed = arb_mat([list(r) for r in zip(*values, strict=True)]) * mixing
+    columns = [[mixed[j, c] for j in range(mixed.nrows())] for c in range(n - first)]
+    return zip(range(first, n), _affine_batch(h.output, columns), strict=True)
+
+
 def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[list[arb]]:
     n = len(cols)
     new = [list(c) for c in cols]
     for h in att.heads:
+        if att.score != "hardmax" and _all_blocks(h):
+            for kq, delta in _block_head(att, h, cols, only_last):
+                new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
+            continue
         # a block map (an imported checkpoint) on every column at once: one Arb product
         values, keys = (
-            _affine_batch(m, cols) if isinstance(m.rows, BlockRows) else [_affine(m, c) for c in cols]
+            _affine_batch(m, cols)
+            if isinstance(m.rows, BlockRows)
+            else [_affine(m, c) for c in cols]
             for m in (h.value, h.key)
         )
         queries = None
