@@ -6,7 +6,7 @@ of two Python ints) and every pass over them — resources, the model hash, the 
 matrices — costs microseconds per weight in Python. :class:`BlockRows` keeps the coefficients as
 a read-only float64 array ``block`` (``[len(rows_at), len(cols_at)]``) whose entries are
 integers, placed at the increasing row indices ``rows_at`` and column indices ``cols_at`` of a
-map with ``count`` rows; every other coefficient is 0. A float64 holds an integer *exactly*
+map with ``height`` rows; every other coefficient is 0. A float64 holds an integer *exactly*
 when its value is one (a float32 weight p·2^e over the map's power-of-two denominator is the
 integer p·2^(e+k), 24 significant bits): :meth:`BlockRows.__init__` refuses any entry that is
 not a finite integer, so ``int(entry)`` is the coefficient, bit for bit.
@@ -37,11 +37,11 @@ def _index(values, name: str) -> np.ndarray:
 
 class BlockRows(Sequence):
     """Read-only rows of integer coefficients: ``block[p, q]`` at row ``rows_at[p]``, column
-    ``cols_at[q]`` of a map with ``count`` rows (see the module docstring)."""
+    ``cols_at[q]`` of a map with ``height`` rows (see the module docstring)."""
 
-    __slots__ = ("block", "rows_at", "cols_at", "count")
+    __slots__ = ("block", "rows_at", "cols_at", "height")
 
-    def __init__(self, block, rows_at, cols_at, count: int):
+    def __init__(self, block, rows_at, cols_at, height: int):
         block = np.asarray(block, dtype=np.float64)
         self.rows_at = _index(rows_at, "rows_at")
         self.cols_at = _index(cols_at, "cols_at")
@@ -50,8 +50,8 @@ class BlockRows(Sequence):
                 f"block of shape {block.shape} for {self.rows_at.size} rows and "
                 f"{self.cols_at.size} columns"
             )
-        if self.rows_at.size and self.rows_at[-1] >= count:
-            raise ValueError(f"row {int(self.rows_at[-1])} of a map with {count} rows")
+        if self.rows_at.size and self.rows_at[-1] >= height:
+            raise ValueError(f"row {int(self.rows_at[-1])} of a map with {height} rows")
         # every entry an integer, exactly: the coefficient is int(entry), nothing rounded
         if block.size and not (np.isfinite(block).all() and (block == np.trunc(block)).all()):
             raise ValueError("a block's entries must be finite integers")
@@ -59,10 +59,10 @@ class BlockRows(Sequence):
             block = block.view()
             block.setflags(write=False)  # shared by the maps cut from it: nobody may change it
         self.block = block
-        self.count = int(count)
+        self.height = int(height)
 
     def __len__(self) -> int:
-        return self.count
+        return self.height
 
     def _row(self, p: int) -> tuple[tuple[int, int], ...]:
         r = self.block[p]
@@ -71,18 +71,18 @@ class BlockRows(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return tuple(self[k] for k in range(*i.indices(self.count)))
+            return tuple(self[k] for k in range(*i.indices(self.height)))
         i = int(i)
         if i < 0:
-            i += self.count
-        if not 0 <= i < self.count:
+            i += self.height
+        if not 0 <= i < self.height:
             raise IndexError("row index out of range")
         p = int(np.searchsorted(self.rows_at, i))
         return self._row(p) if p < self.rows_at.size and self.rows_at[p] == i else ()
 
     def __iter__(self) -> Iterator[tuple[tuple[int, int], ...]]:
         p, placed = 0, self.rows_at.tolist()
-        for i in range(self.count):
+        for i in range(self.height):
             if p < len(placed) and placed[p] == i:
                 yield self._row(p)
                 p += 1
@@ -104,7 +104,7 @@ class BlockRows(Sequence):
         return hash(tuple(self))
 
     def __repr__(self) -> str:
-        return f"BlockRows({self.block.shape[0]} × {self.block.shape[1]} of {self.count} rows)"
+        return f"BlockRows({self.block.shape[0]} × {self.block.shape[1]} of {self.height} rows)"
 
     def nonzero(self) -> int:
         return int(np.count_nonzero(self.block))
@@ -113,8 +113,8 @@ class BlockRows(Sequence):
         return int(self.cols_at[-1]) if self.cols_at.size else -1
 
     def dense(self, in_dim: int) -> np.ndarray:
-        """The ``[count, in_dim]`` coefficient matrix (float64, exact integers)."""
-        out = np.zeros((self.count, in_dim))
+        """The ``[height, in_dim]`` coefficient matrix (float64, exact integers)."""
+        out = np.zeros((self.height, in_dim))
         out[np.ix_(self.rows_at, self.cols_at)] = self.block
         return out
 
@@ -240,7 +240,7 @@ def rows_text(rows: BlockRows) -> bytes:
             parts.append(b"]")
             pending += 1
             i += 1
-    while i < rows.count:
+    while i < rows.height:
         parts.append(b",[]" if pending else b"[]")
         pending += 1
         i += 1
