@@ -64,6 +64,9 @@ class BlockRows(Sequence):
     def __len__(self) -> int:
         return self.height
 
+    def __reduce__(self):  # a copy or an unpickled one is made (and made read-only) as this one
+        return BlockRows, (self.block, self.rows_at, self.cols_at, self.height)
+
     def _row(self, p: int) -> tuple[tuple[int, int], ...]:
         r = self.block[p]
         nz = np.flatnonzero(r)

@@ -4,7 +4,9 @@ feature (the generator of tests/test_one_semantics.py); and what a block refuses
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 import random
 from dataclasses import replace
 
@@ -61,6 +63,8 @@ def test_a_block_reads_as_its_tuples_with_their_text_and_bits():
             assert block_bits(rows, den) == (len(bits), sum(bits), max(bits, default=0))
         assert block_bits(rows, 3) is None  # lowest terms beyond a shift: the tuples count
         assert block_of(tuples) == tuples
+        for copied in (pickle.loads(pickle.dumps(rows)), copy.deepcopy(rows)):
+            assert copied == rows and not copied.block.flags.writeable
 
 
 def test_a_block_refuses_what_is_not_an_exact_integer():
