@@ -59,7 +59,8 @@ class Affine:
     """``y = (W·x + b) / denominator`` with W sparse over the integers.
 
     ``rows[i]`` lists the non-zero ``(column, coefficient)`` pairs of row i; ``names`` names the
-    outputs (lanes or hidden units).
+    outputs (lanes or hidden units). An imported checkpoint's ``rows`` is a
+    :class:`~exactmem.weight_rows.BlockRows`: one array that reads as these tuples.
     """
 
     in_dim: int
