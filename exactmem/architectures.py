@@ -167,6 +167,18 @@ def _charge_rationals(t: DyadicTensor) -> None:
         output.charge(int(((bits + 3) // 4).sum()) + 2 * _ENTRY_TEXT * t.size)
 
 
+CHUNK = 1 << 20  # weights converted at a time: the temporaries stay small beside the block
+
+
+def _stripped(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(non-zero mask, m, e) with the mantissas' trailing zero bits moved into the exponents,
+    so that the least common denominator is the least power of two."""
+    nz = m != 0
+    low = np.where(nz, np.abs(m) & -np.abs(m), 1)
+    tz = np.round(np.log2(low.astype(np.float64))).astype(np.int64)
+    return nz, m >> tz, e + tz
+
+
 def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
     """The bias-free linear map of a ``[out, in]`` weight tensor, exactly: integer coefficients
     over the least common power-of-two denominator."""
@@ -174,24 +186,32 @@ def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
         raise InputError(f"tensor {t.name!r}: shape {list(t.shape)}, expected [out, in]")
     rows_n, cols_n = t.shape
     m, e = t.mantissa, t.exponent
-    nz = m != 0
-    # strip the mantissas' trailing zero bits so the denominator is the least power of two
-    low = np.where(nz, np.abs(m) & -np.abs(m), 1)
-    tz = np.round(np.log2(low.astype(np.float64))).astype(np.int64)
-    m, e = m >> tz, e + tz
-    k = int(max(0, -int(e[nz].min()))) if nz.any() else 0
-    shift = e + k
-    if (output := _OUTPUT.get()) is not None:  # counted before the integers are made
-        bits = np.frexp(np.abs(m[nz]).astype(np.float64))[1] + shift[nz]  # |m| < 2^53: exact
-        output.charge(int(((bits + 3) // 4).sum()) + _ENTRY_TEXT * int(nz.sum()))
-    # each coefficient m·2^shift as a float64, exact while it stays finite (|m| < 2^53: the
+    least = None
+    for lo in range(0, m.size, CHUNK):
+        nz, _, es = _stripped(m[lo : lo + CHUNK], e[lo : lo + CHUNK])
+        if nz.any():
+            low = int(es[nz].min())
+            least = low if least is None else min(least, low)
+    k = max(0, -least) if least is not None else 0
+    # each coefficient m·2^(e + k) as a float64, exact while it stays finite (|m| < 2^53: the
     # significand of a float of at most 64 bits): one block (exactmem.weight_rows)
-    with np.errstate(over="ignore"):  # (inf: not a double, the tuples below keep it)
-        block = np.ldexp(m.astype(np.float64), shift)
+    block = np.empty(m.size)
+    output = _OUTPUT.get()
+    for lo in range(0, m.size, CHUNK):
+        nz, ms, es = _stripped(m[lo : lo + CHUNK], e[lo : lo + CHUNK])
+        shift = es + k
+        if output is not None:  # counted before the next chunk is made
+            bits = np.frexp(np.abs(ms[nz]).astype(np.float64))[1] + shift[nz]  # |m| < 2^53
+            output.charge(int(((bits + 3) // 4).sum()) + _ENTRY_TEXT * int(nz.sum()))
+        with np.errstate(over="ignore"):  # (inf: not a double, the tuples below keep it)
+            block[lo : lo + CHUNK] = np.ldexp(ms.astype(np.float64), shift)
     if np.isfinite(block).all():
         rows_at = np.arange(rows_n)
         table = BlockRows(block.reshape(rows_n, cols_n), rows_at, np.arange(cols_n), rows_n)
         return Affine(cols_n, table, (0,) * rows_n, 1 << k, names)
+    del block
+    nz, m, e = _stripped(m, e)
+    shift = e + k
     rows = []
     for i in range(rows_n):
         lo = i * cols_n
