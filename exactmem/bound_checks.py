@@ -12,17 +12,39 @@ float never decides, and a comparison still open at the precision limit is *unde
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Iterable, Mapping
 
 import sympy
 
 from exactmem.model import Resources
 from exactmem.verify import Check
 
-__all__ = ["FIGURES", "bound_checks", "figure_names"]
+__all__ = ["FIGURES", "bound_checks", "bound_names", "figure_names", "lcd_of", "with_lcd"]
 
-FIGURES = ("N", "d", "C", "r", "delta", "n", "omega")
-"""The dataset's figures a declared or user bound may name."""
+FIGURES = ("N", "d", "C", "r", "delta", "n", "omega", "lcd")
+"""The dataset's figures a declared or user bound may name (``lcd``: the least common
+denominator of the coordinates of the points or the vocabulary's tokens, counted only when a
+formula names it)."""
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def lcd_of(dataset) -> int:
+    """The least common denominator of every coordinate of the dataset's points (``points``)
+    or vocabulary tokens (sequences): what scales them to the integer lattice the memorizers'
+    Stage I projection reads (Kajitsuka & Sato 2025, Lemma C.2)."""
+    vectors = dataset.points if dataset.task == "points" else dataset.vocab
+    return math.lcm(*{int(x.denominator) for v in vectors for x in v})
+
+
+def with_lcd(names: dict, dataset, texts: Iterable[str]) -> dict:
+    """``names`` with ``lcd`` added when one of ``texts`` names it (it reads every
+    coordinate)."""
+    if any("lcd" in _NAME.findall(t) for t in texts if isinstance(t, str)):
+        names["lcd"] = sympy.Integer(lcd_of(dataset))
+    return names
 
 
 def figure_names(data: Mapping, dataset) -> dict[str, sympy.Expr]:
@@ -47,6 +69,62 @@ def figure_names(data: Mapping, dataset) -> dict[str, sympy.Expr]:
     return names
 
 
+def bound_names(
+    names: Mapping[str, sympy.Expr],
+    options: Mapping[str, object],
+    declared_options: Iterable[str],
+    defines: Mapping[str, str],
+    where: str,
+) -> tuple[dict[str, sympy.Expr | None], dict[str, set[str]]]:
+    """The values a bound formula may name — the dataset's figures (``names``; a figure not
+    measured is None), each integer build option the user gave (``options``: the user's
+    statement of what was built, never read from the model file) under its own key, and the
+    ``defines`` evaluated in order — and, per name that cannot be evaluated because a declared
+    option was not given, the options it needs. An option named like a figure is not a
+    variable (the figure wins)."""
+    from exactmem.bounds import parse_formula
+
+    known: dict[str, sympy.Expr | None] = {**dict.fromkeys(FIGURES), **names}
+    missing: dict[str, set[str]] = {}
+    for key in declared_options:
+        if key in known:
+            continue
+        value = options.get(key)
+        if value is None:
+            known[key], missing[key] = None, {key}
+        elif type(value) is int:
+            known[key] = sympy.Integer(value)
+    for key, text in defines.items():
+        need = needs(text, missing)
+        if need:
+            known[key], missing[key] = None, need
+        else:
+            known[key] = parse_formula(text, known, f"{where}: define.{key}")
+    return known, missing
+
+
+def needs(text: str, missing: Mapping[str, set[str]]) -> set[str]:
+    """The options not given that formula ``text`` needs (directly or through a define)."""
+    out: set[str] = set()
+    for word in _NAME.findall(text):
+        out |= missing.get(word, set())
+    return out
+
+
+def _undecided_without(name: str, text: str, need: set[str]) -> Check:
+    keys = sorted(need)
+    give = " ".join(f"--set {k}=VALUE" for k in keys)
+    what = "option" if len(keys) == 1 else "options"
+    return Check(
+        name,
+        False,
+        f"undecided: {text} needs the build {what} {', '.join(keys)}, not given; give "
+        f"{give} (the value the model was built with) to decide it",
+        {"measured": None, "needs": keys},
+        undecided=True,
+    )
+
+
 def _margin(activation: Mapping) -> sympy.Rational | None:
     text = activation.get("min_nonzero_preactivation")
     return None if text is None else sympy.Rational(text)
@@ -61,19 +139,29 @@ def bound_checks(
     prefix: str,
     where: str,
     ratio: bool = False,
+    options: Mapping[str, object] | None = None,
+    declared_options: Iterable[str] = (),
+    defines: Mapping[str, str] | None = None,
 ) -> list[Check]:
     """One check ``<prefix>.<metric>`` per entry of ``table`` (metric → formula): ok when the
     measured value is within the bound, FAIL when it is decided outside, undecided when the
     balls cannot tell at the precision limit. ``where`` starts a formula's error message;
     ``ratio`` adds measured / bound (shown, never deciding: how close a run is to a fitted
-    constant)."""
+    constant). A formula may name the build options the user gave (``options``, among the
+    construction's ``declared_options``) and the ``defines`` (:func:`bound_names`); one that
+    needs an option not given is undecided, naming the ``--set`` that would decide it —
+    never passed."""
     from exactmem.bounds import decide_ge, decide_le, evaluate_ball, parse_formula
 
     measured = res.as_dict()
+    known, missing = bound_names(names, options or {}, declared_options, defines or {}, f"{where}")
     checks = []
     for metric, text in table.items():
         name = f"{prefix}.{metric}"
-        known = {**dict.fromkeys(FIGURES), **names}  # a figure not measured: None
+        need = needs(text, missing)
+        if need:
+            checks.append(_undecided_without(name, text, need))
+            continue
         expr = parse_formula(text, known, f"{where}.{metric}")
         if expr is None:  # a figure this run has not measured (δ of too many tokens)
             checks.append(

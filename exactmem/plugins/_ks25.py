@@ -19,7 +19,10 @@ def checklist_run(variant: str) -> Callable[[Evidence], list[Check]]:
         from exactmem.verify_ks25 import check_ks25
 
         assert evidence.trace is not None  # evaluates "exact"
-        return check_ks25(evidence.trace, evidence.model, evidence.dataset, evidence.view, variant)
+        budget = evidence.options.get("bit_budget")  # the user's --set, never the file's
+        return check_ks25(
+            evidence.trace, evidence.model, evidence.dataset, evidence.view, variant, budget
+        )
 
     return run
 
@@ -33,6 +36,7 @@ def ks25_construction(
     bounds: Mapping[str, str],
     source: str,
     consistency: str | None = None,
+    bound_defines: Mapping[str, str] | None = None,
 ) -> Construction:
     from exactmem.mechanisms import ks25 as mechanisms
 
@@ -46,6 +50,7 @@ def ks25_construction(
         evaluates="exact",
         bounds=bounds,
         source=source,
+        bound_defines=bound_defines,
         consistency=consistency,
         lower_bounds=("lower_bound.theorem_4_2",),
     )
