@@ -38,6 +38,7 @@ def describe(construction) -> dict:
             "evaluates": checklist.evaluates,
             "consistency": checklist.consistency,
             "bounds": dict(checklist.bounds),
+            "bound_defines": dict(checklist.bound_defines),
             "checks": [
                 {
                     "name": spec.name,
@@ -73,6 +74,10 @@ def _print_one(c: dict) -> None:
         for metric, text in checklist["bounds"].items():
             sign = "≥" if metric == "margin" else "≤"
             print(f"    {metric} {sign} {text}")
+        if checklist.get("bound_defines"):
+            print("  where (options as stated by verify --set KEY=VALUE):")
+            for key, text in checklist["bound_defines"].items():
+                print(f"    {key} = {text}")
     if not checklist["checks"]:
         print("  checks: none declared")
     for spec in checklist["checks"]:
