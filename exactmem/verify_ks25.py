@@ -109,7 +109,7 @@ def check_ks25(
         raise ChecklistStructureError(
             "Theorem F.1 splits F2 into sub-networks (lanes net0., net1., …); this F2 is one"
         )
-    split = {"budget": budget, "judge_budget": variant == "ks25-bit-budget"}
+    judge_budget = variant == "ks25-bit-budget"
     n = len(ds.sequences[0])
     first = trace.streams[at - 1] if at else trace.embedded
     mixed = _exact_lanes(trace.streams[at], ("phi", "tid", "seq"))
@@ -155,12 +155,24 @@ def check_ks25(
 
     if isinstance(phi_mlp, MLP) and A:  # φ̃ ≠ 0 somewhere: F1 must hold Lemma B.3's memorizer
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
-        checks += check_any_memorizer(trace, phi_mlp, expected, lambda r: f"token row {r}", **split)
+        checks += check_any_memorizer(
+            trace,
+            phi_mlp,
+            expected,
+            lambda r: f"token row {r}",
+            budget=budget,
+            judge_budget=judge_budget,
+        )
     labels = int_array(ds.labels).reshape(ds.size, -1)
     rows, where = first_occurrences(mixed.index)
     expected2 = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
     checks += check_any_memorizer(
-        trace, f2_mlp, expected2, lambda r: f"context id row {r}", **split
+        trace,
+        f2_mlp,
+        expected2,
+        lambda r: f"context id row {r}",
+        budget=budget,
+        judge_budget=judge_budget,
     )
     read = ("seq",) if variant == "ks25-deep-sets" else ("phi", "tid", "seq")
     checks += _dataflow(model, at, first.names, mixed.names, read, bool(A))
