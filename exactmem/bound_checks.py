@@ -21,7 +21,7 @@ import sympy
 from exactmem.model import Resources
 from exactmem.verify import Check
 
-__all__ = ["FIGURES", "bound_checks", "bound_names", "figure_names", "lcd_of", "with_lcd"]
+__all__ = ["FIGURES", "Define", "bound_checks", "bound_names", "figure_names", "lcd_of", "with_lcd"]
 
 FIGURES = ("N", "d", "C", "r", "delta", "n", "omega", "lcd")
 """The dataset's figures a declared or user bound may name (``lcd``: the least common
@@ -39,10 +39,11 @@ def lcd_of(dataset) -> int:
     return math.lcm(*{int(x.denominator) for v in vectors for x in v})
 
 
-def with_lcd(names: dict, dataset, texts: Iterable[str]) -> dict:
-    """``names`` with ``lcd`` added when one of ``texts`` names it (it reads every
-    coordinate)."""
-    if any("lcd" in _NAME.findall(t) for t in texts if isinstance(t, str)):
+def with_lcd(names: dict, dataset, texts: Iterable) -> dict:
+    """``names`` with ``lcd`` added when one of ``texts`` (formulas, or define pairs) names it
+    (it reads every coordinate)."""
+    flat = [u for t in texts for u in (t if isinstance(t, tuple) else (t,))]
+    if any("lcd" in _NAME.findall(t) for t in flat if isinstance(t, str)):
         names["lcd"] = sympy.Integer(lcd_of(dataset))
     return names
 
@@ -69,23 +70,32 @@ def figure_names(data: Mapping, dataset) -> dict[str, sympy.Expr]:
     return names
 
 
+Define = str | tuple[str, str]
+"""A bound define: a formula, or (formula, fallback) — the fallback, a bound for every value of
+the options the formula names, is used when one of them is not given."""
+
+
 def bound_names(
     names: Mapping[str, sympy.Expr],
     options: Mapping[str, object],
     declared_options: Iterable[str],
-    defines: Mapping[str, str],
+    defines: Mapping[str, Define],
     where: str,
+    relaxed: dict[str, set[str]] | None = None,
 ) -> tuple[dict[str, sympy.Expr | None], dict[str, set[str]]]:
     """The values a bound formula may name — the dataset's figures (``names``; a figure not
     measured is None), each integer build option the user gave (``options``: the user's
     statement of what was built, never read from the model file) under its own key, and the
     ``defines`` evaluated in order — and, per name that cannot be evaluated because a declared
-    option was not given, the options it needs. An option named like a figure is not a
-    variable (the figure wins)."""
+    option was not given, the options it needs. A define given as (formula, fallback) takes
+    the fallback when the formula needs an option not given; ``relaxed`` then records, per
+    name, the options whose absence made it a bound for all their values. An option named
+    like a figure is not a variable (the figure wins)."""
     from exactmem.bounds import parse_formula
 
     known: dict[str, sympy.Expr | None] = {**dict.fromkeys(FIGURES), **names}
     missing: dict[str, set[str]] = {}
+    relaxed = {} if relaxed is None else relaxed
     for key in declared_options:
         if key in known:
             continue
@@ -94,8 +104,14 @@ def bound_names(
             known[key], missing[key] = None, {key}
         elif type(value) is int:
             known[key] = sympy.Integer(value)
-    for key, text in defines.items():
+    for key, define in defines.items():
+        text, fallback = define if isinstance(define, tuple) else (define, None)
         need = needs(text, missing)
+        if need and fallback is not None:
+            relaxed[key] = need | needs(fallback, relaxed)
+            text, need = fallback, needs(fallback, missing)
+        elif needs(text, relaxed):
+            relaxed[key] = needs(text, relaxed)
         if need:
             known[key], missing[key] = None, need
         else:
@@ -141,7 +157,7 @@ def bound_checks(
     ratio: bool = False,
     options: Mapping[str, object] | None = None,
     declared_options: Iterable[str] = (),
-    defines: Mapping[str, str] | None = None,
+    defines: Mapping[str, Define] | None = None,
 ) -> list[Check]:
     """One check ``<prefix>.<metric>`` per entry of ``table`` (metric → formula): ok when the
     measured value is within the bound, FAIL when it is decided outside, undecided when the
@@ -154,7 +170,10 @@ def bound_checks(
     from exactmem.bounds import decide_ge, decide_le, evaluate_ball, parse_formula
 
     measured = res.as_dict()
-    known, missing = bound_names(names, options or {}, declared_options, defines or {}, f"{where}")
+    relaxed: dict[str, set[str]] = {}
+    known, missing = bound_names(
+        names, options or {}, declared_options, defines or {}, where, relaxed
+    )
     checks = []
     for metric, text in table.items():
         name = f"{prefix}.{metric}"
@@ -198,6 +217,9 @@ def bound_checks(
             sign = ">" if result.holds is False else "≤"
             bound = str(expr) if expr.is_Integer else result.bound  # "11", not "11.00000000"
         detail = f"{metric} {shown} {sign} {bound}  ({text})"
+        loose = sorted(needs(text, relaxed))
+        if loose:  # judged by the fallback: a bound for every value of the options not given
+            detail += f"; for every {', '.join(loose)} (--set bounds the one built)"
         figures: dict = {"measured": shown, "bound": bound}
         if ratio and metric != "margin":
             ball = evaluate_ball(expr, 64)

@@ -166,7 +166,7 @@ class Checklist:
     require: Callable[[Dataset, mpq | None], None] | None = None
     limit_check: str | None = None
     lower_bounds: tuple[str, ...] = ()
-    bound_defines: Mapping[str, str] = field(default_factory=dict)
+    bound_defines: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.evaluates not in EVALUATES:

@@ -56,8 +56,10 @@ GRID: dict[str, Grid] = {
             {},
             {"gadget": "peel"},
             {"gadget": "tent", "group_size": N},
+            {"gadget": "peel", "group_size": N},
             {"group_size": 1},
             {"direction_bound": 2**64},
+            {"bit_widths": "paper", "group_size": 3},
         )
     ],
     "ks25-next-token": _ks25(extra=({"position_aware": True},)),
@@ -138,6 +140,20 @@ def _assert_bounds_hold(name: str, grid: Grid) -> None:
         assert len(checks) == len(bounds)
         bad = [c.detail for c in checks if not c.passed]
         assert not bad, f"{name} {options}: {bad}"
+        # the options not stated: a bound for every value of them (a fallback) or undecided,
+        # never failed
+        unstated = bound_checks(
+            bounds,
+            with_lcd(dataset_figures(dataset), dataset, texts),
+            resources(model),
+            {},
+            prefix=f"{name}.bounds",
+            where=name,
+            declared_options=c.options,
+            defines=defines,
+        )
+        bad = [c.detail for c in unstated if c.failed]
+        assert not bad, f"{name} {options} not stated: {bad}"
 
 
 LARGER: dict[str, Grid] = {
@@ -222,8 +238,11 @@ def test_declared_bounds_pass_under_certify(name):
         ("ks24", "width"),
         ("ks24", "depth"),
         ("vys", "width"),
+        ("vys", "depth"),
+        ("vys", "dense_parameters"),
         ("ks25-bit-budget", "width"),
         ("ks25-bit-budget", "depth"),
+        ("ks25-bit-budget", "dense_parameters"),
     ],
 )
 def test_a_model_past_the_bound_is_refuted(name, metric):
@@ -371,3 +390,22 @@ def test_verify_help_mentions_set(capsys):
     with pytest.raises(SystemExit):
         main(["verify", "--help"])
     assert "--set KEY=VALUE" in capsys.readouterr().out
+
+
+def test_an_option_not_given_falls_back_to_the_bound_for_every_value():
+    """vys's depth names group_size and direction_bound: not given, it is the bound for every
+    value of them (decided, and says so); given, the bound of the value built, tighter — and
+    a model built with a larger group than stated is refuted."""
+    dataset = random_points(12, 2, 3, 2)
+    model = build(dataset, "vys", group_size=3)
+    loose = certify(model, dataset, construction="vys")
+    depth = next(x for x in loose.checks if x.name == "vys.bounds.depth")
+    assert depth.passed and "for every direction_bound, group_size" in depth.detail
+    options = {"group_size": 3, "direction_bound": 144}  # N²: the default search's last tier
+    tight = certify(model, dataset, construction="vys", options=options)
+    stated = next(x for x in tight.checks if x.name == "vys.bounds.depth")
+    assert stated.passed and "for every" not in stated.detail
+    assert int(stated.figures["bound"]) < int(depth.figures["bound"])
+    deep = build(dataset, "vys", group_size=12, gadget="tent")
+    wrong = certify(deep, dataset, construction="vys", options={**options, "group_size": 1})
+    assert "vys.bounds.depth" in {x.name for x in wrong.failed}

@@ -38,7 +38,10 @@ def describe(construction) -> dict:
             "evaluates": checklist.evaluates,
             "consistency": checklist.consistency,
             "bounds": dict(checklist.bounds),
-            "bound_defines": dict(checklist.bound_defines),
+            "bound_defines": {
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in checklist.bound_defines.items()
+            },
             "checks": [
                 {
                     "name": spec.name,
@@ -77,6 +80,8 @@ def _print_one(c: dict) -> None:
         if checklist.get("bound_defines"):
             print("  where (options as stated by verify --set KEY=VALUE):")
             for key, text in checklist["bound_defines"].items():
+                if isinstance(text, list):  # (formula, fallback when its options are not given)
+                    text = f"{text[0]}, or when not given: {text[1]}"
                 print(f"    {key} = {text}")
     if not checklist["checks"]:
         print("  checks: none declared")

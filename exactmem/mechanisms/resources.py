@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 import sympy
 
@@ -108,7 +109,7 @@ def past(
     metric: str,
     formula: str,
     options: Mapping[str, object] | None = None,
-    defines: Mapping[str, str] | None = None,
+    defines: Mapping[str, Any] | None = None,
     known: Iterable[str] = (),
 ) -> Callable[[Transformer, Dataset], Transformer]:
     """A breaker that adds dead hidden units (:func:`widened`; identity sub-layers for the
@@ -154,7 +155,7 @@ def bound_specs(
     source: str,
     *,
     options: Mapping[str, object] | None = None,
-    defines: Mapping[str, str] | None = None,
+    defines: Mapping[str, Any] | None = None,
     known: Iterable[str] = (),
 ) -> tuple[CheckSpec, ...]:
     """One :class:`CheckSpec` per declared bound of construction ``name``, with a breaker where

@@ -20,7 +20,7 @@ def builtin(
     run: Callable[[Evidence], list],
     bounds: Mapping[str, str],
     source: str,
-    bound_defines: Mapping[str, str] | None = None,
+    bound_defines: Mapping[str, Any] | None = None,
     **checklist: Any,
 ) -> Construction:
     """A built-in construction: its checklist's checks are the mechanisms module's CheckSpecs

@@ -6,6 +6,7 @@ runs with the other lower bounds (``lower_bound.theorem_4_2``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from exactmem.checklist import Construction, Evidence
 from exactmem.plugins import builtin
@@ -36,7 +37,7 @@ def ks25_construction(
     bounds: Mapping[str, str],
     source: str,
     consistency: str | None = None,
-    bound_defines: Mapping[str, str] | None = None,
+    bound_defines: Mapping[str, Any] | None = None,
 ) -> Construction:
     from exactmem.mechanisms import ks25 as mechanisms
 

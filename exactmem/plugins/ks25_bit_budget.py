@@ -24,16 +24,18 @@ depth only as Õ(N/B):
   ‖x − x_min‖₁ ≤ 2√d·r: at most T = 4⌈√d⌉·lcd·ω²·⌈r⌉ + 2;
 * F2 memorizes at most N context ids (f(x), id(x), Σf/n) ∈ Q³ with the labels: scale n,
   |w_i| ≤ N², coordinates spread at most 2F + T, so its keys are at most
-  2n·N²·(2F + T) + 2, and its labels have bitlen(C) bits.
+  2n·N²·(2F + T) + 2, and its labels have bitlen(C) bits;
+* the dense parameters: each of those layers has at most 11 outputs (the width bound) reading
+  at most max(d, 11) inputs (the attention's four maps on three lanes fewer).
 """
 
 from __future__ import annotations
 
 from exactmem.plugins._ks25 import ks25_construction
 
-# the fitted ([tight]) width of proofs/ks25_bit_budget.toml; the depth of every model the builder
-# makes at bit budget B (the derivation above). Every define is an integer (ceilings of the
-# logarithms), so the formulas stay small for the grammar's node limit
+# the fitted ([tight]) width of proofs/ks25_bit_budget.toml; the depth and dense parameters of
+# every model the builder makes at bit budget B (the derivation above). Every define is an
+# integer (ceilings of the logarithms), so the formulas stay small for the grammar's node limit
 DEFINES = {
     "B": "bit_budget",
     "KB": "Max(1, ceiling(B/sqrt(log(Max(B, 2), 2))))",
@@ -49,6 +51,8 @@ DEFINES = {
 BOUNDS = {
     "width": "11",
     "depth": "ceiling(Min(omega, N)/B**2)*part1 + ceiling(N/B**2)*part2 + 3",
+    "dense_parameters": "(ceiling(Min(omega, N)/B**2)*part1 + ceiling(N/B**2)*part2 + 3)"
+    "*11*(Max(d, 11) + 1)",
 }
 
 construction = ks25_construction(
