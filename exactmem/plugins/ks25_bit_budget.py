@@ -61,7 +61,7 @@ construction = ks25_construction(
     tasks=("next-token",),
     summary="Theorem F.1: Theorem 4.1's checklist, memorizers checked per sub-network",
     bounds=BOUNDS,
-    source="width: proofs/ks25_bit_budget.toml, [tight]; depth: the builder's layers at "
-    "bit budget B (--set bit_budget=B; our reconstruction, the paper states Õ(N/B))",
+    source="width: proofs/ks25_bit_budget.toml, [tight]; depth and parameters: the builder's "
+    "layers at bit budget B (--set bit_budget=B; our reconstruction, the paper states Õ(N/B))",
     bound_defines=DEFINES,
 )
