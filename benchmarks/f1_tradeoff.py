@@ -51,7 +51,9 @@ def main() -> None:
             if hasattr(s, "meta") and s.meta
         ]
         cert, verify = timed(
-            lambda m=model, c=name: certify(m, ds, construction=c, per_layer=False)
+            lambda m=model, c=name, o=options: certify(
+                m, ds, construction=c, per_layer=False, options=o
+            )
         )
         r = cert.resources
         print(

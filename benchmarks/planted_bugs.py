@@ -44,7 +44,15 @@ except InputError as exc:
     print(json.dumps({"got": "build refused", "failed": [], "note": str(exc)[:120]}))
     sys.exit(0)
 # the user's criterion an example states beside the builder options (selftest does the same)
-cert = certify(model, dataset, construction=c.name, tolerance=c.example_options.get("tolerance"))
+# and the build options it was built with, stated as `verify --set` states them
+stated = {k: v for k, v in c.example_options.items() if k in c.options}
+cert = certify(
+    model,
+    dataset,
+    construction=c.name,
+    tolerance=c.example_options.get("tolerance"),
+    options=stated,
+)
 print(json.dumps({"got": cert.verdict, "failed": [x.name for x in cert.failed], "note": ""}))
 """
 

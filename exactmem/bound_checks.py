@@ -12,17 +12,40 @@ float never decides, and a comparison still open at the precision limit is *unde
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Iterable, Mapping
 
 import sympy
 
 from exactmem.model import Resources
 from exactmem.verify import Check
 
-__all__ = ["FIGURES", "bound_checks", "figure_names"]
+__all__ = ["FIGURES", "Define", "bound_checks", "bound_names", "figure_names", "lcd_of", "with_lcd"]
 
-FIGURES = ("N", "d", "C", "r", "delta", "n", "omega")
-"""The dataset's figures a declared or user bound may name."""
+FIGURES = ("N", "d", "C", "r", "delta", "n", "omega", "lcd")
+"""The dataset's figures a declared or user bound may name (``lcd``: the least common
+denominator of the coordinates of the points or the vocabulary's tokens, counted only when a
+formula names it)."""
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def lcd_of(dataset) -> int:
+    """The least common denominator of every coordinate of the dataset's points (``points``)
+    or vocabulary tokens (sequences): what scales them to the integer lattice the memorizers'
+    Stage I projection reads (Kajitsuka & Sato 2025, Lemma C.2)."""
+    vectors = dataset.points if dataset.task == "points" else dataset.vocab
+    return math.lcm(*{int(x.denominator) for v in vectors for x in v})
+
+
+def with_lcd(names: dict, dataset, texts: Iterable) -> dict:
+    """``names`` with ``lcd`` added when one of ``texts`` (formulas, or define pairs) names it
+    (it reads every coordinate)."""
+    flat = [u for t in texts for u in (t if isinstance(t, tuple) else (t,))]
+    if any("lcd" in _NAME.findall(t) for t in flat if isinstance(t, str)):
+        names["lcd"] = sympy.Integer(lcd_of(dataset))
+    return names
 
 
 def figure_names(data: Mapping, dataset) -> dict[str, sympy.Expr]:
@@ -47,6 +70,77 @@ def figure_names(data: Mapping, dataset) -> dict[str, sympy.Expr]:
     return names
 
 
+Define = str | tuple[str, str]
+"""A bound define: a formula, or (formula, fallback) — the fallback, a bound for every value of
+the options the formula names, is used when one of them is not given."""
+
+
+def bound_names(
+    names: Mapping[str, sympy.Expr],
+    options: Mapping[str, object],
+    declared_options: Iterable[str],
+    defines: Mapping[str, Define],
+    where: str,
+    relaxed: dict[str, set[str]] | None = None,
+) -> tuple[dict[str, sympy.Expr | None], dict[str, set[str]]]:
+    """The values a bound formula may name — the dataset's figures (``names``; a figure not
+    measured is None), each integer build option the user gave (``options``: the user's
+    statement of what was built, never read from the model file) under its own key, and the
+    ``defines`` evaluated in order — and, per name that cannot be evaluated because a declared
+    option was not given, the options it needs. A define given as (formula, fallback) takes
+    the fallback when the formula needs an option not given; ``relaxed`` then records, per
+    name, the options whose absence made it a bound for all their values. An option named
+    like a figure is not a variable (the figure wins)."""
+    from exactmem.bounds import parse_formula
+
+    known: dict[str, sympy.Expr | None] = {**dict.fromkeys(FIGURES), **names}
+    missing: dict[str, set[str]] = {}
+    relaxed = {} if relaxed is None else relaxed
+    for key in declared_options:
+        if key in known:
+            continue
+        value = options.get(key)
+        if value is None:
+            known[key], missing[key] = None, {key}
+        elif type(value) is int:
+            known[key] = sympy.Integer(value)
+    for key, define in defines.items():
+        text, fallback = define if isinstance(define, tuple) else (define, None)
+        need = needs(text, missing)
+        if need and fallback is not None:
+            relaxed[key] = need | needs(fallback, relaxed)
+            text, need = fallback, needs(fallback, missing)
+        elif needs(text, relaxed):
+            relaxed[key] = needs(text, relaxed)
+        if need:
+            known[key], missing[key] = None, need
+        else:
+            known[key] = parse_formula(text, known, f"{where}: define.{key}")
+    return known, missing
+
+
+def needs(text: str, missing: Mapping[str, set[str]]) -> set[str]:
+    """The options not given that formula ``text`` needs (directly or through a define)."""
+    out: set[str] = set()
+    for word in _NAME.findall(text):
+        out |= missing.get(word, set())
+    return out
+
+
+def _undecided_without(name: str, text: str, need: set[str]) -> Check:
+    keys = sorted(need)
+    give = " ".join(f"--set {k}=VALUE" for k in keys)
+    what = "option" if len(keys) == 1 else "options"
+    return Check(
+        name,
+        False,
+        f"undecided: {text} needs the build {what} {', '.join(keys)}, not given; give "
+        f"{give} (the value the model was built with) to decide it",
+        {"measured": None, "needs": keys},
+        undecided=True,
+    )
+
+
 def _margin(activation: Mapping) -> sympy.Rational | None:
     text = activation.get("min_nonzero_preactivation")
     return None if text is None else sympy.Rational(text)
@@ -61,19 +155,32 @@ def bound_checks(
     prefix: str,
     where: str,
     ratio: bool = False,
+    options: Mapping[str, object] | None = None,
+    declared_options: Iterable[str] = (),
+    defines: Mapping[str, Define] | None = None,
 ) -> list[Check]:
     """One check ``<prefix>.<metric>`` per entry of ``table`` (metric → formula): ok when the
     measured value is within the bound, FAIL when it is decided outside, undecided when the
     balls cannot tell at the precision limit. ``where`` starts a formula's error message;
     ``ratio`` adds measured / bound (shown, never deciding: how close a run is to a fitted
-    constant)."""
+    constant). A formula may name the build options the user gave (``options``, among the
+    construction's ``declared_options``) and the ``defines`` (:func:`bound_names`); one that
+    needs an option not given is undecided, naming the ``--set`` that would decide it —
+    never passed."""
     from exactmem.bounds import decide_ge, decide_le, evaluate_ball, parse_formula
 
     measured = res.as_dict()
+    relaxed: dict[str, set[str]] = {}
+    known, missing = bound_names(
+        names, options or {}, declared_options, defines or {}, where, relaxed
+    )
     checks = []
     for metric, text in table.items():
         name = f"{prefix}.{metric}"
-        known = {**dict.fromkeys(FIGURES), **names}  # a figure not measured: None
+        need = needs(text, missing)
+        if need:
+            checks.append(_undecided_without(name, text, need))
+            continue
         expr = parse_formula(text, known, f"{where}.{metric}")
         if expr is None:  # a figure this run has not measured (δ of too many tokens)
             checks.append(
@@ -110,6 +217,9 @@ def bound_checks(
             sign = ">" if result.holds is False else "≤"
             bound = str(expr) if expr.is_Integer else result.bound  # "11", not "11.00000000"
         detail = f"{metric} {shown} {sign} {bound}  ({text})"
+        loose = sorted(needs(text, relaxed))
+        if loose:  # judged by the fallback: a bound for every value of the options not given
+            detail += f"; for every {', '.join(loose)} (--set bounds the one built)"
         figures: dict = {"measured": shown, "bound": bound}
         if ratio and metric != "margin":
             ball = evaluate_ball(expr, 64)

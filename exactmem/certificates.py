@@ -275,11 +275,15 @@ def _criteria(recorded: dict, where: str, max_precision: int | None = None) -> d
         isinstance(k, str) and isinstance(v, str) for k, v in bounds.items()
     ):
         raise InputError(f"{at}.bounds: expected an object of metric to formula")
+    options = crit.get("options", {})
+    if not isinstance(options, dict):
+        raise InputError(f"{at}.options: expected an object of option to value")
     return {
         "construction": construction,
         "tolerance": None if tolerance is None else _rational(tolerance, f"{at}.tolerance"),
         "max_precision": mp,
         "bounds": bounds or None,
+        "options": options or None,
     }
 
 
@@ -422,14 +426,14 @@ def recheck(
     """Re-derive ``certificate`` (a certificate file's path, or its JSON object) from
     ``model`` and ``dataset`` (files or loaded objects) and compare.
 
-    The model and the dataset must be the ones the certificate names (their SHA-256, computed
-    from their content); the verdict is re-derived by :func:`exactmem.certify` under the
-    certificate's own criteria (construction, tolerance, max_precision). The result lists
-    every difference from the record (:attr:`Recheck.differences`; :attr:`Recheck.same` when
-    there is none). ``evaluator``: None runs the one the certificate records (and compares
-    it); ``fast`` or ``reference`` runs that one instead. ``max_precision`` raises the cap
-    (:data:`PRECISION_CAP`) on the precision the certificate may ask for. The recorded
-    ``argv`` is never compared: it cannot be re-derived.
+    The model and the dataset must be the ones the certificate names (their SHA-256, computed from
+    their content); the verdict is re-derived by :func:`exactmem.certify` under the certificate's
+    own criteria (construction, tolerance, max_precision, bounds, options). The result lists every
+    difference from the record (:attr:`Recheck.differences`; :attr:`Recheck.same` when there is
+    none). ``evaluator``: None runs the one the certificate records (and compares it); ``fast`` or
+    ``reference`` runs that one instead. ``max_precision`` raises the cap (:data:`PRECISION_CAP`) on
+    the precision the certificate may ask for. The recorded ``argv`` is never compared: it cannot be
+    re-derived.
 
     Raises:
         InputError: a certificate that is not one (format, hash, schema: the message names the

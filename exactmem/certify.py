@@ -10,6 +10,7 @@ import platform
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from gmpy2 import mpq
@@ -177,14 +178,18 @@ class Criteria:
     ``construction``: whose full checklist is demanded (None: the construction-independent
     checks only), a registered construction's name — or give the ``checklist`` itself.
     ``tolerance``: how far a regression output may be from its label (None: exactly).
-    ``bounds``: the user's own resource bounds (claim-file formulas by metric). Nothing here is
-    read from the model file."""
+    ``bounds``: the user's own resource bounds (claim-file formulas by metric). ``options``:
+    the build options the user states the model was built with (``verify --set``), checked
+    against the construction's declared options and parsed as ``build --set`` parses them;
+    the declared bounds that name them are judged with these values. Nothing here is read from
+    the model file."""
 
     construction: str | None = None
     tolerance: mpq | None = None
     max_precision: int | None = None  # Arb bits before a softmax label is inconclusive
     checklist: Checklist | None = None
     bounds: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.checklist is None and self.construction is not None:
@@ -207,6 +212,33 @@ class Criteria:
                 )
             if not isinstance(text, str):
                 raise InputError(f"bounds.{metric}: expected a formula string")
+        object.__setattr__(self, "options", _user_options(self.construction, self.options))
+
+
+def _user_options(construction: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` checked against ``construction``'s declared ``--set`` options and parsed by
+    the same parsers (:func:`exactmem.options.parse_options`): a value given as text is
+    parsed, any other (an int, a bool) as its text — one form whatever the caller."""
+    if not isinstance(options, Mapping):
+        raise InputError("options: expected a mapping of option to value")
+    if not options:
+        return {}
+    if construction is None:
+        raise InputError("--set: build options are criteria of a construction; give --construction")
+    from exactmem.options import parse_options
+
+    items = []
+    for key, value in options.items():
+        if not isinstance(key, str):
+            raise InputError(f"options: expected option names, got {type(key).__name__}")
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, str | int) or type(value).__name__ == "mpq":
+            text = str(value)
+        else:
+            raise InputError(f"--set {key}: expected a number, a word or true/false")
+        items.append(f"{key}={text}")
+    return parse_options(construction, items)
 
 
 def certify(
@@ -224,6 +256,7 @@ def certify(
     bounds: Mapping[str, str] | None = None,
     reference=None,
     reference_tolerance: mpq | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Certificate:
     """Evaluate ``model`` on ``dataset`` exactly and judge it.
 
@@ -234,7 +267,11 @@ def certify(
     ``tolerance`` (an exact rational) loosens regression labels from exact equality to
     |output − label| ≤ tolerance; ``bounds`` (metric → formula in N, n, d, C, r, delta, omega,
     as a claim file's ``[bounds]``) are the caller's own bounds on the resources, judged as
-    ``bound.<metric>`` checks. How inputs are fed (token vectors, vectors with their position
+    ``bound.<metric>`` checks; ``options`` (as ``build --set`` takes them, e.g.
+    ``{"bit_budget": 4}``) are the build options the caller states the model was built with —
+    criteria, recorded in the certificate, never read from the model file — with which the
+    construction's declared bounds that name them are judged (one needing an option not given
+    is undecided). How inputs are fed (token vectors, vectors with their position
     appended, token ids) and how outputs are read (one value: a label; C values: logits, argmax
     with a positive margin) are recomputed from the weights and printed in the certificate.
 
@@ -262,6 +299,7 @@ def certify(
         max_precision,
         checklist=checklist_of(construction),
         bounds=dict(bounds or {}),
+        options=dict(options or {}),
     )
     checklist = criteria.checklist
     if checklist is not None and checklist.require is not None:
@@ -339,6 +377,7 @@ def certify(
             ),
             "inputs": "token ids" if model.token_inputs else feed,
             **({"bounds": dict(criteria.bounds)} if criteria.bounds else {}),
+            **({"options": _json_options(criteria.options)} if criteria.options else {}),
             **(
                 {"declared_bounds": dict(checklist.bounds)}
                 if checklist is not None and checklist.bounds
@@ -385,9 +424,11 @@ def _declared_bounds(
     declared = dict(checklist.bounds) if checklist is not None else {}
     if not declared and not criteria.bounds:
         return []
-    from exactmem.bound_checks import bound_checks, figure_names
+    from exactmem.bound_checks import bound_checks, figure_names, with_lcd
 
-    names = figure_names(data, dataset)
+    defines = dict(checklist.bound_defines) if checklist is not None else {}
+    texts = [*declared.values(), *defines.values(), *criteria.bounds.values()]
+    names = with_lcd(figure_names(data, dataset), dataset, texts)
     checks: list[Check] = []
     if declared:
         assert checklist is not None
@@ -398,6 +439,9 @@ def _declared_bounds(
             activation,
             prefix=f"{checklist.name}.bounds",
             where=f"construction {checklist.name!r}: bounds",
+            options=criteria.options,
+            declared_options=_declared_options(criteria.construction),
+            defines=defines,
         )
         checks += [_declared(checklist, c) for c in judged]
     if criteria.bounds:
@@ -405,6 +449,28 @@ def _declared_bounds(
             criteria.bounds, names, res, activation, prefix="bound", where="bounds"
         )
     return checks
+
+
+def _declared_options(construction: str | None) -> tuple[str, ...]:
+    """The ``--set`` options of a registered construction (none for a checklist given
+    directly: its bounds cannot name options)."""
+    if construction is None:
+        return ()
+    from exactmem import registry
+
+    try:
+        return tuple(registry.get(construction).options)
+    except KeyError:
+        return ()
+
+
+def _json_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The parsed options as the certificate records them: numbers and true/false as JSON,
+    the rest as text."""
+    return {
+        k: v if isinstance(v, bool | int) and not isinstance(v, float) else str(v)
+        for k, v in options.items()
+    }
 
 
 def _untrusted_labels(model: Transformer) -> dict:
@@ -627,6 +693,7 @@ def _points(model, dataset, progress, jobs, run, criteria: Criteria, readout: st
             resources=res if res is not None else resources(model),
             tolerance=criteria.tolerance,
             max_precision=criteria.max_precision,
+            options=criteria.options,
         )
         own = _checklist(criteria, evidence)
         checks += lower + [c for c in own if not _is_lower_bound(c)]
@@ -760,6 +827,7 @@ def _sequences(
             resources=res if res is not None else resources(model),
             tolerance=criteria.tolerance,
             max_precision=criteria.max_precision,
+            options=criteria.options,
         )
         own = _checklist(criteria, evidence)
     tell(progress, "checks: the labels", phase="checks", done=phases - 2, total=phases)

@@ -126,6 +126,7 @@ class Evidence:
     resources: Resources
     tolerance: mpq | None = None
     max_precision: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)  # the user's --set, parsed
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,9 @@ class Checklist:
     (else on Arb balls of the model itself). ``lower_bounds``: the lower-bound checks of
     :mod:`exactmem.lower_bounds` the checklist demands beyond those that always run (e.g.
     ``lower_bound.theorem_4_2``, Kajitsuka & Sato 2025's Theorem 4.2); the core runs them with
-    the others, whatever the checklist's own checks find."""
+    the others, whatever the checklist's own checks find. ``bound_defines``: names the bound
+    formulas may use, each a formula of the figures, the build options the user states
+    (``verify --set``) and the defines before it, as a claim file's ``[define]``."""
 
     name: str
     tasks: tuple[str, ...]
@@ -163,6 +166,7 @@ class Checklist:
     require: Callable[[Dataset, mpq | None], None] | None = None
     limit_check: str | None = None
     lower_bounds: tuple[str, ...] = ()
+    bound_defines: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.evaluates not in EVALUATES:

@@ -469,6 +469,15 @@ def parser() -> argparse.ArgumentParser:
         "paper and result each tests, and its declared bounds (judged as NAME.bounds.<metric>)",
     )
     v.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="with --construction: a build option the model was built with (as `build --set`, "
+        "repeatable; e.g. --set bit_budget=4). A criterion, recorded in the certificate and "
+        "never read from the model file: the declared bounds that name it are judged with it, "
+        "and one whose option is not given is undecided, naming the --set that decides it",
+    )
+    v.add_argument(
         "--tolerance",
         metavar="Q",
         help="judge one-value (regression) outputs within the exact rational Q of their labels "

@@ -451,6 +451,15 @@ def _bound_checks(claim: Claim, cert, dataset, options: dict) -> list:
     return [(c, c.undecided) for c in checks]
 
 
+def _stated(construction: str, options: dict) -> dict:
+    """The instance's build options as the criteria ``verify --set`` would state (those the
+    construction declares; the seed is not one)."""
+    from exactmem import registry
+    from exactmem.selftest import stated_options
+
+    return stated_options(registry.get(construction), options)
+
+
 def run_instance(
     claim: Claim,
     inst: Instance,
@@ -470,6 +479,7 @@ def run_instance(
         dataset,
         construction=claim.construction,
         tolerance=options.get("tolerance"),
+        options=_stated(claim.construction, options),
         progress=progress,
         per_layer=False,
         jobs=jobs,

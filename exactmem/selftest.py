@@ -66,6 +66,12 @@ def breaker_dataset(construction: Construction, breaker: Breaker) -> Dataset:
     return construction.example()
 
 
+def stated_options(construction: Construction, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The build options a run states as criteria (``verify --set``): those of ``options`` the
+    construction declares (a seed or a claim's own keys are not criteria)."""
+    return {k: v for k, v in options.items() if k in construction.options}
+
+
 def _matches(fails: str, name: str) -> bool:
     if fails.endswith("."):
         return name.startswith(fails) or ("." + fails) in ("." + name)
@@ -91,12 +97,14 @@ def run_breaker(
     else:
         assert breaker.model is not None
         model = breaker.model(build_with(construction, dataset, opts, seed), dataset)
-    # the user's criterion a claim file states beside the options (softmax outputs within it)
+    # the user's criteria a claim file states: the tolerance beside the options (softmax outputs
+    # within it), and the honest build's options (a breaker's own options are the bug)
     cert = certify(
         model,
         dataset,
         construction=construction.checklist or construction.name,
         tolerance=opts.get("tolerance"),
+        options=stated_options(construction, opts),
     )
     result = BreakerResult(
         construction.name,
@@ -186,6 +194,7 @@ def selftest(
             dataset,
             construction=checklist,
             tolerance=construction.example_options.get("tolerance"),
+            options=stated_options(construction, construction.example_options),
         )
         rows.append(
             Row(

@@ -242,23 +242,69 @@ def _segments(trace: Trace, prefix: str, lane: str, K: int, bits: int, rows: int
 
 
 def check_any_memorizer(
-    trace: Trace, mlp: MLP, expected: Mapping[int, int], describe: Callable[[int], str] = str
+    trace: Trace,
+    mlp: MLP,
+    expected: Mapping[int, int],
+    describe: Callable[[int], str] = str,
+    *,
+    budget: int | None = None,
+    judge_budget: bool = False,
 ) -> list[Check]:
-    """Lemma C.1 checks for a memorizer, or for each sub-network of a Theorem F.1 split one.
+    """Lemma C.1 checks for a memorizer, or for each sub-network of a Theorem F.1 split one
+    (with ``judge_budget``, the split judged against the bit budget ``budget`` the user states,
+    :func:`check_split_memorizer`).
 
     Which of the two the model is comes from its lanes (a split memorizer's probes are named
     ``net{j}.``), and every layout number is checked against them (:func:`memorizer_layout`)."""
     if any(p.name.startswith("net0.") for p in mlp.probes):
-        return check_split_memorizer(trace, mlp, expected, describe)
+        return check_split_memorizer(
+            trace, mlp, expected, describe, budget=budget, judge_budget=judge_budget
+        )
     return check_memorizer(trace, mlp, expected, describe)
 
 
+def _split_budget(base: str, total: int, owned: list[int], budget: int | None) -> Check:
+    """Theorem F.1's split at bit budget B (Kajitsuka & Sato 2025, App. F): the ``total``
+    labelled inputs of a memorizer fall into ⌈N/B²⌉ sub-networks of at most B² each —
+    ``owned`` counts the labelled inputs each sub-network matches (read from the evaluated
+    match lanes), B is the user's ``--set bit_budget`` (never the model file's)."""
+    name = f"{base}split.budget"
+    if budget is None:
+        return Check(
+            name,
+            False,
+            "undecided: the split is judged against the bit budget B the model was built with; "
+            "give --set bit_budget=B to decide it",
+            {"needs": ["bit_budget"]},
+            undecided=True,
+        )
+    size = budget * budget
+    allowed = -(-total // size)
+    over = [j for j, k in enumerate(owned) if k > size]
+    ok = len(owned) <= max(allowed, 1) and not over
+    largest = max(owned, default=0)
+    detail = (
+        f"{len(owned)} sub-network(s) for {total} labelled inputs at B = {budget} (at most "
+        f"⌈{total}/{size}⌉ = {allowed}), the largest holding {largest} "
+        f"{'>' if over else '≤'} B² = {size}"
+    )
+    return Check(name, ok, detail, {"subnetworks": len(owned), "allowed": allowed})
+
+
 def check_split_memorizer(
-    trace: Trace, mlp: MLP, expected: Mapping[int, int], describe: Callable[[int], str] = str
+    trace: Trace,
+    mlp: MLP,
+    expected: Mapping[int, int],
+    describe: Callable[[int], str] = str,
+    *,
+    budget: int | None = None,
+    judge_budget: bool = False,
 ) -> list[Check]:
     """Theorem F.1: each labelled input is claimed (matched) by exactly one sub-network and
     extra inputs by none; then every sub-network satisfies Lemma C.1 with its own points
-    labelled and all others as extra points. Ownership is read from the match lanes."""
+    labelled and all others as extra points. Ownership is read from the match lanes. With
+    ``judge_budget``, ``split.budget`` judges the number and size of the sub-networks against
+    the bit budget ``budget`` (undecided when it is None)."""
     base = f"{mlp.label}." if mlp.label else ""
     subs = mlp.meta.get("subnetworks") if isinstance(mlp.meta, dict) else None
     nets = len({p.name.split(".", 1)[0] for p in mlp.probes if p.name.startswith("net")})
@@ -297,6 +343,10 @@ def check_split_memorizer(
             {"subnetworks": len(subs)},
         )
     ]
+    if judge_budget:
+        total = sum(1 for y in expected.values() if y)
+        owned = [sum(1 for r, y in expected.items() if y and j in claims[r]) for j in range(nets)]
+        checks.append(_split_budget(base, total, owned, budget))
     for j, layout in enumerate(subs):
         own = {r: (y if claims[r] == [j] else 0) for r, y in expected.items()}
         checks += check_memorizer(trace, mlp, own, describe, layout=layout, prefix=f"{base}net{j}.")

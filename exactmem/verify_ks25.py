@@ -67,7 +67,12 @@ def _fmt(v) -> str | None:
 
 
 def check_ks25(
-    trace: Trace, model, ds: Dataset, sv: SequenceView, variant: str = "ks25-next-token"
+    trace: Trace,
+    model,
+    ds: Dataset,
+    sv: SequenceView,
+    variant: str = "ks25-next-token",
+    budget: int | None = None,
 ) -> list[Check]:
     """Items 3–9 of the checklist, plus the Lemma C.1 invariants of both memorizers.
 
@@ -76,7 +81,9 @@ def check_ks25(
     Per-sequence checks run on whole arrays (exactmem.exact_arrays): exact integers, int64
     only where the values are proved to fit. ``variant`` is the construction the user demands
     (never read from the model file); a model without the lanes or stages it reads raises
-    (the caller refutes the checklist).
+    (the caller refutes the checklist). ``budget``: the bit budget B the user states
+    (``verify --set bit_budget=B``) against which ks25-bit-budget's split is judged
+    (``split.budget``; undecided without it).
     """
     if (variant == "ks25-token-ids") != bool(model.token_inputs):
         raise ChecklistStructureError(
@@ -102,6 +109,7 @@ def check_ks25(
         raise ChecklistStructureError(
             "Theorem F.1 splits F2 into sub-networks (lanes net0., net1., …); this F2 is one"
         )
+    judge_budget = variant == "ks25-bit-budget"
     n = len(ds.sequences[0])
     first = trace.streams[at - 1] if at else trace.embedded
     mixed = _exact_lanes(trace.streams[at], ("phi", "tid", "seq"))
@@ -147,11 +155,25 @@ def check_ks25(
 
     if isinstance(phi_mlp, MLP) and A:  # φ̃ ≠ 0 somewhere: F1 must hold Lemma B.3's memorizer
         expected = {r: int(phi[t]) for t, r in row_of.items() if _is_nonneg_int(phi[t])}
-        checks += check_any_memorizer(trace, phi_mlp, expected, lambda r: f"token row {r}")
+        checks += check_any_memorizer(
+            trace,
+            phi_mlp,
+            expected,
+            lambda r: f"token row {r}",
+            budget=budget,
+            judge_budget=judge_budget,
+        )
     labels = int_array(ds.labels).reshape(ds.size, -1)
     rows, where = first_occurrences(mixed.index)
     expected2 = dict(zip(rows.tolist(), labels.reshape(-1)[where].tolist(), strict=True))
-    checks += check_any_memorizer(trace, f2_mlp, expected2, lambda r: f"context id row {r}")
+    checks += check_any_memorizer(
+        trace,
+        f2_mlp,
+        expected2,
+        lambda r: f"context id row {r}",
+        budget=budget,
+        judge_budget=judge_budget,
+    )
     read = ("seq",) if variant == "ks25-deep-sets" else ("phi", "tid", "seq")
     checks += _dataflow(model, at, first.names, mixed.names, read, bool(A))
     return checks

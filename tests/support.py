@@ -91,7 +91,8 @@ def same_folds(a, b):
 def certify_built(model: Transformer, dataset: Dataset, **kw):
     """``certify`` with the criteria of the test that built ``model``: the checklist of the
     construction it called, and — for a softmax regression readout, whose outputs are
-    transcendental — the tolerance it asked the construction to reach. The test is the user
+    transcendental — the tolerance it asked the construction to reach; Theorem F.1's bit
+    budget as ``verify --set`` states it. The test is the user
     here; the library itself never reads these from a model."""
     from exactmem.certify import certify
     from exactmem.model import Attention
@@ -103,6 +104,8 @@ def certify_built(model: Transformer, dataset: Dataset, **kw):
         kw.setdefault("tolerance", meta.get("tolerance"))
     if meta.get("construction") == "madden24" and dataset.targets:
         kw.setdefault("tolerance", meta.get("options", {}).get("tolerance", "1/1000"))
+    if meta.get("construction") == "ks25-bit-budget":  # the budget the test built with
+        kw.setdefault("options", {"bit_budget": meta["options"]["bit_budget"]})
     return certify(model, dataset, **kw)
 
 

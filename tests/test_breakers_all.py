@@ -70,9 +70,11 @@ def test_the_honest_example_verifies_and_every_check_of_its_checklist_is_declare
     assert checklist is not None
     dataset = construction.example()
     model = build_with(construction, dataset, construction.example_options)
-    # the user's criterion an example states beside its options (softmax outputs within it)
+    # the user's criteria an example states: the tolerance beside its options (softmax outputs
+    # within it), and the options themselves as `verify --set` states them
     tolerance = construction.example_options.get("tolerance")
-    cert = certify(model, dataset, construction=checklist, tolerance=tolerance)
+    options = construction.example_options
+    cert = certify(model, dataset, construction=checklist, tolerance=tolerance, options=options)
     assert cert.verdict == "verified", cert
     independent = {c.name for c in certify(model, dataset, tolerance=tolerance).checks}
     added = [c.name for c in cert.checks if c.name not in independent]

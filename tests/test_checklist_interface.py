@@ -52,9 +52,15 @@ def test_declared_bounds_parse_in_the_claim_grammar():
 
     for c in registry.constructions().values():
         assert c.checklist is not None
+        # the figures, the construction's options (as verify --set states them) and its defines
+        names = [*FIGURES, *c.options]
+        for key, define in c.checklist.bound_defines.items():
+            for text in define if isinstance(define, tuple) else (define,):
+                check_formula(text, names, f"{c.name}.bound_defines.{key}")
+            names.append(key)
         for metric, text in c.checklist.bounds.items():
             assert metric in BOUND_METRICS
-            check_formula(text, FIGURES, f"{c.name}.bounds.{metric}")
+            check_formula(text, names, f"{c.name}.bounds.{metric}")
 
 
 def _points() -> Dataset:

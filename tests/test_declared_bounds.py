@@ -5,6 +5,7 @@ builder makes — over a grid of small seeded datasets and of option values up t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from fractions import Fraction
 from functools import partial
@@ -15,9 +16,11 @@ import sympy
 from exactmem import registry
 from exactmem.api import build
 from exactmem.attention_data import random_associations, random_contexts, random_instance
-from exactmem.bound_checks import bound_checks
+from exactmem.bound_checks import bound_checks, with_lcd
 from exactmem.certify import certify
+from exactmem.cli import main
 from exactmem.data import Dataset, random_points
+from exactmem.errors import InputError
 from exactmem.mechanisms.ks24 import example as ks24_example
 from exactmem.mechanisms.resources import dataset_figures
 from exactmem.model import Resources, resources
@@ -53,8 +56,10 @@ GRID: dict[str, Grid] = {
             {},
             {"gadget": "peel"},
             {"gadget": "tent", "group_size": N},
+            {"gadget": "peel", "group_size": N},
             {"group_size": 1},
             {"direction_bound": 2**64},
+            {"bit_widths": "paper", "group_size": 3},
         )
     ],
     "ks25-next-token": _ks25(extra=({"position_aware": True},)),
@@ -64,8 +69,8 @@ GRID: dict[str, Grid] = {
     "ks25-bit-budget": [
         (ds, {"bit_budget": B, **o})
         for ds in _sequences()
-        for B in (2, 4)
-        for o in ({}, {"gadget": "tent"})
+        for B in (2, 3, 4)
+        for o in ({}, {"gadget": "tent"}, {"gadget": "peel"}, {"sequence_weights": "union"})
     ],
     "kim23": [
         (ds, o)
@@ -114,21 +119,41 @@ def test_declared_bounds_hold_over_sizes_and_options(name):
 
 
 def _assert_bounds_hold(name: str, grid: Grid) -> None:
-    bounds = registry.get(name).checklist.bounds
+    """Judged as the core judges them, with the grid's build options stated (``--set``)."""
+    c = registry.get(name)
+    bounds, defines = c.checklist.bounds, c.checklist.bound_defines
     for make, options in grid:
         dataset = make()
         model = build(dataset, name, seed=3, **options)
+        texts = [*bounds.values(), *defines.values()]
         checks = bound_checks(
             bounds,
-            dataset_figures(dataset),
+            with_lcd(dataset_figures(dataset), dataset, texts),
             resources(model),
             {},
             prefix=f"{name}.bounds",
             where=name,
+            options=options,
+            declared_options=c.options,
+            defines=defines,
         )
         assert len(checks) == len(bounds)
         bad = [c.detail for c in checks if not c.passed]
         assert not bad, f"{name} {options}: {bad}"
+        # the options not stated: a bound for every value of them (a fallback) or undecided,
+        # never failed
+        unstated = bound_checks(
+            bounds,
+            with_lcd(dataset_figures(dataset), dataset, texts),
+            resources(model),
+            {},
+            prefix=f"{name}.bounds",
+            where=name,
+            declared_options=c.options,
+            defines=defines,
+        )
+        bad = [c.detail for c in unstated if c.failed]
+        assert not bad, f"{name} {options} not stated: {bad}"
 
 
 LARGER: dict[str, Grid] = {
@@ -144,7 +169,17 @@ LARGER: dict[str, Grid] = {
     "ks25-bit-budget": [
         (partial(random_sequences, 60, 4, 2, 12, 4, 1), {"bit_budget": B, "gadget": g})
         for B in (2, 3, 8, 60)
-        for g in ("keyed", "tent")
+        for g in ("keyed", "tent", "peel")
+    ]
+    + [
+        (partial(random_sequences, 40, 3, 2, 10, 3, 2), {"bit_budget": B, **o})
+        for B in (2, 5)
+        for o in (
+            {"sequence_weights": "union"},
+            {"position_aware": True},
+            {"token_ids": "weakened"},
+            {"attention": "hardmax"},
+        )
     ],
     "kim23": [
         (partial(random_sequences, 20, 4, 2, 5, 3, 1, task="seq2seq"), o)
@@ -203,6 +238,15 @@ def test_declared_bounds_pass_under_certify(name):
         ("ks24", "width"),
         ("ks24", "depth"),
         ("vys", "width"),
+        ("vys", "depth"),
+        ("vys", "dense_parameters"),
+        ("kim23", "depth"),
+        ("kim23", "dense_parameters"),
+        ("ks25-next-token", "depth"),
+        ("ks25-seq2seq", "dense_parameters"),
+        ("ks25-bit-budget", "width"),
+        ("ks25-bit-budget", "depth"),
+        ("ks25-bit-budget", "dense_parameters"),
     ],
 )
 def test_a_model_past_the_bound_is_refuted(name, metric):
@@ -214,7 +258,13 @@ def test_a_model_past_the_bound_is_refuted(name, metric):
     model = build(dataset, name, **c.example_options)
     (spec,) = [s for s in c.checklist.checks if s.name == f"{name}.bounds.{metric}"]
     broken = spec.breakers[0].model(model, dataset)
-    cert = certify(broken, dataset, construction=name, tolerance=c.example_options.get("tolerance"))
+    cert = certify(
+        broken,
+        dataset,
+        construction=name,
+        tolerance=c.example_options.get("tolerance"),
+        options=c.example_options,
+    )
     assert cert.verdict == "refuted"
     failed = {x.name for x in cert.failed}
     assert f"{name}.bounds.{metric}" in failed
@@ -234,3 +284,132 @@ def test_bound_is_decided_exactly_at_the_edge():
 
 def _resources_of_width(width: int) -> Resources:
     return Resources(width, 1, 0, 1, 1, 1, 1)
+
+
+# --------------------------------------------------------------------------- options as criteria
+
+
+def _bit_budget(B: int = 4):
+    c = registry.get("ks25-bit-budget")
+    dataset = c.example()
+    return dataset, build(dataset, "ks25-bit-budget", bit_budget=B)
+
+
+def _status(cert, name: str) -> str:
+    return next(x.status for x in cert.checks if x.name == name)
+
+
+def test_a_bound_naming_an_option_not_given_is_undecided_never_passed():
+    """ks25-bit-budget's depth bound names B: without it the check is undecided (the verdict
+    inconclusive), naming the --set that decides it; with it, decided."""
+    dataset, model = _bit_budget()
+    cert = certify(model, dataset, construction="ks25-bit-budget")
+    depth = next(x for x in cert.checks if x.name == "ks25-bit-budget.bounds.depth")
+    assert depth.undecided and not depth.passed
+    assert "--set bit_budget=VALUE" in depth.detail
+    assert _status(cert, "f2.split.budget") == "undecided"
+    assert cert.verdict == "inconclusive"
+    cert = certify(model, dataset, construction="ks25-bit-budget", options={"bit_budget": 4})
+    assert cert.verdict == "verified", [x.detail for x in cert.checks if not x.passed]
+    assert _status(cert, "ks25-bit-budget.bounds.depth") == "ok"
+    assert cert.subject["criteria"]["options"] == {"bit_budget": 4}
+
+
+def test_the_stated_budget_refutes_a_model_split_for_half_of_it():
+    """The planted bug ``chunk = budget`` builds, at B = 4 on the example, the honest model of
+    B = 2 (docs/trust.md): stated B = 4, ``split.budget`` refutes it; stated B = 2, it verifies
+    — the criterion is the user's, never the model file's (whose meta says B = 2)."""
+    dataset, model = _bit_budget(2)
+    cert = certify(model, dataset, construction="ks25-bit-budget", options={"bit_budget": "4"})
+    assert cert.verdict == "refuted"
+    assert {"phi.split.budget", "f2.split.budget"} <= {x.name for x in cert.failed}
+    cert = certify(model, dataset, construction="ks25-bit-budget", options={"bit_budget": 2})
+    assert cert.verdict == "verified"
+
+
+def test_options_are_checked_against_the_construction():
+    dataset, model = _bit_budget()
+    with pytest.raises(InputError, match="bit_budgt: unknown option"):
+        certify(model, dataset, construction="ks25-bit-budget", options={"bit_budgt": 4})
+    with pytest.raises(InputError, match="positive integer"):
+        certify(model, dataset, construction="ks25-bit-budget", options={"bit_budget": "four"})
+    with pytest.raises(InputError, match="give --construction"):
+        certify(model, dataset, options={"bit_budget": 4})
+
+
+@pytest.fixture(scope="module")
+def budget_files(tmp_path_factory):
+    from exactmem.data import save_dataset
+    from exactmem.io import save_model
+
+    root = tmp_path_factory.mktemp("budget")
+    dataset, model = _bit_budget()
+    data, path = str(root / "data.json"), str(root / "model.json")
+    save_dataset(dataset, data)
+    save_model(model, path)
+    return data, path, root
+
+
+def test_verify_set_decides_the_bound_and_is_recorded(budget_files, capsys):
+    data, path, root = budget_files
+    cert = str(root / "cert.json")
+    args = ["verify", path, "--data", data, "--construction", "ks25-bit-budget", "--quiet"]
+    assert main(args) == 4  # B not stated: the depth bound is undecided
+    out = capsys.readouterr().out
+    assert "give --set bit_budget=VALUE" in out
+    assert main([*args, "--set", "bit_budget=4", "--certificate", cert]) == 0
+    out = capsys.readouterr().out
+    assert "ok   ks25-bit-budget.bounds.depth" in out
+    assert main([*args, "--set", "bit_budget=2"]) == 1  # a stated budget the model exceeds
+    capsys.readouterr()
+    content = json.loads(open(cert).read())["certificate"]
+    assert content["subject"]["criteria"]["options"] == {"bit_budget": 4}
+    assert main(["recheck", cert, "--model", path, "--data", data, "--quiet"]) == 0
+    assert "SAME" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--set", "bit_budgt=4"], "bit_budgt: unknown option"),
+        (["--set", "bit_budget=0"], "bit_budget=0: expected a positive integer"),
+        (["--set", "bit_budget=10000"], "too large for this dataset"),
+        (["--set", "bit_budget"], "expected KEY=VALUE"),
+    ],
+)
+def test_verify_set_bad_option_exits_2_naming_it(budget_files, capsys, extra, message):
+    data, path, _ = budget_files
+    args = ["verify", path, "--data", data, "--construction", "ks25-bit-budget", "--quiet"]
+    assert main([*args, *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_verify_set_needs_a_construction(budget_files, capsys):
+    data, path, _ = budget_files
+    assert main(["verify", path, "--data", data, "--set", "bit_budget=4", "--quiet"]) == 2
+    assert "give --construction" in capsys.readouterr().err
+
+
+def test_verify_help_mentions_set(capsys):
+    with pytest.raises(SystemExit):
+        main(["verify", "--help"])
+    assert "--set KEY=VALUE" in capsys.readouterr().out
+
+
+def test_an_option_not_given_falls_back_to_the_bound_for_every_value():
+    """vys's depth names group_size and direction_bound: not given, it is the bound for every
+    value of them (decided, and says so); given, the bound of the value built, tighter — and
+    a model built with a larger group than stated is refuted."""
+    dataset = random_points(12, 2, 3, 2)
+    model = build(dataset, "vys", group_size=3)
+    loose = certify(model, dataset, construction="vys")
+    depth = next(x for x in loose.checks if x.name == "vys.bounds.depth")
+    assert depth.passed and "for every direction_bound, group_size" in depth.detail
+    options = {"group_size": 3, "direction_bound": 144}  # N²: the default search's last tier
+    tight = certify(model, dataset, construction="vys", options=options)
+    stated = next(x for x in tight.checks if x.name == "vys.bounds.depth")
+    assert stated.passed and "for every" not in stated.detail
+    assert int(stated.figures["bound"]) < int(depth.figures["bound"])
+    deep = build(dataset, "vys", group_size=12, gadget="tent")
+    wrong = certify(deep, dataset, construction="vys", options={**options, "group_size": 1})
+    assert "vys.bounds.depth" in {x.name for x in wrong.failed}

@@ -38,6 +38,10 @@ def describe(construction) -> dict:
             "evaluates": checklist.evaluates,
             "consistency": checklist.consistency,
             "bounds": dict(checklist.bounds),
+            "bound_defines": {
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in checklist.bound_defines.items()
+            },
             "checks": [
                 {
                     "name": spec.name,
@@ -73,6 +77,12 @@ def _print_one(c: dict) -> None:
         for metric, text in checklist["bounds"].items():
             sign = "≥" if metric == "margin" else "≤"
             print(f"    {metric} {sign} {text}")
+        if checklist.get("bound_defines"):
+            print("  where (options as stated by verify --set KEY=VALUE):")
+            for key, text in checklist["bound_defines"].items():
+                if isinstance(text, list):  # (formula, fallback when its options are not given)
+                    text = f"{text[0]}, or when not given: {text[1]}"
+                print(f"    {key} = {text}")
     if not checklist["checks"]:
         print("  checks: none declared")
     for spec in checklist["checks"]:

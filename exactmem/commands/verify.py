@@ -111,6 +111,15 @@ def run(args: argparse.Namespace) -> int:
 
         require_construction(args.construction)
         checklist_of(args.construction)  # one that registers no checklist: exit 2 now
+    options = {}
+    if args.set:  # the user's statement of the build options: criteria, checked before any work
+        if args.construction is None:
+            raise InputError(
+                "--set states the options a construction was built with; give --construction"
+            )
+        from exactmem.options import parse_options
+
+        options = parse_options(args.construction, args.set)
     if args.certificate:
         check_output(args.certificate, "--certificate", [args.model, args.data])
     _cluster(args, start=False)  # usage errors and a missing extra before any work
@@ -124,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
             from exactmem.reference_logits import read_reference_logits
 
             reference = read_reference_logits(args.reference_logits, dataset, output_width(model))
+    if options:  # what the build would refuse on this dataset cannot have been built
+        from exactmem.options import check_option_limits
+
+        check_option_limits(options, dataset)
     if args.construction is not None:  # the checklist's tasks, with those that fit the data
         mismatch = wrong_task(args.construction, dataset.task, "certifies")
         if mismatch is not None:
@@ -146,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
                 cluster=cluster,
                 reference=reference,
                 reference_tolerance=reference_tolerance,
+                options=options,
             )
         progress.flush()  # a run that reported nothing on the way still says what it did
     finally:

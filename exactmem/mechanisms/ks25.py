@@ -383,6 +383,23 @@ def _split_specs() -> list[CheckSpec]:
             ),
         )
     )
+    out.append(
+        CheckSpec(
+            "split.budget",
+            PAPER,
+            "Theorem F.1",
+            "the labelled points split into ⌈N/B²⌉ sub-networks of at most B² points, at the "
+            "bit budget B the user states (--set bit_budget=B)",
+            (
+                Breaker(
+                    "built at half the budget",
+                    "⌈N/B²⌉ sub-networks of B² points",
+                    "split.budget",
+                    options={"bit_budget": 2},
+                ),
+            ),
+        )
+    )
     return out
 
 

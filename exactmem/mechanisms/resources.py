@@ -5,8 +5,9 @@ here are seen to make it fail — a model grown past the bound while computing t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 import sympy
 
@@ -74,8 +75,13 @@ def deepened(model: Transformer, dataset: Dataset) -> Transformer:
     """The model with residual MLPs adding 0 appended after its last sub-layer: the outputs do
     not change; the depth grows by 2 per MLP, past every constant depth bound and past
     ``depth`` + 64."""
+    return _deepen(model, 40)
+
+
+def _deepen(model: Transformer, count: int) -> Transformer:
+    """``model`` with ``count`` residual MLPs adding 0 appended (see :func:`deepened`)."""
     mlp = _identity_mlp(stream_width(model), 1)
-    return replace(model, sublayers=(*model.sublayers, *([mlp] * 40)))
+    return replace(model, sublayers=(*model.sublayers, *([mlp] * count)))
 
 
 def dataset_figures(dataset: Dataset) -> dict[str, sympy.Expr]:
@@ -99,27 +105,38 @@ def dataset_figures(dataset: Dataset) -> dict[str, sympy.Expr]:
     return names
 
 
-def past(metric: str, formula: str) -> Callable[[Transformer, Dataset], Transformer]:
-    """A breaker that adds dead hidden units (:func:`widened`) until the model's ``metric``
-    exceeds ``formula`` on the dataset: a bound of any size, quadratic ones included, is shown
-    to fail on a model computing the same outputs."""
+def past(
+    metric: str,
+    formula: str,
+    options: Mapping[str, object] | None = None,
+    defines: Mapping[str, Any] | None = None,
+    known: Iterable[str] = (),
+) -> Callable[[Transformer, Dataset], Transformer]:
+    """A breaker that adds dead hidden units (:func:`widened`; identity sub-layers for the
+    depth) until the model's ``metric`` exceeds ``formula`` on the dataset, at the build
+    ``options`` the breaker's honest model is built with (``known``: the construction's
+    declared options; ``defines``: its bound defines): a bound of any size, quadratic ones
+    included, is shown to fail on a model computing the same outputs."""
 
     def grow(model: Transformer, dataset: Dataset) -> Transformer:
-        from exactmem.bound_checks import FIGURES
+        from exactmem.bound_checks import bound_names, with_lcd
         from exactmem.bounds import evaluate_ball, parse_formula
 
-        names = {**dict.fromkeys(FIGURES), **dataset_figures(dataset)}
+        texts = [formula, *(defines or {}).values()]
+        figures = with_lcd(dataset_figures(dataset), dataset, texts)
+        names, _ = bound_names(figures, options or {}, known, defines or {}, "breaker")
         ball = evaluate_ball(parse_formula(formula, names, f"breaker.{metric}"), 128)
         # one above the ball's upper end (exact: the midpoint of a radius-0 ball): past the bound
         limit = int(ball.upper().mid().floor().unique_fmpz()) + 1 if ball is not None else 0
         extra = _growth(model, dataset)
-        while True:  # at least one more unit of the metric per dead unit: ends
-            broken = _widen(model, extra)
+        while True:  # at least one more unit of the metric per dead unit or layer: ends
+            broken = _deepen(model, extra) if metric == "depth" else _widen(model, extra)
             if getattr(resources(broken), metric) > limit:
                 return broken
             extra *= 2
 
-    grow.__doc__ = f"dead hidden units until the {metric} exceeds {formula}"
+    what = "identity sub-layers" if metric == "depth" else "dead hidden units"
+    grow.__doc__ = f"{what} until the {metric} exceeds {formula}"
     return grow
 
 
@@ -132,18 +149,27 @@ BREAKERS: dict[str, tuple[str, Callable[[Transformer, Dataset], Transformer]]] =
 
 
 def bound_specs(
-    name: str, paper: str, bounds: Mapping[str, str], source: str
+    name: str,
+    paper: str,
+    bounds: Mapping[str, str],
+    source: str,
+    *,
+    options: Mapping[str, object] | None = None,
+    defines: Mapping[str, Any] | None = None,
+    known: Iterable[str] = (),
 ) -> tuple[CheckSpec, ...]:
     """One :class:`CheckSpec` per declared bound of construction ``name``, with a breaker where
     one is known (width, depth, parameters). ``source`` says where the bound comes from (the
-    claim file and section)."""
+    claim file and section); ``options``, ``defines`` and ``known`` (the declared options)
+    evaluate a bound that names build options, for its breaker (at the example's options)."""
     specs = []
     for metric, formula in bounds.items():
         breakers: tuple[Breaker, ...] = ()
         if metric in BREAKERS:
             what, fn = BREAKERS[metric]
-            if fn is widened:  # aimed past this bound, whatever its growth
-                fn = past(metric, formula)
+            if fn is widened or defines or options:  # aimed past this bound, whatever its growth
+                fn = past(metric, formula, options, defines, tuple(known))
+                what = "identity sub-layers deepen" if metric == "depth" else what
             breakers = (
                 Breaker(what, f"the {metric} bound {formula}", f"{name}.bounds.{metric}", fn),
             )

@@ -20,16 +20,24 @@ def builtin(
     run: Callable[[Evidence], list],
     bounds: Mapping[str, str],
     source: str,
+    bound_defines: Mapping[str, Any] | None = None,
     **checklist: Any,
 ) -> Construction:
     """A built-in construction: its checklist's checks are the mechanisms module's CheckSpecs
     and the declared bounds' (``source`` names where the bounds come from); its builder is
     ``exactmem.constructions.builders:<name>``, its options and description those of
-    :mod:`exactmem.options`, its example the mechanisms module's. ``checklist`` holds the
+    :mod:`exactmem.options`, its example the mechanisms module's; ``bound_defines`` are the
+    names its bound formulas use (:attr:`~exactmem.checklist.Checklist.bound_defines`), the
+    bound breakers aim past the bounds at the example's options. ``checklist`` holds the
     remaining :class:`~exactmem.checklist.Checklist` fields (tasks, evaluates, …)."""
     from exactmem.mechanisms.resources import bound_specs
     from exactmem.options import CONSTRUCTIONS, OPTIONS
 
+    example_options = getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(name, {})
+    defines = dict(bound_defines or {})
+    specs = bound_specs(
+        name, paper, bounds, source, options=example_options, defines=defines, known=OPTIONS[name]
+    )
     return Construction(
         name=name,
         paper=paper,
@@ -37,13 +45,14 @@ def builtin(
         checklist=Checklist(
             name=name,
             summary=summary,
-            checks=(*mechanisms.CHECKS[name], *bound_specs(name, paper, bounds, source)),
+            checks=(*mechanisms.CHECKS[name], *specs),
             run=run,
             bounds=bounds,
+            bound_defines=defines,
             **checklist,
         ),
         builder=f"exactmem.constructions.builders:{name.replace('-', '_')}",
         options=OPTIONS[name],
         example=mechanisms.EXAMPLES.get(name),
-        example_options=getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(name, {}),
+        example_options=example_options,
     )

@@ -12,11 +12,36 @@ from exactmem.verify import Check
 PAPER = "Kim, Kim & Mozafari 2023"
 NAME = "kim23"
 
-# proofs/kim23.toml's [tight] width;
-# its fitted depth, parameters and bits grow with the sizes at constants fitted on the claims'
-# instances and options: they are judged there, per instance (`exactmem check`)
+# proofs/kim23.toml's [tight] width, and the depth and dense parameters of every model the
+# builder makes (constructions/kim23.py, kim23_softmax.py), our reconstruction from its layout
+# (the paper's weights were not at hand; its statement is Õ(d + n + √(nN)) parameters):
+# * n rounds of a max-read attention, a residual reset FFN (2 layers; 3 under softmax) and a
+#   count attention: at most 5n layers;
+# * token keys s·wᵀ(x − x_min) + 1 ≤ 2√d·lcd·ω²·r + 1 (|w_i| ≤ ω², the Stage I search's last
+#   tier), T = n times that with positions; the reads M_r lie in [1 − nL, T], L = T + 1, and
+#   c_r ≤ n, so S = Σ α_r M_r (c_r under softmax) + β_r c_r spans at most
+#   2n²K'(n(T + 1) + 1) with |α_r|, |β_r| ≤ K' (the functional bound given, else the search's
+#   last tier N'² ≤ max(N², 2⁶⁴), the option's limit); the memorizer's keys are
+#   2(A(S − S_min) + t) with A the id multiplier (given, else T + 1 ≤ max(T + 1, 2⁶⁴));
+# * the memorizer (Lemma C.1) of at most nN ids: ⌈nN/K⌉ + K(ρ + c + 3) + 1 layers at group
+#   size K for every gadget; without --set group_size, for every K ≤ nN (convex in K: at most
+#   nN·(ρ + c + 3) + 2);
+# * each layer has at most 12 outputs reading at most max(d, 12) inputs; the embedding and the
+#   positional table hold at most 7(d + n + 1) more
+DEFINES = {
+    "T": "n*(2*ceiling(sqrt(d))*lcd*omega**2*ceiling(r) + 1)",
+    "Kf": ("functional_bound", "Max(N**2, 2**64)"),
+    "A": ("id_multiplier", "Max(T + 1, 2**64)"),
+    "rho": "ceiling(log(2*(A*2*n**2*Kf*(n*(T + 1) + 1) + T), 2)) + 1",
+    "c": "ceiling(log(C, 2)) + 1",
+    "a": "rho + c + 3",
+    "mem": ("ceiling(n*N/group_size) + group_size*a + 1", "n*N*a + 2"),
+    "layers": "5*n + mem",
+}
 BOUNDS = {
     "width": "12",
+    "depth": "layers",
+    "dense_parameters": "layers*12*(Max(d, 12) + 1) + 7*(d + n + 1)",
 }
 
 
@@ -38,6 +63,9 @@ construction = builtin(
     run=run,
     evaluates="hardmax-limit",
     bounds=BOUNDS,
-    source="proofs/kim23.toml, [tight]",
+    bound_defines=DEFINES,
+    source="width: proofs/kim23.toml, [tight]; depth and parameters: the builder's layout at "
+    "the stated group_size, functional_bound and id_multiplier (--set; for every value when "
+    "not given; our reconstruction)",
     limit_check="kim23.softmax",
 )

@@ -13,11 +13,30 @@ from exactmem.verify import Check, ChecklistStructureError, check_memorizer
 PAPER = "Vardi, Yehudai & Shamir 2022, Theorem 3.1"
 NAME = "vys"
 
-# the fitted ([tight]) width of proofs/vys_theorem_3_1.toml and proofs/vys_tent_gadget.toml;
-# its fitted depth, parameters and bits grow with the sizes at constants fitted on the claims'
-# instances and options: they are judged there, per instance (`exactmem check`)
+# The fitted ([tight]) width of proofs/vys_theorem_3_1.toml and proofs/vys_tent_gadget.toml, and
+# the depth and dense parameters of every model the builder makes (constructions/vys.py), our
+# reconstruction from its layout — the paper states no constant:
+# * Stage I folds into the first layer; Stage II takes m − 1 layers for m = ⌈N/K⌉ groups of K
+#   slots, Stage III vys.stage3_layers(gadget, K, ρ, c), the read-out one: at most
+#   ⌈N/K⌉ + K(ρ + c + 3) + 1 for every gadget and either bit_widths (the tent's
+#   K(ρ + max(c, 2) + 1) + 1 is the most, with ρ and c swapped or not);
+# * the keys are 2·lcd·wᵀ(x − x_min) + 2 with |w_i| ≤ W (the direction bound given, else the
+#   Stage I search's last tier N² ≤ max(N², 2⁶⁴), the option's limit) and ‖x − x_min‖₁ ≤ 2√d·r,
+#   so ρ ≤ ⌈log₂(4⌈√d⌉·lcd·W·⌈r⌉ + 2)⌉ + 1; c = bitlen(C);
+# * without --set group_size=K the depth is bounded for every K ≤ N: ⌈N/K⌉ + Ka is convex in K,
+#   so at most its value at K = 1 or K = N, below N·a + 2 (a = ρ + c + 3 ≥ 1);
+# * each layer has at most 11 outputs (the width bound) reading at most max(d, 11) inputs
+DEFINES = {
+    "W": ("direction_bound", "Max(N**2, 2**64)"),
+    "rho": "ceiling(log(4*ceiling(sqrt(d))*lcd*W*ceiling(r) + 2, 2)) + 1",
+    "c": "ceiling(log(C, 2)) + 1",
+    "a": "rho + c + 3",
+    "layers": ("ceiling(N/group_size) + group_size*a + 1", "N*a + 2"),
+}
 BOUNDS = {
     "width": "11",
+    "depth": "layers",
+    "dense_parameters": "layers*11*(Max(d, 11) + 1)",
 }
 
 
@@ -45,5 +64,8 @@ construction = builtin(
     run=run,
     evaluates="exact",
     bounds=BOUNDS,
-    source="proofs/vys_theorem_3_1.toml, [tight]",
+    source="width: proofs/vys_theorem_3_1.toml, [tight]; depth and parameters: the builder's "
+    "layout at the stated group_size and direction_bound (--set; for every value when not "
+    "given; our reconstruction)",
+    bound_defines=DEFINES,
 )
