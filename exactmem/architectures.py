@@ -121,7 +121,7 @@ from exactmem.model import (
     Transformer,
 )
 from exactmem.safetensors_io import DyadicTensor
-from exactmem.weight_rows import BlockRows
+from exactmem.weight_rows import BlockRows, bit_length
 
 __all__ = ["ARCHITECTURES", "affine_of", "import_checkpoint"]
 
@@ -163,7 +163,7 @@ def _charge_rationals(t: DyadicTensor) -> None:
     a layer norm's gain and bias): numerator and denominator, each in hex."""
     if (output := _OUTPUT.get()) is not None:
         m, e = t.mantissa, t.exponent
-        bits = np.frexp(np.abs(m).astype(np.float64))[1] + np.abs(e)  # |m| < 2^53: exact
+        bits = bit_length(m.astype(np.float64)) + np.abs(e)  # |m| < 2^53: exact
         output.charge(int(((bits + 3) // 4).sum()) + 2 * _ENTRY_TEXT * t.size)
 
 
@@ -201,7 +201,7 @@ def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
         nz, ms, es = _stripped(m[lo : lo + CHUNK], e[lo : lo + CHUNK])
         shift = es + k
         if output is not None:  # counted before the next chunk is made
-            bits = np.frexp(np.abs(ms[nz]).astype(np.float64))[1] + shift[nz]  # |m| < 2^53
+            bits = bit_length(ms[nz].astype(np.float64)) + shift[nz]  # |m| < 2^53: exact
             output.charge(int(((bits + 3) // 4).sum()) + _ENTRY_TEXT * int(nz.sum()))
         with np.errstate(over="ignore"):  # (inf: not a double, the tuples below keep it)
             block[lo : lo + CHUNK] = np.ldexp(ms.astype(np.float64), shift)

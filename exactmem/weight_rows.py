@@ -145,7 +145,7 @@ def block_of(rows: Sequence) -> BlockRows | None:
 # --------------------------------------------------------------------------- bits
 
 
-def _bit_length(v: np.ndarray) -> np.ndarray:
+def bit_length(v: np.ndarray) -> np.ndarray:
     """bitlen(|v|) of non-zero integer-valued floats, exactly: |v| = f·2^e, f ∈ [½, 1)."""
     return np.frexp(np.abs(v))[1].astype(np.int64)
 
@@ -174,7 +174,7 @@ def block_bits(rows: BlockRows, denominator: int) -> tuple[int, int, int] | None
         if not v.size:
             continue
         common = np.minimum(_trailing_zeros(v), k)  # the power of two p/q loses to 1/q
-        bits = _bit_length(v) - common + (k - common) + 1
+        bits = bit_length(v) - common + (k - common) + 1
         count += int(v.size)
         total += int(bits.sum())
         top = max(top, int(bits.max()))
