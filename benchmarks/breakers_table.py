@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def table(name: str | None = None) -> str:
-    from exactmem.registry import constructions
+    from exactmem.checks.registry import constructions
 
     out = []
     for cname, c in sorted(constructions().items()):

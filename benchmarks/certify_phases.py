@@ -21,9 +21,9 @@ import sys
 import time
 from collections import defaultdict
 
-from exactmem import certify as certify_module
-from exactmem.data import load_dataset
-from exactmem.io import load_model
+from exactmem.checks import certify as certify_module
+from exactmem.files.dataset_files import load_dataset
+from exactmem.files.model_files import load_model
 
 WRAPPED = {  # name in exactmem.certify → phase
     "dataset_hash": "hashes",

@@ -36,8 +36,8 @@ CONSTRUCTION = "ks25-next-token"
 EXTENSIONS = {"json": ".json", "exm": ".exm"}
 LOAD = """
 import json, sys, time
-from exactmem.data import load_dataset
-from exactmem.io import load_model
+from exactmem.files.dataset_files import load_dataset
+from exactmem.files.model_files import load_model
 t0 = time.perf_counter(); ds = load_dataset(sys.argv[1]); t1 = time.perf_counter()
 model, _ = load_model(sys.argv[2]); t2 = time.perf_counter()
 print(json.dumps({"data": t1 - t0, "model": t2 - t1, "N": ds.size}))

@@ -6,7 +6,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from exactmem.certify import certify
+from exactmem.checks.certify import certify
 
 
 def table_header(head: Sequence[str]) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import table_header, timed  # noqa: E402
 
-from exactmem.certify import certify  # noqa: E402
+from exactmem.checks.certify import certify  # noqa: E402
 from exactmem.constructions import ks25  # noqa: E402
-from exactmem.sequences import random_sequences  # noqa: E402
+from exactmem.datasets.sequences import random_sequences  # noqa: E402
 
 
 def main() -> None:

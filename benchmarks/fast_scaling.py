@@ -39,12 +39,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import table_header, timed  # noqa: E402
 
-from exactmem.certify import certify  # noqa: E402
+from exactmem.checks.certificate import step_folds  # noqa: E402
+from exactmem.checks.certify import certify  # noqa: E402
 from exactmem.constructions import ks25  # noqa: E402
+from exactmem.core.model import MLP, Attention, resources  # noqa: E402
+from exactmem.datasets.sequences import random_sequences  # noqa: E402
 from exactmem.evaluate import fast, reference  # noqa: E402
-from exactmem.model import MLP, Attention, resources  # noqa: E402
-from exactmem.sequences import random_sequences  # noqa: E402
-from exactmem.verify import step_folds  # noqa: E402
 
 SHAPE = {"n": 16, "d": 8, "vocab_size": 1000, "C": 16}
 

@@ -23,7 +23,7 @@ def main(argv: list[str]) -> None:
     if not argv:
         sys.exit(__doc__)
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="exactmem-first-run-")
-    from exactmem import jit
+    from exactmem.runtime import jit
 
     numba = jit._load()  # imported before the clock starts, as a warm run imports it too
     event = numba.core.event
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> None:
             rows.append((name, time.process_time() - started, inside))
 
     event.register("numba:compile", Listener())
-    from exactmem.cli import main as cli
+    from exactmem.commands.main import main as cli
 
     started = time.process_time()
     try:

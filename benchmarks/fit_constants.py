@@ -37,9 +37,7 @@ import sympy
 sys.path.insert(0, str(Path(__file__).parent))
 from common import table_header  # noqa: E402
 
-from exactmem.bounds import parse_formula  # noqa: E402
-from exactmem.model import resources  # noqa: E402
-from exactmem.proofs import (  # noqa: E402
+from exactmem.claims.proofs import (  # noqa: E402
     Claim,
     Instance,
     build_instance,
@@ -48,6 +46,8 @@ from exactmem.proofs import (  # noqa: E402
     instance_figures,
     load_claims,
 )
+from exactmem.core.bounds import parse_formula  # noqa: E402
+from exactmem.core.model import resources  # noqa: E402
 
 MAX_HEADROOM = 0.25
 CATCH = Fraction(4, 3)  # a regression growing a resource by this factor must fail

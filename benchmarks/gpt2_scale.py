@@ -101,9 +101,9 @@ def run_stage(folder: Path, length: int, seed: int) -> dict:
     """In this process: import the folder and certify one sequence (the child's work)."""
     import resource
 
-    from exactmem.architectures import import_checkpoint
-    from exactmem.certify import certify
-    from exactmem.data import Dataset
+    from exactmem.checkpoints.architectures import import_checkpoint
+    from exactmem.checks.certify import certify
+    from exactmem.datasets.dataset import Dataset
     from exactmem.evaluate.floats import float_logits
 
     t0 = time.perf_counter()

@@ -97,9 +97,9 @@ def main() -> None:
 def evaluation_only(folder: Path) -> None:
     from gmpy2 import mpq
 
-    from exactmem import limits
+    from exactmem.core import limits
     from exactmem.evaluate import fast, reference
-    from exactmem.io import load_model
+    from exactmem.files.model_files import load_model
 
     print("| model | fast s | reference s |")
     print("|---|---|---|")
@@ -118,7 +118,7 @@ def evaluation_only(folder: Path) -> None:
 def _tiny():
     from gmpy2 import mpq
 
-    from exactmem.model import MLP, Affine, Transformer
+    from exactmem.core.model import MLP, Affine, Transformer
 
     model = Transformer(1, (MLP((Affine.from_dense([[2]]), Affine.from_dense([[1]]))),))
     return model, [[mpq(1)], [mpq(2)]]

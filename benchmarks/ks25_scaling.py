@@ -20,12 +20,12 @@ import sympy
 sys.path.insert(0, str(Path(__file__).parent))
 from common import print_slopes, table_header, timed, timed_verdict  # noqa: E402
 
-from exactmem.bounds import evaluate_ball, parse_formula  # noqa: E402
+from exactmem.claims.proofs import load_claim  # noqa: E402
 from exactmem.constructions import ks25  # noqa: E402
-from exactmem.data import squared_radius, squared_separation  # noqa: E402
-from exactmem.model import resources  # noqa: E402
-from exactmem.proofs import load_claim  # noqa: E402
-from exactmem.sequences import random_sequences, view  # noqa: E402
+from exactmem.core.bounds import evaluate_ball, parse_formula  # noqa: E402
+from exactmem.core.model import resources  # noqa: E402
+from exactmem.datasets.dataset import squared_radius, squared_separation  # noqa: E402
+from exactmem.datasets.sequences import random_sequences, view  # noqa: E402
 
 CLAIM = Path(__file__).resolve().parent.parent / "proofs" / "ks25_theorem_4_1.toml"
 

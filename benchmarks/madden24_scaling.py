@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from exactmem.constructions.madden24 import random_contexts  # noqa: E402
-from exactmem.data import save_dataset  # noqa: E402
+from exactmem.files.dataset_files import save_dataset  # noqa: E402
 
 
 def _process(argv: list[str]) -> tuple[float, float, int, str]:

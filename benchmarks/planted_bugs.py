@@ -5,7 +5,7 @@ Reads ``benchmarks/planted/*.toml`` (one ``[[bug]]`` table per bug: construction
 replace, what, expect, explain). For each bug: copy the ``exactmem`` package to a temporary
 directory, replace the one line whose stripped text is ``find`` (it must occur exactly once;
 the indentation is kept), then in a subprocess with ``PYTHONPATH`` at the copy build the
-construction's example dataset (:attr:`exactmem.checklist.Construction.example`) with the
+construction's example dataset (:attr:`exactmem.checks.checklist.Construction.example`) with the
 bugged builder and certify it under the construction's checklist. Prints a Markdown table and
 exits 1 when a result differs from ``expect`` (a bug whose build refuses counts as caught and
 is reported as ``build refused``).
@@ -32,10 +32,10 @@ PLANTED = ROOT / "benchmarks" / "planted"
 
 CHILD = r"""
 import json, sys
-from exactmem.registry import constructions
+from exactmem.checks.registry import constructions
 from exactmem.api import build
-from exactmem.certify import certify
-from exactmem.errors import InputError
+from exactmem.checks.certify import certify
+from exactmem.core.errors import InputError
 c = constructions()[sys.argv[1]]
 dataset = c.example()
 try:

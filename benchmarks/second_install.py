@@ -33,7 +33,7 @@ EXAMPLE = """
 import time
 started = time.perf_counter()
 import exactmem
-from exactmem import jit
+from exactmem.runtime import jit
 vocab = {"the": [1, 0], "a": [0, 1], "cat": [2, 1], "dog": [1, 2], "sat": [3, 3], "ran": [3, -1]}
 sentences = ["the cat sat", "the dog ran", "a cat ran", "a dog sat"]
 dataset = exactmem.Dataset.from_tokens([s.split() for s in sentences], [1, 2, 2, 1], vocab=vocab)

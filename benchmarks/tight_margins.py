@@ -12,7 +12,7 @@ tied head), random weights: every matrix N(0, 0.02), the tied embedding then sca
 memorizing model's logits are large), torch seed 5; 64 random sequences of 64 tokens over 65
 tokens, labelled by the float64 argmax at the last position. Printed: the 64-bit enclosures'
 median logit radius; the examples certified at 64 bits and their margins (what the verifier
-reported before the margins were tightened); then :func:`exactmem.verify_margins.argmax_margins`
+reported before the margins were tightened); then :func:`exactmem.checks.margins.argmax_margins`
 — each example's precision, and how far its certified margin lies below the true (float64)
 one.
 """
@@ -57,10 +57,10 @@ def write(folder: Path) -> None:
 
 
 def measure(folder: Path) -> None:
-    from exactmem.architectures import import_checkpoint
+    from exactmem.checkpoints.architectures import import_checkpoint
+    from exactmem.checks.attention import brief
+    from exactmem.checks.margins import _judge, argmax_margins
     from exactmem.evaluate.softmax import run_balls
-    from exactmem.verify_attention import brief
-    from exactmem.verify_margins import _judge, argmax_margins
 
     model = import_checkpoint(folder / "model.safetensors", "gpt", heads=8)
     seqs = np.load(folder / "tokens.npy").tolist()

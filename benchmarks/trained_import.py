@@ -87,7 +87,7 @@ def write_checkpoint(path: Path, args) -> int:
 
 def stage(name: str, work: Path, args) -> dict:
     """One stage in this process (run by the parent in a fresh one)."""
-    from exactmem.cli import main
+    from exactmem.commands.main import main
 
     t0 = time.perf_counter()
     figures: dict = {}
@@ -99,9 +99,9 @@ def stage(name: str, work: Path, args) -> dict:
         assert code == 0
     else:
         from exactmem import Dataset
-        from exactmem.certify import certify
+        from exactmem.checks.certify import certify
         from exactmem.evaluate.floats import float_logits
-        from exactmem.io import load_model
+        from exactmem.files.model_files import load_model
 
         model, _ = load_model(work / "m.json")
         figures["load_s"] = round(time.perf_counter() - t0, 2)

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import print_slopes, table_header, timed, timed_verdict  # noqa: E402
 
 from exactmem.constructions import vys  # noqa: E402
-from exactmem.data import random_points  # noqa: E402
-from exactmem.model import resources  # noqa: E402
+from exactmem.core.model import resources  # noqa: E402
+from exactmem.datasets.dataset import random_points  # noqa: E402
 
 
 def main() -> None:

@@ -23,27 +23,30 @@ import importlib
 import sys
 import types
 
-__version__ = "0.1.0"
+from exactmem import _moved
+from exactmem.core.version import __version__
+
+_moved.install()  # the old module paths of the release before, each with a DeprecationWarning
 
 # name → module that defines it; resolved on first access by __getattr__
 _LAZY = {
-    "Dataset": "exactmem.data",
-    "load_dataset": "exactmem.data",
-    "save_dataset": "exactmem.data",
-    "Transformer": "exactmem.model",
-    "Certificate": "exactmem.verify",
-    "Check": "exactmem.verify",
+    "Dataset": "exactmem.datasets.dataset",
+    "load_dataset": "exactmem.files.dataset_files",
+    "save_dataset": "exactmem.files.dataset_files",
+    "Transformer": "exactmem.core.model",
+    "Certificate": "exactmem.checks.certificate",
+    "Check": "exactmem.checks.certificate",
     "build": "exactmem.api",
     "run": "exactmem.api",
     "load_model": "exactmem.api",
     "import_model": "exactmem.api",
-    "recheck": "exactmem.certificates",
-    "Recheck": "exactmem.certificates",
+    "recheck": "exactmem.checks.recheck",
+    "Recheck": "exactmem.checks.recheck",
     "save_model": "exactmem.api",
-    "trace": "exactmem.tracing",
-    "ExactmemError": "exactmem.errors",
-    "InputError": "exactmem.errors",
-    "InconclusiveError": "exactmem.errors",
+    "trace": "exactmem.reports.tracing",
+    "ExactmemError": "exactmem.core.errors",
+    "InputError": "exactmem.core.errors",
+    "InconclusiveError": "exactmem.core.errors",
 }
 
 __all__ = [
@@ -71,19 +74,24 @@ __all__ = [
 TYPE_CHECKING = False  # mypy reads this name as typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from exactmem.api import build, import_model, load_model, run, save_model
-    from exactmem.certificates import Recheck, recheck
-    from exactmem.certify import certify
-    from exactmem.data import Dataset, load_dataset, save_dataset
-    from exactmem.errors import ExactmemError, InconclusiveError, InputError
-    from exactmem.model import Transformer
-    from exactmem.tracing import trace
-    from exactmem.verify import Certificate, Check
+    from exactmem.checks.certificate import Certificate, Check
+    from exactmem.checks.certify import certify
+    from exactmem.checks.recheck import Recheck, recheck
+    from exactmem.core.errors import ExactmemError, InconclusiveError, InputError
+    from exactmem.core.model import Transformer
+    from exactmem.datasets.dataset import Dataset
+    from exactmem.files.dataset_files import load_dataset, save_dataset
+    from exactmem.reports.tracing import trace
 
 
 def __getattr__(name: str) -> object:
     if name == "certify":
-        # importing the submodule binds it here (_Package.__setattr__ makes it callable)
-        return importlib.import_module("exactmem.certify")
+        # the trusted module itself, made callable (_CallableCertify): ``exactmem.certify(...)``
+        # and ``exactmem.certify.Criteria`` both read as they always did
+        module = importlib.import_module("exactmem.checks.certify")
+        module.__class__ = _CallableCertify
+        globals()["certify"] = module
+        return module
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'exactmem' has no attribute {name!r}")
@@ -101,7 +109,7 @@ def __dir__() -> list[str]:
 class _CallableCertify(types.ModuleType):
     """``exactmem.certify`` is both the trusted module and, called, its ``certify`` function:
     ``exactmem.certify(model, dataset, construction=NAME)`` is
-    ``exactmem.certify.certify(model, dataset, construction=NAME)``."""
+    ``exactmem.checks.certify.certify(model, dataset, construction=NAME)``."""
 
     def __call__(self, *args: object, **kwargs: object) -> object:
         return self.certify(*args, **kwargs)
@@ -112,6 +120,9 @@ class _Package(types.ModuleType):
         # The import system binds a loaded submodule on its package by setattr; a function
         # named like the module would be overwritten by it, so the module is made callable.
         if name == "certify" and isinstance(value, types.ModuleType):
+            # the old path's forwarding module is not bound over the callable trusted module
+            if isinstance(value, _moved._Forward):
+                return
             value.__class__ = _CallableCertify
         super().__setattr__(name, value)
 

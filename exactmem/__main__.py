@@ -1,5 +1,5 @@
 import sys
 
-from exactmem.cli import main
+from exactmem.commands.main import main
 
 sys.exit(main())

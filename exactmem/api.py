@@ -2,11 +2,11 @@
 
 Everything here is also reachable from the package itself (``exactmem.build``,
 ``exactmem.run``, …); :func:`exactmem.certify` is the trusted core's
-:func:`exactmem.certify.certify`, re-exported unchanged.
+:func:`exactmem.checks.certify.certify`, re-exported unchanged.
 
 The constructions are untrusted plugins (see the trust-boundary page): :func:`build` runs one
 and returns what it built, and nothing it says about itself is believed. Only
-:func:`exactmem.certify.certify` decides a verdict, from the exact evaluation of the weights,
+:func:`exactmem.checks.certify.certify` decides a verdict, from the exact evaluation of the weights,
 the dataset's labels and the criteria its caller gives.
 """
 
@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Literal
 
 from gmpy2 import mpq
 
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.exact import parse_rational
-from exactmem.model import Transformer
-from exactmem.sequences import with_positions
+from exactmem.core.errors import InputError
+from exactmem.core.exact import parse_rational
+from exactmem.core.model import Transformer
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import with_positions
 
 if TYPE_CHECKING:
-    from exactmem.evaluate.reference import Trace
+    from exactmem.evaluate.records import Trace
 
 __all__ = ["Output", "build", "import_model", "load_model", "run", "save_model"]
 
@@ -35,8 +35,8 @@ Output = tuple[mpq, ...]
 
 
 def _constructions() -> dict[str, str]:
-    """Name → what it builds: every registered construction (:mod:`exactmem.registry`)."""
-    from exactmem import registry
+    """Name → what it builds: every registered construction (:mod:`exactmem.checks.registry`)."""
+    from exactmem.checks import registry
 
     return {name: c.summary for name, c in registry.constructions().items()}
 
@@ -87,17 +87,18 @@ def build(
     ``gadget="peel"``, ``group_size=3``, ``position_aware=True``, ``temperature=Fraction(1,
     8)``. They are checked and bounded as on the command line. ``seed`` fixes the random
     choices: the same seed builds the same model. ``progress``, a callable taking a message
-    (``print``, or the command line's :class:`exactmem.progress.Progress`), hears the steps of
+    (``print``, or the command line's :class:`exactmem.runtime.progress.Progress`), hears the steps
+    of
     the construction.
 
     The construction is untrusted: the model is what it built, not evidence that it works.
-    Judge it with :func:`exactmem.certify.certify`.
+    Judge it with :func:`exactmem.checks.certify.certify`.
 
     Raises:
         InputError: an unknown construction or option, an option out of range, or a dataset
             the construction cannot take (the message names what is wrong).
     """
-    from exactmem.cli import check_option_limits, parse_options
+    from exactmem.plugins.options import check_option_limits, parse_options
 
     known = _constructions()
     if construction not in known:
@@ -124,9 +125,9 @@ def _construct(
     progress: Callable[..., None] | None = None,
 ) -> Transformer:
     """Run the construction's own code (as ``build --construction NAME`` does): the builder
-    its registration names (:attr:`exactmem.checklist.Construction.builder`); ``progress``
+    its registration names (:attr:`exactmem.checks.checklist.Construction.builder`); ``progress``
     hears its steps."""
-    from exactmem import registry
+    from exactmem.checks import registry
 
     try:
         found = registry.get(construction)
@@ -170,7 +171,7 @@ def _inputs(
     """(vocabulary, sequences of indices into it) as the evaluators take them.
 
     Tokens get their position k + 1 appended when the model reads one more coordinate than
-    they have (position-aware models, as :func:`exactmem.certify.certify` feeds them)."""
+    they have (position-aware models, as :func:`exactmem.checks.certify.certify` feeds them)."""
     if isinstance(inputs, Dataset):
         if model.token_inputs:
             if inputs.task == "points" or len(inputs.vocab) > model.input_dim:
@@ -247,7 +248,7 @@ def run(
     """Evaluate ``model`` exactly: ``run(model, inputs)[i][k]`` is the output vector at
     position k of sequence i, one exact rational (``gmpy2.mpq``) per output.
 
-    ``inputs`` is a :class:`~exactmem.data.Dataset` (a ``points`` dataset is run as
+    ``inputs`` is a :class:`~exactmem.datasets.dataset.Dataset` (a ``points`` dataset is run as
     sequences of length one) or a list of equal-length sequences of tokens: token vectors
     (lists of ints, exact strings or ``Fraction``) or, for a model with an embedding table
     (Kajitsuka & Sato 2025, Theorem E.1), token ids. Tokens get their position k + 1 appended
@@ -289,13 +290,14 @@ def load_model(path: str | Path) -> Transformer:
     """Load a model file (``.json`` or ``.json.gz``), checking its format and SHA-256.
 
     A model file is data: it is parsed within limits, never executed, and what its ``meta``
-    says is never a criterion of a verdict. :func:`exactmem.io.load_model` also returns the
+    says is never a criterion of a verdict. :func:`exactmem.files.model_files.load_model` also
+    returns the
     hash.
 
     Raises:
         InputError: an unreadable, malformed or modified file (the message names the field).
     """
-    from exactmem.io import load_model as load
+    from exactmem.files.model_files import load_model as load
 
     model, _ = load(path)
     return model
@@ -304,7 +306,7 @@ def load_model(path: str | Path) -> Transformer:
 def save_model(model: Transformer, path: str | Path) -> str:
     """Write ``model`` to ``path`` atomically (gzip-compressed if it ends in ``.gz``);
     returns the SHA-256 of its canonical content, as stored in the file."""
-    from exactmem.io import save_model as save
+    from exactmem.files.model_files import save_model as save
 
     return save(model, path)
 
@@ -324,6 +326,6 @@ def import_model(path: str | Path, arch: str | None, *, heads: int | None = None
         InputError: a malformed checkpoint (header, offsets, dtypes), a NaN or infinite weight,
             a missing, extra or misshapen tensor (the message names the tensor).
     """
-    from exactmem.architectures import import_checkpoint
+    from exactmem.checkpoints.architectures import import_checkpoint
 
     return import_checkpoint(path, arch, heads=heads)

@@ -99,8 +99,9 @@ class Case:
 def _tiny_model(folder: Path) -> tuple[Path, Path, Path]:
     """A VYS model on 4 points, as JSON and as a container, and its dataset."""
     from exactmem.constructions import vys
-    from exactmem.data import random_points, save_dataset
-    from exactmem.io import save_model
+    from exactmem.datasets.dataset import random_points
+    from exactmem.files.dataset_files import save_dataset
+    from exactmem.files.model_files import save_model
 
     data = folder / "data.json"
     ds = random_points(4, 2, 2, seed=1)

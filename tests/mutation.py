@@ -26,15 +26,16 @@ from fractions import Fraction
 import oracle
 from gmpy2 import mpq
 
-from exactmem.certify import certificate_json, certify
+from exactmem.checks.certify import certificate_json, certify
 from exactmem.constructions import dana25, kim23, ks25, mahdavi24, vys
-from exactmem.data import Dataset, random_points, save_dataset
-from exactmem.errors import InconclusiveError
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.model import MLP, Affine, Attention, PositionalEncoding, Transformer
+from exactmem.datasets.dataset import Dataset, random_points
+from exactmem.datasets.sequences import random_sequences
 from exactmem.evaluate import fast, reference
 from exactmem.evaluate.softmax import ball_bounds, run_balls
-from exactmem.io import save_model
-from exactmem.model import MLP, Affine, Attention, PositionalEncoding, Transformer
-from exactmem.sequences import random_sequences
+from exactmem.files.dataset_files import save_dataset
+from exactmem.files.model_files import save_model
 
 MAPS = ("query", "key", "value", "output")
 KS25 = "ks25-next-token"

@@ -1,6 +1,7 @@
 """An oracle for exactmem models, independent of both evaluators.
 
-Written from the IR's definition (``exactmem.model``) with :class:`fractions.Fraction` and plain
+Written from the IR's definition (``exactmem.core.model``) with :class:`fractions.Fraction` and
+plain
 lists: no NumPy, no gmpy2, no python-flint, nothing from ``exactmem.evaluate``. Every sequence is
 evaluated position by position, nothing is shared or cached, so the code can be read against the
 definition line by line:
@@ -34,7 +35,7 @@ from fractions import Fraction
 import mpmath
 from mpmath import iv, libmp
 
-from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
+from exactmem.core.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
 
 __all__ = ["Judgement", "Undecided", "bounds", "judge", "run"]
 

@@ -6,11 +6,11 @@ import numpy as np
 from gmpy2 import mpq
 
 from exactmem.constructions.vys import Projection, build_memorizer
-from exactmem.data import Dataset
-from exactmem.errors import InconclusiveError
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.model import Transformer
+from exactmem.datasets.dataset import Dataset
 from exactmem.evaluate import fast, reference
 from exactmem.evaluate.reference import run_points
-from exactmem.model import Transformer
 
 
 def points_dataset(points, labels, C=None) -> Dataset:
@@ -65,7 +65,7 @@ def both(model, vocab, sequences, **kw):
 
 
 def run_folded(module, model, ds, **kw):
-    from exactmem.verify import step_folds
+    from exactmem.checks.certificate import step_folds
 
     folds = step_folds(model)
     trace = module.run(model, ds.vocab, ds.sequences, positions="last", folds=folds, **kw)
@@ -74,7 +74,7 @@ def run_folded(module, model, ds, **kw):
 
 def same_folds(a, b):
     """Step folds (Stage II) and match folds (Stage III) in the same states."""
-    from exactmem.verify import MatchFold
+    from exactmem.checks.certificate import MatchFold
 
     assert len(a) == len(b) > 0
     for x, y in zip(a, b, strict=True):
@@ -94,8 +94,8 @@ def certify_built(model: Transformer, dataset: Dataset, **kw):
     transcendental — the tolerance it asked the construction to reach; Theorem F.1's bit
     budget as ``verify --set`` states it. The test is the user
     here; the library itself never reads these from a model."""
-    from exactmem.certify import certify
-    from exactmem.model import Attention
+    from exactmem.checks.certify import certify
+    from exactmem.core.model import Attention
 
     meta = model.meta
     kw.setdefault("construction", meta.get("construction"))
@@ -111,7 +111,7 @@ def certify_built(model: Transformer, dataset: Dataset, **kw):
 
 def claim_instances(tier: str) -> list:
     """(claim, instance) for every instance of the shipped claims in ``tier``."""
-    from exactmem.proofs import find_proofs_dir, load_claims
+    from exactmem.claims.proofs import find_proofs_dir, load_claims
 
     return [
         (claim, inst)

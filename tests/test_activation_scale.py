@@ -11,13 +11,14 @@ import pytest
 from flint import arb, ctx
 from gmpy2 import mpq
 
-from exactmem.balls import activation_ball, ball_bounds, gelu_ball, gelu_tanh_ball
-from exactmem.errors import InputError
+from exactmem.core.balls import activation_ball, ball_bounds, gelu_ball, gelu_tanh_ball
+from exactmem.core.errors import InputError
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead, Transformer
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.reference import run as run_reference
 from exactmem.evaluate.softmax import run_balls
-from exactmem.io import load_model, model_from_json, model_to_json, save_model
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.files.model_files import load_model, save_model
+from exactmem.files.model_json import model_from_json, model_to_json
 
 
 def _tanh_gelu(x: float) -> float:
@@ -120,7 +121,7 @@ def test_checklists_that_read_scores_from_the_weights_refuse_a_scaled_attention(
     from support import certify_built
 
     from exactmem.constructions import kim23, ks24
-    from exactmem.sequences import random_sequences
+    from exactmem.datasets.sequences import random_sequences
 
     ds = ks24.random_instance(12, 4, 3, 12, 5, seed=1)
     model, _ = ks24.build(ds, {})

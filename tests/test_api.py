@@ -21,12 +21,12 @@ import pytest
 from gmpy2 import mpq
 
 import exactmem
-from exactmem.certify import certificate_json
-from exactmem.data import load_dataset, save_dataset
-from exactmem.errors import InputError
-from exactmem.io import model_hash
-from exactmem.model import resources
-from exactmem.verify import Certificate, Check
+from exactmem.checks.certificate import Certificate, Check
+from exactmem.checks.certify import certificate_json
+from exactmem.core.errors import InputError
+from exactmem.core.model import resources
+from exactmem.files.dataset_files import load_dataset, save_dataset
+from exactmem.files.model_json import model_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = {"the": [1, 0], "a": [0, 1], "cat": [2, 1], "dog": [1, 2], "sat": [3, 3], "ran": [3, -1]}
@@ -89,8 +89,8 @@ def test_the_trusted_core_does_not_load_the_api_or_a_construction():
     out = _python(
         """
         import sys
-        import exactmem.certify
-        print(sorted(m for m in sys.modules if m in ("exactmem.api", "exactmem.cli")
+        import exactmem.checks.certify
+        print(sorted(m for m in sys.modules if m in ("exactmem.api", "exactmem.commands.main")
                      or m.startswith("exactmem.constructions")))
         """
     )
@@ -109,7 +109,11 @@ def test_every_public_name_resolves():
 
 @pytest.mark.parametrize(
     "first",
-    ["import exactmem.certify", "from exactmem.certify import certify", "import exactmem"],
+    [
+        "import exactmem.checks.certify",
+        "from exactmem.checks.certify import certify",
+        "import exactmem",
+    ],
 )
 def test_certify_is_callable_whatever_was_imported_first(first):
     """``exactmem.certify`` is the trusted module, and calling it calls its ``certify``:
@@ -121,7 +125,7 @@ def test_certify_is_callable_whatever_was_imported_first(first):
         from exactmem import certify
         ds = exactmem.Dataset.from_points([[0], [3]], [1, 2])
         model = exactmem.build(ds, "vys", seed=0)
-        print(certify is exactmem.certify, exactmem.certify.certify.__module__)
+        print(certify is exactmem.certify, exactmem.checks.certify.certify.__module__)
         print(exactmem.certify(model, ds, construction="vys").verdict)
         print(certify(model, ds).verdict)
         """
@@ -130,7 +134,7 @@ def test_certify_is_callable_whatever_was_imported_first(first):
 
 
 def test_patching_the_trusted_function_reaches_the_call(monkeypatch, points, vys_model):
-    import exactmem.certify as module
+    import exactmem.checks.certify as module
 
     assert module is exactmem.certify
     monkeypatch.setattr(module, "certify", lambda *a, **k: "patched")
@@ -430,7 +434,7 @@ STORY = "the cat sat on the mat. the cat ran."
 
 
 def test_from_text_is_the_text_windows():
-    from exactmem.text import windows
+    from exactmem.datasets.text import windows
 
     ds = exactmem.Dataset.from_text(STORY, window=3, unit="word")
     assert ds == windows(STORY, 3, "word")

@@ -11,12 +11,12 @@ import pytest
 from gmpy2 import mpq
 
 from exactmem.api import run
-from exactmem.architectures import import_checkpoint
-from exactmem.certify import certify
-from exactmem.data import Dataset
-from exactmem.errors import InputError
+from exactmem.checkpoints.architectures import import_checkpoint
+from exactmem.checks.certify import certify
+from exactmem.core.errors import InputError
+from exactmem.core.model import Attention
+from exactmem.datasets.dataset import Dataset
 from exactmem.evaluate.floats import float_logits
-from exactmem.model import Attention
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 

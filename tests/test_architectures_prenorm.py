@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from gmpy2 import mpq
 
-from exactmem.errors import InputError
+from exactmem.core.errors import InputError
+from exactmem.core.model import Affine, LayerNorm, Transformer, validate
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.reference import run
 from exactmem.evaluate.softmax import ball_bounds, run_balls
-from exactmem.io import canonical_hash, load_model, save_model
-from exactmem.model import Affine, LayerNorm, Transformer, validate
+from exactmem.files.model_files import load_model, save_model
+from exactmem.files.model_json import canonical_hash
 from tests.test_schemas import assert_valid, problems
 
 GAIN, BIAS = (mpq(2), mpq(1, 2)), (mpq(1), mpq(-1, 4))

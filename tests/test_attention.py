@@ -5,9 +5,9 @@ import itertools
 import pytest
 from gmpy2 import mpq
 
-from exactmem.errors import InconclusiveError
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.model import Affine, Attention, AttentionHead, Transformer
 from exactmem.evaluate.reference import run
-from exactmem.model import Affine, Attention, AttentionHead, Transformer
 
 
 def head(query, key, value, output):

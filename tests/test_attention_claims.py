@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from exactmem.certify import certify
-from exactmem.proofs import build_instance, load_claim
+from exactmem.checks.certify import certify
+from exactmem.claims.proofs import build_instance, load_claim
 
 PROOFS = Path(__file__).resolve().parent.parent / "proofs"
 

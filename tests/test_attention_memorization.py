@@ -6,11 +6,12 @@ import pytest
 from gmpy2 import mpq
 from support import certify_built
 
-from exactmem.cli import main
+from exactmem.commands.main import main
 from exactmem.constructions import dana25, mahdavi24
-from exactmem.data import Dataset, save_dataset
-from exactmem.errors import InputError
-from exactmem.model import Affine, Attention, AttentionHead
+from exactmem.core.errors import InputError
+from exactmem.core.model import Affine, Attention, AttentionHead
+from exactmem.datasets.dataset import Dataset
+from exactmem.files.dataset_files import save_dataset
 
 
 def failed(cert):

@@ -1,7 +1,7 @@
 import sympy
 
-from exactmem.bounds import decide_le, parse_formula
-from exactmem.errors import InputError
+from exactmem.core.bounds import decide_le, parse_formula
+from exactmem.core.errors import InputError
 
 
 def test_decides_rigorously_near_the_edge():

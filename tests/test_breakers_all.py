@@ -1,5 +1,5 @@
 """Every check of every registered checklist is seen to fail (issue 26.4): each declared
-CheckSpec × Breaker, run through :func:`exactmem.selftest.run_breaker` on the construction's
+CheckSpec × Breaker, run through :func:`exactmem.claims.selftest.run_breaker` on the construction's
 example, refutes the model with that check failing — the same runs as ``exactmem selftest``.
 The cases are read from the registry, so a construction's checks (built-in or plugin) are
 picked up as they are declared. Breakers of constructions evaluated on Arb balls take seconds
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from exactmem import registry
-from exactmem.selftest import breaker_dataset, run_breaker
+from exactmem.checks import registry
+from exactmem.claims.selftest import breaker_dataset, run_breaker
 
 # checklists judged on Arb balls: their breakers cost seconds each
 SLOW = {"balls"}
@@ -60,8 +60,8 @@ def test_every_declared_check_with_a_breaker_it_can_have(name):
 def test_the_honest_example_verifies_and_every_check_of_its_checklist_is_declared(name):
     """The checks a checklist adds to the construction-independent ones (labels, lower bounds)
     each have a CheckSpec, so that each has its paper, result and breakers."""
-    from exactmem.certify import certify
-    from exactmem.selftest import build_with
+    from exactmem.checks.certify import certify
+    from exactmem.claims.selftest import build_with
 
     construction = registry.get(name)
     if construction.example is None:

@@ -1,7 +1,7 @@
 """Every check of the attention checklists (mahdavi24, dana25, madden24) and of the
 construction-independent lower bounds is seen to fail: each declared breaker, applied to the
 honest model of the construction's small example, refutes it with *that* check failing
-(``exactmem.selftest.run_breaker``), and each honest example verifies."""
+(``exactmem.claims.selftest.run_breaker``), and each honest example verifies."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import random
 import pytest
 from gmpy2 import mpq
 
-from exactmem import registry
 from exactmem.api import build
-from exactmem.certify import certify
-from exactmem.data import Dataset
-from exactmem.mechanisms import lower_bounds
-from exactmem.model import Transformer
-from exactmem.selftest import run_breaker
-from exactmem.sequences import random_sequences
+from exactmem.checks import registry
+from exactmem.checks.certify import certify
+from exactmem.checks.mechanisms import lower_bounds
+from exactmem.claims.selftest import run_breaker
+from exactmem.core.model import Transformer
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import random_sequences
 
 NAMES = ("mahdavi24", "dana25", "madden24")
 

@@ -4,11 +4,11 @@ REFUTED with that check failing; the honest example verifies."""
 
 import pytest
 
-from exactmem.certify import certify
-from exactmem.mechanisms import kim23 as kim23_mechanisms
-from exactmem.mechanisms import ks24 as ks24_mechanisms
-from exactmem.registry import get as registered
-from exactmem.selftest import run_breaker
+from exactmem.checks.certify import certify
+from exactmem.checks.mechanisms import kim23 as kim23_mechanisms
+from exactmem.checks.mechanisms import ks24 as ks24_mechanisms
+from exactmem.checks.registry import get as registered
+from exactmem.claims.selftest import run_breaker
 
 TABLES = {"ks24": ks24_mechanisms, "kim23": kim23_mechanisms}
 CASES = [
@@ -37,7 +37,7 @@ def test_the_honest_example_verifies_and_every_check_has_a_spec(name):
     model = build(ds, name)
     cert = certify(model, ds, construction=name)
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
-    # the mechanisms' specs and the declared bounds' (exactmem.mechanisms.resources)
+    # the mechanisms' specs and the declared bounds' (exactmem.checks.mechanisms.resources)
     specs = registered(name).checklist.checks
     for check in cert.checks:
         if check.name == "labels" or check.name.startswith("lower_bound."):

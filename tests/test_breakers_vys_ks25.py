@@ -1,5 +1,5 @@
 """Every check of the vys and Kajitsuka–Sato checklists is seen to fail (issue 26, point 4):
-each CheckSpec's breakers, run through :func:`exactmem.selftest.run_breaker` on the
+each CheckSpec's breakers, run through :func:`exactmem.claims.selftest.run_breaker` on the
 construction's example, refute the model with that check failing; the honest examples verify
 and every check they emit is declared."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from exactmem.mechanisms import ks25, vys
-from exactmem.registry import constructions
-from exactmem.selftest import run_breaker
+from exactmem.checks.mechanisms import ks25, vys
+from exactmem.checks.registry import constructions
+from exactmem.claims.selftest import run_breaker
 
 NAMES = ("vys", *ks25.CHECKS)
 MECHANISMS = {"vys": vys, **dict.fromkeys(ks25.CHECKS, ks25)}
@@ -18,7 +18,7 @@ MECHANISMS = {"vys": vys, **dict.fromkeys(ks25.CHECKS, ks25)}
 def _dataset(breaker):
     if breaker.dataset is None:
         return None
-    from exactmem.proofs import GENERATORS
+    from exactmem.claims.proofs import GENERATORS
 
     params = dict(breaker.dataset)
     return GENERATORS[params.pop("generator")](params)
@@ -46,10 +46,10 @@ def test_breaker_is_seen_to_fail(name, spec, breaker):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_check_has_a_spec_with_a_breaker(name):
     from exactmem.api import build
-    from exactmem.certify import certify
+    from exactmem.checks.certify import certify
 
     construction = constructions()[name]
-    # the mechanisms' specs and the declared bounds' (exactmem.mechanisms.resources)
+    # the mechanisms' specs and the declared bounds' (exactmem.checks.mechanisms.resources)
     specs = construction.checklist.checks
     assert all(spec.breakers for spec in specs)
     dataset = construction.example()

@@ -8,9 +8,9 @@ import pytest
 from support import certify_built
 
 from exactmem.constructions import dana25, ks25, vys
-from exactmem.data import random_points
-from exactmem.model import MLP, Affine, Attention
-from exactmem.sequences import random_sequences
+from exactmem.core.model import MLP, Affine, Attention
+from exactmem.datasets.dataset import random_points
+from exactmem.datasets.sequences import random_sequences
 
 
 def failed(model, ds):

@@ -11,13 +11,13 @@ import pytest
 from gmpy2 import mpq
 
 import exactmem
-from exactmem import registry
-from exactmem.certify import certify
-from exactmem.checklist import BOUND_METRICS, Checklist, CheckSpec, Construction
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.model import MLP, Affine
-from exactmem.verify import Check
+from exactmem.checks import registry
+from exactmem.checks.certificate import Check
+from exactmem.checks.certify import certify
+from exactmem.checks.checklist import BOUND_METRICS, Checklist, CheckSpec, Construction
+from exactmem.core.errors import InputError
+from exactmem.core.model import MLP, Affine
+from exactmem.datasets.dataset import Dataset
 
 ROOT = Path(exactmem.__file__).resolve().parent
 NAME_FREE = ("certify.py", "commands/check.py", "proofs.py")
@@ -47,8 +47,8 @@ def test_every_builtin_is_registered_with_a_wired_checklist():
 
 
 def test_declared_bounds_parse_in_the_claim_grammar():
-    from exactmem.bound_checks import FIGURES
-    from exactmem.formula import check_formula
+    from exactmem.checks.bound_checks import FIGURES
+    from exactmem.core.formula import check_formula
 
     for c in registry.constructions().values():
         assert c.checklist is not None

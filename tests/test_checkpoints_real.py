@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from gmpy2 import mpq
 
-from exactmem.architectures import import_checkpoint
-from exactmem.certify import certify
-from exactmem.cli import main
-from exactmem.data import Dataset
-from exactmem.errors import InputError
+from exactmem.checkpoints.architectures import import_checkpoint
+from exactmem.checks.certify import certify
+from exactmem.commands.main import main
+from exactmem.core.errors import InputError
+from exactmem.core.model import MLP, Attention
+from exactmem.datasets.dataset import Dataset
 from exactmem.evaluate.softmax import ball_bounds, run_balls
-from exactmem.model import MLP, Attention
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 

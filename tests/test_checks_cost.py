@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from gmpy2 import mpq
 
-from exactmem import parallel
-from exactmem.certify import library_versions
+from exactmem.checks.certificate import library_versions
+from exactmem.checks.lower_bounds import _mixing_part, _mixing_prefix, constant_sequence_check
 from exactmem.constructions import ks25
-from exactmem.data import parse_dataset
-from exactmem.errors import InputError
-from exactmem.lower_bounds import _mixing_part, _mixing_prefix, constant_sequence_check
-from exactmem.model import MLP, PositionalEncoding, Transformer
-from exactmem.sequences import canonical_tokens, random_sequences, sequence_tokens, view
+from exactmem.core.errors import InputError
+from exactmem.core.model import MLP, PositionalEncoding, Transformer
+from exactmem.datasets.dataset import parse_dataset
+from exactmem.datasets.sequences import canonical_tokens, random_sequences, sequence_tokens, view
+from exactmem.runtime import parallel
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_default_jobs_counts_the_processes_runnable_now_not_the_load_average(mon
 
 
 def test_the_cli_parser_reads_no_load():
-    from exactmem import cli
+    from exactmem.commands import main as cli
 
     args = cli.parser().parse_args(["verify", "m.json", "--data", "d.json"])
     assert args.jobs is None  # (the parser itself reads no load)
@@ -164,8 +164,8 @@ def test_library_versions_match_the_modules():
 
 
 def test_theorem_4_2_reads_the_entry_columns_from_the_dataset_trace(model_and_data):
+    from exactmem.checks.lower_bounds import _entry_columns
     from exactmem.evaluate.reference import run
-    from exactmem.lower_bounds import _entry_columns
 
     model, ds = model_and_data
     sv = view(ds)

@@ -17,28 +17,31 @@ from gmpy2 import mpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem import container, dataset_arrays, exact_arrays, verify_ks25
-from exactmem import io as model_io
-from exactmem.canonical import TABLE_LIMIT, int_rows_json, int_strings_json
-from exactmem.certify import certify
+from exactmem.checks.certify import certify
+from exactmem.checks.lower_bounds import _differing, _mixing_prefix, constant_sequence_check
+from exactmem.checks.measures import ks25 as verify_ks25
 from exactmem.constructions import ks25
-from exactmem.data import (
+from exactmem.core import exact_arrays
+from exactmem.core.exact import parameter_bits
+from exactmem.core.exact_arrays import first_seen_ids, multiset_ids
+from exactmem.core.model import MLP, Affine, PositionalEncoding, Transformer, resources
+from exactmem.datasets import vocab_arrays as dataset_arrays
+from exactmem.datasets.canonical import TABLE_LIMIT, int_rows_json, int_strings_json
+from exactmem.datasets.dataset import (
     Dataset,
     dataset_hash,
     dataset_to_json,
-    load_dataset,
     radius_and_separation,
-    save_dataset,
     squared_radius,
     squared_separation,
 )
+from exactmem.datasets.sequences import random_sequences, token_array, token_geometry, view
 from exactmem.evaluate.reference import run as reference_run
-from exactmem.exact import parameter_bits
-from exactmem.exact_arrays import first_seen_ids, multiset_ids
-from exactmem.io import load_model, model_hash, model_to_json, save_model
-from exactmem.lower_bounds import _differing, _mixing_prefix, constant_sequence_check
-from exactmem.model import MLP, Affine, PositionalEncoding, Transformer, resources
-from exactmem.sequences import random_sequences, token_array, token_geometry, view
+from exactmem.files import container
+from exactmem.files import model_files as model_io
+from exactmem.files.dataset_files import load_dataset, save_dataset
+from exactmem.files.model_files import load_model, save_model
+from exactmem.files.model_json import model_hash, model_to_json
 
 
 def plain_sha256(obj: dict) -> str:
@@ -268,7 +271,7 @@ def test_outputs_compared_on_arrays_as_column_by_column(built):
 
 def test_theorem_4_2_fails_when_the_equivalent_mlp_differs(built, monkeypatch):
     model, ds = built
-    from exactmem import lower_bounds
+    from exactmem.checks import lower_bounds
 
     real = lower_bounds.equivalent_mlp
 

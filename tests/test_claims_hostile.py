@@ -12,9 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import exactmem
-from exactmem.cli import main
-from exactmem.errors import InputError
-from exactmem.proofs import (
+from exactmem.claims.proofs import (
     MAX_CLAIM_BYTES,
     Claim,
     find_proofs_dir,
@@ -22,6 +20,8 @@ from exactmem.proofs import (
     load_claims,
     shipped_proofs_dir,
 )
+from exactmem.commands.main import main
+from exactmem.core.errors import InputError
 
 ROOT = Path(exactmem.__file__).resolve().parent.parent
 PAYLOAD = "sqrt.__globals__['__builtins__']['__import__']('os').system('touch pwned') + 100"
@@ -90,19 +90,19 @@ def test_the_shipped_claims_are_found_from_anywhere(tmp_path, monkeypatch):
 
 
 def test_shipped_claims_in_both_layouts(tmp_path, monkeypatch):
-    """A wheel puts the claims in exactmem/proofs/ next to proofs.py; an editable install or a
-    checkout keeps them in proofs/ beside the package. Nothing else is searched."""
-    import exactmem.proofs as module
+    """A wheel puts the claims in exactmem/claims/shipped/ next to proofs.py; an editable install
+    or a checkout keeps them in proofs/ beside the package. Nothing else is searched."""
+    import exactmem.claims.proofs as module
 
-    wheel = tmp_path / "site" / "exactmem"
-    (wheel / "proofs").mkdir(parents=True)
+    wheel = tmp_path / "site" / "exactmem" / "claims"
+    (wheel / "shipped").mkdir(parents=True)
     monkeypatch.setattr(module, "__file__", str(wheel / "proofs.py"))
-    assert shipped_proofs_dir() == (wheel / "proofs").resolve()
+    assert shipped_proofs_dir() == (wheel / "shipped").resolve()
     checkout = tmp_path / "checkout"
-    (checkout / "exactmem").mkdir(parents=True)
+    (checkout / "exactmem" / "claims").mkdir(parents=True)
     (checkout / "proofs").mkdir()
     (checkout / "pyproject.toml").write_text("")
-    monkeypatch.setattr(module, "__file__", str(checkout / "exactmem" / "proofs.py"))
+    monkeypatch.setattr(module, "__file__", str(checkout / "exactmem" / "claims" / "proofs.py"))
     assert shipped_proofs_dir() == (checkout / "proofs").resolve()
     (checkout / "pyproject.toml").unlink()  # a proofs/ beside a package that is no checkout
     monkeypatch.chdir(checkout)
@@ -380,8 +380,8 @@ def test_fuzz_claims_load_or_raise_input_error(tmp_path, text):
 def test_fuzz_formulas_parse_and_decide_or_raise_input_error(text):
     import sympy
 
-    from exactmem.bounds import decide_le
-    from exactmem.formula import parse_formula
+    from exactmem.core.bounds import decide_le
+    from exactmem.core.formula import parse_formula
 
     names = {
         "N": sympy.Integer(6),

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from exactmem.cli import main
+from exactmem.commands.main import main
 
 
 def test_build_verify_json(tmp_path, capsys):
@@ -118,7 +118,7 @@ def test_malformed_claim_exits_2(tmp_path, capsys):
 
 def test_help_does_not_import_numerics():
     code = (
-        "import sys; from exactmem.cli import parser\n"
+        "import sys; from exactmem.commands.parser import parser\n"
         "try:\n    parser().parse_args(['--help'])\nexcept SystemExit: pass\n"
         "print(sorted(m for m in ('numpy', 'sympy', 'gmpy2', 'numba', 'flint') "
         "if m in sys.modules))"

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from exactmem.cli import main, parser
-from exactmem.io import canonical_hash
-from exactmem.progress import Progress, tell
+from exactmem.commands.main import main
+from exactmem.commands.parser import parser
+from exactmem.files.model_json import canonical_hash
+from exactmem.runtime.progress import Progress, tell
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,8 +126,9 @@ def run_json(capsys, argv: list[str]) -> tuple[int, object]:
 
 
 def test_generate_and_build_json(tmp_path, capsys):
-    from exactmem.data import dataset_hash, load_dataset
-    from exactmem.io import load_model
+    from exactmem.datasets.dataset import dataset_hash
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.files.model_files import load_model
 
     data, model = tmp_path / "d.json", tmp_path / "m.json.gz"
     code, said = run_json(
@@ -268,7 +270,7 @@ def test_inspect_escapes_hostile_names_and_refuses_a_modified_file(built, tmp_pa
 
 
 def test_predict_prints_exact_outputs_beside_the_labels(built, capsys):
-    from exactmem.data import load_dataset
+    from exactmem.files.dataset_files import load_dataset
 
     data, model, _ = built
     labels = load_dataset(data).labels
@@ -312,7 +314,7 @@ def softmax_model(tmp_path_factory):
 def test_predict_on_softmax_prints_bounds_and_the_certified_argmax(softmax_model, capsys):
     from gmpy2 import mpq
 
-    from exactmem.data import load_dataset
+    from exactmem.files.dataset_files import load_dataset
 
     data, model = softmax_model
     labels = load_dataset(data).labels
@@ -337,8 +339,8 @@ def test_predict_on_softmax_exits_4_when_an_argmax_cannot_be_decided(
     """Two outputs read the same lane: their enclosures overlap at every precision."""
     from dataclasses import replace
 
-    from exactmem.data import load_dataset
-    from exactmem.io import load_model, save_model
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.files.model_files import load_model, save_model
 
     data, model = softmax_model
     m, _ = load_model(model)
@@ -419,7 +421,7 @@ def test_tell_keeps_plain_callables_working():
 
 def test_the_evaluators_report_fractions(built):
     from exactmem.api import load_model, run
-    from exactmem.data import load_dataset
+    from exactmem.files.dataset_files import load_dataset
 
     data, model, _ = built
 
@@ -453,7 +455,7 @@ def test_json_on_stdout_is_the_same_with_progress(built, capsys):
 
 def test_help_is_fast_and_loads_no_progress_library():
     code = (
-        "import sys; from exactmem.cli import main\n"
+        "import sys; from exactmem.commands.main import main\n"
         "try:\n    main(['verify', '--help'])\nexcept SystemExit: pass\n"
         "print(sorted(m for m in ('tqdm', 'argcomplete', 'numpy', 'gmpy2') if m in sys.modules))"
     )
@@ -521,7 +523,7 @@ def test_readme_synopsis_lines_run_as_pasted(tmp_path):
     assert commands >= {"generate", "build", "verify", "show", "inspect", "predict", "check"}
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     # the installed console script where there is one beside this Python (it is
-    # exactmem.cli:main, as `python -m exactmem` is)
+    # exactmem.commands.main:main, as `python -m exactmem` is)
     script = Path(sys.executable).with_name("exactmem")
     program = [str(script)] if script.is_file() else [sys.executable, "-m", "exactmem"]
     for line in lines:

@@ -7,14 +7,16 @@ import struct
 import pytest
 from gmpy2 import mpq
 
-from exactmem.cli import main
+from exactmem.commands.main import main
 from exactmem.constructions import ks25, vys
-from exactmem.container import MAGIC, read_header
-from exactmem.data import Dataset, dataset_hash, load_dataset, random_points, save_dataset
-from exactmem.errors import InputError
-from exactmem.io import load_model, model_hash, save_model
-from exactmem.limits import Limits, use
-from exactmem.sequences import random_sequences
+from exactmem.core.errors import InputError
+from exactmem.core.limits import Limits, use
+from exactmem.datasets.dataset import Dataset, dataset_hash, random_points
+from exactmem.datasets.sequences import random_sequences
+from exactmem.files.container import MAGIC, read_header
+from exactmem.files.dataset_files import load_dataset, save_dataset
+from exactmem.files.model_files import load_model, save_model
+from exactmem.files.model_json import model_hash
 
 PAD = "x" * 400  # room in a header for the tampering below
 

@@ -8,9 +8,9 @@ from gmpy2 import mpq
 from support import certify_built
 
 from exactmem.constructions import dana25
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.model import MLP, Affine, Attention, resources
+from exactmem.core.errors import InputError
+from exactmem.core.model import MLP, Affine, Attention, resources
+from exactmem.datasets.dataset import Dataset
 
 # (N, S, d, d_h, H): T₀ = H·d_h + d associations, d = 2 (Corollary 1) and wider, d_h < d and = d
 GRID = [
@@ -106,10 +106,10 @@ def test_a_zeroed_value_map_is_refuted(small):
 def test_the_features_end_with_the_skip_term(small):
     """At T₀ = H·d_h + d the heads alone give H·d_h < T₀ features: the rank certified above
     counts the skip term x_S(t) = e(t_S) + pos_S, which the derived model the ball evaluator
-    runs (exactmem.mixtures) carries after the heads' blocks."""
-    from exactmem.balls import ball_bounds
+    runs (exactmem.checks.mixtures) carries after the heads' blocks."""
+    from exactmem.checks.mixtures import mixture_model
+    from exactmem.core.balls import ball_bounds
     from exactmem.evaluate.softmax import run_balls
-    from exactmem.mixtures import mixture_model
 
     ds, model = small
     pos, att = model.sublayers
@@ -169,7 +169,7 @@ def test_the_claims_parameter_bound_fails_with_one_head_more(small):
     with equality, and one head more (the former W_QK = 4I head's 4d² parameters, say) fails."""
     from pathlib import Path
 
-    from exactmem.proofs import _bound_checks, load_claim
+    from exactmem.claims.proofs import _bound_checks, load_claim
 
     claim = load_claim(Path(__file__).parent.parent / "proofs" / "dana25.toml")
     ds, model = small

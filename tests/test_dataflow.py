@@ -1,5 +1,5 @@
 """The checked lanes produce the output (issue 26, point 2 and file C): the dataflow cut over
-the weights (:mod:`exactmem.dataflow`)."""
+the weights (:mod:`exactmem.checks.dataflow`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import sys
 import pytest
 
 from exactmem.api import build, save_model
-from exactmem.certify import certify
-from exactmem.data import random_points, save_dataset
-from exactmem.dataflow import cut_check, graph, memorizer_cut
-from exactmem.mechanisms.vys import parallel_lookup, zero_bypass
-from exactmem.model import resources
+from exactmem.checks.certify import certify
+from exactmem.checks.dataflow import cut_check, graph, memorizer_cut
+from exactmem.checks.mechanisms.vys import parallel_lookup, zero_bypass
+from exactmem.core.model import resources
+from exactmem.datasets.dataset import random_points
+from exactmem.files.dataset_files import save_dataset
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_every_gadget_reads_its_label_through_the_checked_lanes(gadget):
 
 
 def _matches(g, mlp):
-    from exactmem.dataflow import probe_unit
+    from exactmem.checks.dataflow import probe_unit
 
     return {probe_unit(g, 0, mlp, p.name) for p in mlp.probes if p.name.startswith("match[")}
 
@@ -97,7 +98,7 @@ def test_ks25_lanes_located_by_name_are_tied_to_the_weights():
     renamed model is refuted, never verified."""
     from dataclasses import replace
 
-    from exactmem.mechanisms.ks25 import EXAMPLES
+    from exactmem.checks.mechanisms.ks25 import EXAMPLES
 
     ds = EXAMPLES["ks25-next-token"]()
     model = build(ds, "ks25-next-token")

@@ -1,7 +1,8 @@
-"""Every built-in construction's declared resource bounds (:attr:`exactmem.checklist.Checklist.
+"""Every built-in construction's declared resource bounds
+(:attr:`exactmem.checks.checklist.Checklist.
 bounds`, judged as ``NAME.bounds.<metric>`` under ``--construction NAME``) hold on every model its
 builder makes — over a grid of small seeded datasets and of option values up to their limits
-(exactmem/options.py) — and each metric's bound refutes a model that exceeds it."""
+(exactmem/plugins/options.py) — and each metric's bound refutes a model that exceeds it."""
 
 from __future__ import annotations
 
@@ -13,18 +14,18 @@ from functools import partial
 import pytest
 import sympy
 
-from exactmem import registry
 from exactmem.api import build
-from exactmem.attention_data import random_associations, random_contexts, random_instance
-from exactmem.bound_checks import bound_checks, with_lcd
-from exactmem.certify import certify
-from exactmem.cli import main
-from exactmem.data import Dataset, random_points
-from exactmem.errors import InputError
-from exactmem.mechanisms.ks24 import example as ks24_example
-from exactmem.mechanisms.resources import dataset_figures
-from exactmem.model import Resources, resources
-from exactmem.sequences import random_sequences
+from exactmem.checks import registry
+from exactmem.checks.bound_checks import bound_checks, with_lcd
+from exactmem.checks.certify import certify
+from exactmem.checks.mechanisms.ks24 import example as ks24_example
+from exactmem.checks.mechanisms.resources import dataset_figures
+from exactmem.commands.main import main
+from exactmem.core.errors import InputError
+from exactmem.core.model import Resources, resources
+from exactmem.datasets.attention_data import random_associations, random_contexts, random_instance
+from exactmem.datasets.dataset import Dataset, random_points
+from exactmem.datasets.sequences import random_sequences
 
 Grid = list[tuple[Callable[[], Dataset], dict]]
 
@@ -252,7 +253,7 @@ def test_declared_bounds_pass_under_certify(name):
 def test_a_model_past_the_bound_is_refuted(name, metric):
     """Per metric family: a model that computes the same outputs with more resources than the
     construction declares is refuted by ``NAME.bounds.<metric>`` (the generic breakers of
-    exactmem.mechanisms.resources: dead units widen, identity sub-layers deepen)."""
+    exactmem.checks.mechanisms.resources: dead units widen, identity sub-layers deepen)."""
     c = registry.get(name)
     dataset = c.example()
     model = build(dataset, name, **c.example_options)
@@ -339,8 +340,8 @@ def test_options_are_checked_against_the_construction():
 
 @pytest.fixture(scope="module")
 def budget_files(tmp_path_factory):
-    from exactmem.data import save_dataset
-    from exactmem.io import save_model
+    from exactmem.datasets.dataset import save_dataset
+    from exactmem.files.model_files import save_model
 
     root = tmp_path_factory.mktemp("budget")
     dataset, model = _bit_budget()

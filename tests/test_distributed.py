@@ -1,4 +1,5 @@
-"""Sharded verification on Dask (exactmem.distributed): the certificate of a LocalCluster of two
+"""Sharded verification on Dask (exactmem.checks.distributed): the certificate of a LocalCluster of
+two
 worker processes is the single process's, check for check and figure for figure."""
 
 from __future__ import annotations
@@ -7,11 +8,11 @@ import numpy as np
 import pytest
 
 import exactmem
-from exactmem.certify import certificate_json, certify
-from exactmem.data import random_points
-from exactmem.distributed import key_order, pack_column, unpack_column
-from exactmem.errors import InputError
-from exactmem.sequences import random_sequences
+from exactmem.checks.certify import certificate_json, certify
+from exactmem.checks.distributed import key_order, pack_column, unpack_column
+from exactmem.core.errors import InputError
+from exactmem.datasets.dataset import random_points
+from exactmem.datasets.sequences import random_sequences
 
 distributed = pytest.importorskip("distributed")
 
@@ -24,7 +25,7 @@ def _content(cert) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster():
-    from exactmem.distributed import Cluster
+    from exactmem.checks.distributed import Cluster
 
     with Cluster.start(workers=2, rows_per_shard=40) as c:
         yield c
@@ -56,7 +57,7 @@ def test_sharded_certificate_is_the_single_process_one(cluster, construction, ma
 
 
 def test_sharded_run_refutes_a_broken_model_as_one_process_does(cluster):
-    from exactmem.io import model_from_json, model_to_json
+    from exactmem.files.model_json import model_from_json, model_to_json
 
     dataset = random_points(120, 3, 4, seed=6)
     good = exactmem.build(dataset, "vys", seed=1)
@@ -71,7 +72,7 @@ def test_sharded_run_refutes_a_broken_model_as_one_process_does(cluster):
 
 
 def test_key_order_sorts_rows_by_the_first_pre_activation():
-    from exactmem.model import MLP, Affine
+    from exactmem.core.model import MLP, Affine
 
     layer = Affine(2, (((0, 2), (1, -1)),), (0,))
     mlp = MLP((layer,), residual=False)
@@ -90,7 +91,7 @@ def test_missing_dask_names_the_extra(monkeypatch):
         return real(name, *args, **kw)
 
     monkeypatch.setattr(builtins, "__import__", no_dask)
-    from exactmem.distributed import require_dask
+    from exactmem.checks.distributed import require_dask
 
     with pytest.raises(InputError, match=r"exactmem\[dask\]"):
         require_dask()
@@ -126,8 +127,8 @@ def test_cli_processes_and_scheduler_exclude_each_other():
 def test_cli_processes_writes_the_single_process_certificate(tmp_path):
     import json
 
-    from exactmem.data import save_dataset
-    from exactmem.io import save_model
+    from exactmem.files.dataset_files import save_dataset
+    from exactmem.files.model_files import save_model
 
     dataset = random_points(200, 3, 4, seed=8)
     save_dataset(dataset, tmp_path / "d.json")
@@ -152,7 +153,7 @@ def test_cli_processes_writes_the_single_process_certificate(tmp_path):
 
 
 def test_an_existing_cluster_by_its_address(cluster):
-    from exactmem.distributed import Cluster
+    from exactmem.checks.distributed import Cluster
 
     dataset = random_points(90, 2, 3, seed=4)
     model = exactmem.build(dataset, "vys", seed=1)
@@ -164,8 +165,8 @@ def test_an_existing_cluster_by_its_address(cluster):
 
 
 def test_the_model_travels_as_container_bytes_checked_on_arrival():
-    from exactmem.distributed import model_bytes, model_from_bytes
-    from exactmem.io import model_hash
+    from exactmem.checks.distributed import model_bytes, model_from_bytes
+    from exactmem.files.model_json import model_hash
 
     model = exactmem.build(random_points(40, 2, 3, seed=2), "vys", seed=1)
     blob, digest = model_bytes(model)
@@ -178,7 +179,7 @@ def test_the_model_travels_as_container_bytes_checked_on_arrival():
 def test_folds_on_workers_keep_the_first_offending_rows_as_one_process(cluster):
     """Stage II steps off {0, 1} and Stage III slots that never match: the folds run on the
     workers and their examples (the first offending rows) merge into the same certificate."""
-    from exactmem.io import model_from_json, model_to_json
+    from exactmem.files.model_json import model_from_json, model_to_json
 
     dataset = random_points(300, 3, 4, seed=5)
     obj = model_to_json(exactmem.build(dataset, "vys", seed=1))
@@ -194,7 +195,7 @@ def test_folds_on_workers_keep_the_first_offending_rows_as_one_process(cluster):
 
 
 def test_place_brings_shards_over_their_least_common_denominator():
-    from exactmem.distributed import place
+    from exactmem.checks.distributed import place
 
     rows = [np.array([0, 2]), np.array([1, 3])]
     same = place([(np.array([1, 3]), 2), (np.array([5, 7]), 2)], rows, 4)
@@ -208,8 +209,8 @@ def test_class_shared_lanes_come_back_class_shared_with_one_index():
     """Stage III's read-outs travel as a table per class and one class index per shard; the
     parent joins them into lanes sharing one index, and a lane stored per row in one shard (its
     values small before the shard kept classes) is put back per row."""
-    from exactmem.distributed import join_classes, put
-    from exactmem.exact_arrays import Gathered
+    from exactmem.checks.distributed import join_classes, put
+    from exactmem.core.exact_arrays import Gathered
 
     rows = [np.array([0, 2, 3]), np.array([1, 4])]
     classes = [[np.array([0, 1, 0])], [np.array([1, 0])]]
@@ -231,7 +232,7 @@ def test_class_shared_lanes_come_back_class_shared_with_one_index():
 
 
 def test_put_widens_a_narrow_first_shard():
-    from exactmem.distributed import put
+    from exactmem.checks.distributed import put
 
     acc: dict = {}
     put(acc, 0, np.array([1, -2], np.int8), 1, np.array([0, 1]), 3)
@@ -240,7 +241,7 @@ def test_put_widens_a_narrow_first_shard():
 
 
 def test_key_order_with_numerators_past_int64():
-    from exactmem.model import MLP, Affine
+    from exactmem.core.model import MLP, Affine
 
     mlp = MLP((Affine(2, (((0, 3), (1, 1)),), (0,)),), residual=False)
     big = 2**70

@@ -1,8 +1,8 @@
 import pytest
 from gmpy2 import mpq
 
-from exactmem.errors import InputError
-from exactmem.exact import bitlen, from_hex, parameter_bits, parse_rational, to_hex
+from exactmem.core.errors import InputError
+from exactmem.core.exact import bitlen, from_hex, parameter_bits, parse_rational, to_hex
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem import exact_arrays
-from exactmem.exact_arrays import (
+from exactmem.checks.measures.ks25 import _gap_within
+from exactmem.core import exact_arrays
+from exactmem.core.exact_arrays import (
     LIMIT,
     exact,
     first_occurrences,
@@ -18,7 +19,6 @@ from exactmem.exact_arrays import (
     ratio_equal,
     times,
 )
-from exactmem.verify_ks25 import _gap_within
 
 BIG = st.integers(-(2**70), 2**70)
 NEAR = st.sampled_from([0, 1, -1, LIMIT - 1, -(LIMIT - 1), LIMIT, 2**63, -(2**63)])
@@ -128,7 +128,7 @@ def test_gap_within_groups(rows):
 def test_gathered_is_the_array_it_stands_for():
     """table[index], built on access: indexing gathers what it selects, operators, NumPy
     functions, astype and iteration see the whole array — never the table alone."""
-    from exactmem.exact_arrays import Gathered
+    from exactmem.core.exact_arrays import Gathered
 
     table = np.array([5, -7, 2**40], np.int64)
     index = np.array([2, 0, 0, 1, 2], np.int32)
@@ -147,7 +147,7 @@ def test_gathered_is_the_array_it_stands_for():
 def test_unique_first_is_numpys_unique_with_first_indices(values, block):
     """The scan that stops once every value present has been seen: the same values, in the
     same order and type, and the same first indices as np.unique, whatever the block."""
-    from exactmem import exact_arrays
+    from exactmem.core import exact_arrays
 
     x = np.array(values, np.int64)
     old, exact_arrays.UNIQUE_BLOCK = exact_arrays.UNIQUE_BLOCK, block

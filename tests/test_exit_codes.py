@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import exactmem.certify
-from exactmem.cli import main
-from exactmem.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-from exactmem.outputs import TEMP_SUFFIX
+import exactmem.checks.certify
+from exactmem.commands.main import main
+from exactmem.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+from exactmem.core.outputs import TEMP_SUFFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -329,7 +329,7 @@ def test_token_ids_are_not_advised_positions(tmp_path, capsys):
 
 
 def test_every_integer_option_has_a_limit_and_the_help_names_it():
-    from exactmem.cli import LIMITS_HELP, OPTION_LIMITS, OPTIONS, _positive
+    from exactmem.plugins.options import LIMITS_HELP, OPTION_LIMITS, OPTIONS, _positive
 
     integer = {
         k for opts in OPTIONS.values() for k, (_, parse) in opts.items() if parse is _positive

@@ -15,14 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import both, certify_built, claim_instances, run_folded, same_folds, same_trace
 
+from exactmem.checks.certificate import StepFold
+from exactmem.claims.proofs import GENERATORS, _build
 from exactmem.constructions import ks25, vys
-from exactmem.data import random_points
+from exactmem.core.model import MLP, Affine, PositionalEncoding, Probe, Transformer
+from exactmem.datasets.dataset import random_points
+from exactmem.datasets.sequences import random_sequences, with_positions
 from exactmem.evaluate import fast, reference
 from exactmem.evaluate.fast import limits, row_kernel, shared_runs
-from exactmem.model import MLP, Affine, PositionalEncoding, Probe, Transformer
-from exactmem.proofs import GENERATORS, _build
-from exactmem.sequences import random_sequences, with_positions
-from exactmem.verify import StepFold
 
 QUICK = claim_instances("quick")
 
@@ -632,7 +632,7 @@ def test_used_tokens_as_numpy_unique():
 
 def test_step_fold_names_ramps_and_rises():
     """Stage II read as the lanes arrive: a value off {0, 1} and a rise are both caught."""
-    from exactmem.verify import StepFold
+    from exactmem.checks.certificate import StepFold
 
     fold = StepFold("m.", 3)
     numerators = [[1, 2, 0, 2], [0, 2, 0, 0], [2, 0, 0, 8]]  # over 2: step[1] of row 0 is ½
@@ -651,7 +651,7 @@ def test_step_fold_names_ramps_and_rises():
 
 
 def test_evaluator_option(tmp_path, capsys):
-    from exactmem.cli import main
+    from exactmem.commands.main import main
 
     data, model = tmp_path / "d.json", tmp_path / "m.json"
     main(["generate", "points", "--N", "80", "--d", "3", "--C", "5", "--out", str(data)])

@@ -4,8 +4,8 @@ tier, run by `python -m pytest -m slow` (CI runs it after the suite)."""
 import pytest
 from support import both, claim_instances
 
-from exactmem.proofs import GENERATORS, _build
-from exactmem.sequences import with_positions
+from exactmem.claims.proofs import GENERATORS, _build
+from exactmem.datasets.sequences import with_positions
 
 pytestmark = pytest.mark.slow  # minutes: `python -m pytest -m slow` (CI runs it)
 

@@ -7,8 +7,8 @@ from fractions import Fraction
 import mpmath
 import pytest
 
-from exactmem.cli import main
-from exactmem.field import EXACT_COUNT, ORDER_ONLY, ROWS, evaluate_rows
+from exactmem.commands.main import main
+from exactmem.reports.field import EXACT_COUNT, ORDER_ONLY, ROWS, evaluate_rows
 
 
 def lg(x):
@@ -151,11 +151,11 @@ def test_log_rows_need_two_points(capsys):
 def test_measured_rows_stand_against_the_papers_and_the_fitted_constants():
     """`bounds --measure`'s extra columns: dense parameters over the paper row at the measured
     sizes, and the constants of the claim's [tight] table (they move with the claim file)."""
+    from exactmem.claims.proofs import load_claim, shipped_proofs_dir
     from exactmem.constructions import ks25
-    from exactmem.field import against_paper, fitted_constants
-    from exactmem.model import resources
-    from exactmem.proofs import load_claim, shipped_proofs_dir
-    from exactmem.sequences import random_sequences
+    from exactmem.core.model import resources
+    from exactmem.datasets.sequences import random_sequences
+    from exactmem.reports.field import against_paper, fitted_constants
 
     ds = random_sequences(60, 4, 3, 20, 4, seed=2)
     model, _ = ks25.build(ds, {"seed": 0})

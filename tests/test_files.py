@@ -5,11 +5,13 @@ import json
 
 import pytest
 
-from exactmem.cli import main
+from exactmem.commands.main import main
 from exactmem.constructions import vys
-from exactmem.data import load_dataset, random_points, save_dataset
-from exactmem.errors import InputError
-from exactmem.io import load_model, model_hash, save_model
+from exactmem.core.errors import InputError
+from exactmem.datasets.dataset import random_points
+from exactmem.files.dataset_files import load_dataset, save_dataset
+from exactmem.files.model_files import load_model, save_model
+from exactmem.files.model_json import model_hash
 
 
 @pytest.fixture()
@@ -55,7 +57,7 @@ def test_tampered_model_with_recomputed_hash_loads_and_is_refuted(files, capsys)
     obj = json.loads(path.read_text())
     layer = obj["model"]["sublayers"][0]["layers"][-1]
     layer["bias"][0] = hex(int(layer["bias"][0], 16) + 1)
-    from exactmem.io import canonical_hash
+    from exactmem.files.model_json import canonical_hash
 
     obj["sha256"] = canonical_hash(obj["model"])
     path.write_text(json.dumps(obj))
@@ -78,7 +80,7 @@ def test_tampered_model_with_recomputed_hash_loads_and_is_refuted(files, capsys)
     ],
 )
 def test_malformed_models_name_the_field(files, mutate, message):
-    from exactmem.io import canonical_hash
+    from exactmem.files.model_json import canonical_hash
 
     _, _, _, path = files
     obj = json.loads(path.read_text())
@@ -183,7 +185,7 @@ def test_round_trip_of_attention_features(tmp_path, which):
     from support import certify_built
 
     from exactmem.constructions import dana25, ks25, mahdavi24
-    from exactmem.sequences import random_sequences
+    from exactmem.datasets.sequences import random_sequences
 
     if which == "dana":
         ds = dana25.random_associations(6, 3, 8, seed=1)

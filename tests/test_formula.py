@@ -10,9 +10,10 @@ import pytest
 import sympy
 
 import exactmem
-from exactmem.bounds import decide_le, evaluate_ball
-from exactmem.errors import InputError
-from exactmem.formula import (
+from exactmem.claims.proofs import shipped_proofs_dir
+from exactmem.core.bounds import decide_le, evaluate_ball
+from exactmem.core.errors import InputError
+from exactmem.core.formula import (
     MAX_BITS,
     MAX_DEPTH,
     MAX_DIGITS,
@@ -22,7 +23,6 @@ from exactmem.formula import (
     check_formula,
     parse_formula,
 )
-from exactmem.proofs import shipped_proofs_dir
 
 PACKAGE = Path(exactmem.__file__).resolve().parent
 

@@ -5,10 +5,10 @@ import random
 import pytest
 from gmpy2 import mpq
 
-from exactmem.circuit import Circuit, const, var
+from exactmem.constructions.circuit import Circuit, const, var
+from exactmem.constructions.gadgets import step, tent
+from exactmem.core.model import Transformer
 from exactmem.evaluate.reference import run_points
-from exactmem.gadgets import step, tent
-from exactmem.model import Transformer
 
 WIDTHS = [1, 2, 3, 31, 32, 33, 52, 53, 54, 63, 64, 65, 127, 200]
 

@@ -8,14 +8,16 @@ import pytest
 from flint import arb, ctx
 from gmpy2 import mpq
 
-from exactmem.balls import ball_bounds, gelu_ball
-from exactmem.certify import certify
-from exactmem.data import Dataset, dataset_to_json, load_dataset, parse_dataset
-from exactmem.errors import InconclusiveError, InputError
+from exactmem.checks.certify import certify
+from exactmem.core.balls import ball_bounds, gelu_ball
+from exactmem.core.errors import InconclusiveError, InputError
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead, Transformer, resources
+from exactmem.datasets.dataset import Dataset, dataset_to_json, parse_dataset
 from exactmem.evaluate import fast, reference
 from exactmem.evaluate.softmax import run_balls
-from exactmem.io import load_model, model_from_json, model_to_json, save_model
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer, resources
+from exactmem.files.dataset_files import load_dataset
+from exactmem.files.model_files import load_model, save_model
+from exactmem.files.model_json import model_from_json, model_to_json
 
 
 def mean_head(width: int) -> AttentionHead:

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from exactmem.mt_draws import randbelow
-from exactmem.sequences import random_sequences, random_token_arrays
+from exactmem.datasets.mt_draws import randbelow
+from exactmem.datasets.sequences import random_sequences, random_token_arrays
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,7 @@ def test_randbelow_beyond_32_bits_uses_random_itself():
 def _python_random_sequences(N, n, d, vocab_size, C, seed, task, labels_by):
     """The generator written out as the loop it replaces: a draw per item, and an item keeps
     the draw of the first item with its key."""
-    from exactmem.sequences import _vocab
+    from exactmem.datasets.sequences import _vocab
 
     rng = random.Random(seed)
     vocab = _vocab(rng, vocab_size, d, 1000)
@@ -64,8 +64,8 @@ def test_token_arrays_are_the_dataset_of_random_sequences(task, labels_by):
 
 
 def test_generate_writes_the_same_container_from_arrays(tmp_path):
-    from exactmem.container import write_dataset
-    from exactmem.data import load_dataset
+    from exactmem.files.container import write_dataset
+    from exactmem.files.dataset_files import load_dataset
 
     arrays = random_token_arrays(300, 6, 2, 20, 3, 1)
     write_dataset(arrays, tmp_path / "a.exm")

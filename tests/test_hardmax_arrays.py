@@ -8,7 +8,7 @@ import pytest
 from gmpy2 import mpq
 from support import both
 
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead, Transformer
 
 
 def _map(rng, rows, cols, den, dense=False):

@@ -11,18 +11,13 @@ import pytest
 from gmpy2 import mpq
 
 from exactmem.constructions import ks25, vys
-from exactmem.data import (
-    Dataset,
-    dataset_hash,
-    dataset_to_json,
-    load_dataset,
-    random_points,
-    save_dataset,
-)
-from exactmem.errors import InputError
-from exactmem.gcpause import paused_gc
-from exactmem.io import load_model, model_hash, model_to_json, save_model
-from exactmem.sequences import random_sequences
+from exactmem.core.errors import InputError
+from exactmem.datasets.dataset import Dataset, dataset_hash, dataset_to_json, random_points
+from exactmem.datasets.sequences import random_sequences
+from exactmem.files.dataset_files import load_dataset, save_dataset
+from exactmem.files.model_files import load_model, save_model
+from exactmem.files.model_json import model_hash, model_to_json
+from exactmem.runtime.gcpause import paused_gc
 
 
 def plain_sha256(obj: dict) -> str:

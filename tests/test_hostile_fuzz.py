@@ -28,10 +28,10 @@ from hostile_cases import container, container_arrays, safetensors
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from exactmem.architectures import import_checkpoint
-from exactmem.container import _Container, read_dataset, read_model, write_model_of
-from exactmem.errors import InputError
-from exactmem.safetensors_io import read_safetensors
+from exactmem.checkpoints.architectures import import_checkpoint
+from exactmem.checkpoints.safetensors_io import read_safetensors
+from exactmem.core.errors import InputError
+from exactmem.files.container import _Container, read_dataset, read_model, write_model_of
 
 EXAMPLES = int(os.environ.get("EXACTMEM_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(
@@ -46,9 +46,10 @@ FUZZ = settings(
 def _bases(folder: str) -> dict[str, tuple[dict, dict]]:
     """The model and dataset containers, as (header, arrays), written once."""
     from exactmem.constructions import vys
-    from exactmem.data import random_points, save_dataset
-    from exactmem.io import save_model
-    from exactmem.sequences import random_sequences
+    from exactmem.datasets.dataset import random_points
+    from exactmem.datasets.sequences import random_sequences
+    from exactmem.files.dataset_files import save_dataset
+    from exactmem.files.model_files import save_model
 
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)

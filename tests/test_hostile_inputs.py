@@ -28,12 +28,12 @@ from hostile_cases import (
     safetensors,
 )
 
-from exactmem.architectures import import_checkpoint
-from exactmem.container import read_dataset, read_model
-from exactmem.errors import InputError
-from exactmem.limits import Limits, open_regular, use
-from exactmem.model import LayerNorm
-from exactmem.proofs import load_claim
+from exactmem.checkpoints.architectures import import_checkpoint
+from exactmem.claims.proofs import load_claim
+from exactmem.core.errors import InputError
+from exactmem.core.limits import Limits, open_regular, use
+from exactmem.core.model import LayerNorm
+from exactmem.files.container import read_dataset, read_model
 
 PEAK_MB = 200  # issue 27: every case ends in exit 2 within 2 s and 200 MB
 HANG_SECONDS = 60  # a ceiling that catches a hang, not a speed assertion (those: benchmarks/)
@@ -90,8 +90,8 @@ def test_an_empty_dimension_in_a_2d_array_is_refused_naming_it(tmp_path):
 
 def test_a_model_with_empty_1d_arrays_still_loads(tmp_path):
     """[0] is an honest empty array (a map with no entries): only 2-D emptiness is refused."""
-    from exactmem.io import load_model, save_model
-    from exactmem.model import MLP, Affine, Transformer
+    from exactmem.core.model import MLP, Affine, Transformer
+    from exactmem.files.model_files import load_model, save_model
 
     layer = Affine(2, ((), ()), (1, -1))  # no entry at all: col and value of shape [0]
     model = Transformer(2, (MLP((layer,), residual=False),))
@@ -230,7 +230,7 @@ def test_the_imported_text_is_bounded_by_max_bytes_with_the_inflation_named(tmp_
     ratio = float(message.split("bytes of text, ")[1].split("×")[0])
     assert ratio == round(counted / size) and ratio > 10, message
     model = import_checkpoint(path, "mahdavi24")  # within the default limit: it imports
-    from exactmem.io import save_model
+    from exactmem.files.model_files import save_model
 
     save_model(model, tmp_path / "i.json")
     written = (tmp_path / "i.json").stat().st_size
@@ -265,8 +265,9 @@ def test_model_arrays_have_the_rank_their_field_has(tmp_path, name, reshape, mes
 
 
 def _dataset_container(tmp_path: Path, task: str = "points") -> Path:
-    from exactmem.data import random_points, save_dataset
-    from exactmem.sequences import random_sequences
+    from exactmem.datasets.dataset import random_points
+    from exactmem.datasets.sequences import random_sequences
+    from exactmem.files.dataset_files import save_dataset
 
     ds = random_points(4, 2, 2, seed=1) if task == "points" else random_sequences(4, 3, 2, 5, 2)
     save_dataset(ds, tmp_path / "d.exm")
@@ -343,7 +344,8 @@ def certified(folder) -> tuple[Path, Path, Path]:
 
 
 def test_every_command_keeps_its_exit_code_when_stdout_is_closed(certified, tmp_path):
-    from exactmem.data import random_points, save_dataset
+    from exactmem.datasets.dataset import random_points
+    from exactmem.files.dataset_files import save_dataset
 
     model, data, cert = certified
     other = tmp_path / "other.json"  # other labels: the model is refuted on it

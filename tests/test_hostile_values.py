@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 from gmpy2 import mpq
 
-from exactmem import limits
-from exactmem.cli import main
-from exactmem.errors import InputError
+from exactmem.commands.main import main
+from exactmem.core import limits
+from exactmem.core.errors import InputError
 from exactmem.evaluate import fast, reference
-from exactmem.io import canonical_hash
+from exactmem.files.model_json import canonical_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 PEAK_MB = 500  # every crafted case, measured from outside
@@ -150,8 +150,8 @@ def test_the_limit_is_a_flag_of_every_evaluating_command(tmp_path, capsys):
 
 @pytest.mark.parametrize("run", [reference.run_points, fast.run_points])
 def test_the_python_api_honours_the_limits_in_force(tmp_path, run):
-    """``exactmem.limits.use`` sets the bound for evaluations called from Python."""
-    from exactmem.io import load_model
+    """``exactmem.core.limits.use`` sets the bound for evaluations called from Python."""
+    from exactmem.files.model_files import load_model
 
     path = tmp_path / "m.json.gz"
     path.write_bytes(compounding_model(20, 100))  # ≈ 20 × 400 bits
@@ -188,7 +188,7 @@ def test_one_long_row_goes_to_the_reference_step(tmp_path, monkeypatch):
     evaluator hands the sub-layer to the reference's step (never slower than the reference on
     the crafted models; benchmarks/hostile_values.py) — same values."""
     from exactmem.evaluate.fast import evaluator
-    from exactmem.io import load_model
+    from exactmem.files.model_files import load_model
 
     path = tmp_path / "m.json.gz"
     path.write_bytes(compounding_model(20, 100))  # 8 000 bits

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from gmpy2 import mpq
 
-from exactmem.architectures import ARCHITECTURES, import_checkpoint
-from exactmem.cli import ARCHITECTURES as CLI_ARCHITECTURES
-from exactmem.cli import main
-from exactmem.errors import InputError
-from exactmem.io import load_model
-from exactmem.safetensors_io import DTYPES, decode, read_safetensors
+from exactmem.checkpoints.architectures import ARCHITECTURES, import_checkpoint
+from exactmem.checkpoints.safetensors_io import DTYPES, decode, read_safetensors
+from exactmem.commands.main import main
+from exactmem.commands.parser import ARCHITECTURES as CLI_ARCHITECTURES
+from exactmem.core.errors import InputError
+from exactmem.files.model_files import load_model
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 save_file = safetensors_numpy.save_file

@@ -1,4 +1,5 @@
-"""The numba kernels' cache folder, the compile notice and ``exactmem warmup`` (exactmem.jit)."""
+"""The numba kernels' cache folder, the compile notice and ``exactmem warmup``
+(exactmem.runtime.jit)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from exactmem import jit
+from exactmem.runtime import jit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,7 +72,7 @@ def test_numba_reads_the_folder_from_any_directory(tmp_path, numba_first):
 
 
 KERNEL = """
-from exactmem.jit import njit
+from exactmem.runtime.jit import njit
 
 @njit
 def twice(x):
@@ -201,7 +202,7 @@ def test_warmup_compiles_every_kernel_then_nothing(tmp_path):
 
 
 def test_warmup_refuses_arguments(capsys):
-    from exactmem.cli import main
+    from exactmem.commands.main import main
 
     with pytest.raises(SystemExit) as stop:
         main(["warmup", "--jobs", "2"])
@@ -211,7 +212,7 @@ def test_warmup_refuses_arguments(capsys):
 
 KERNELS = """
 import numpy as np
-from exactmem.jit import njit, prange
+from exactmem.runtime.jit import njit, prange
 
 @njit
 def inner(x):
@@ -282,7 +283,7 @@ def test_only_the_command_line_process_freezes(monkeypatch):
     """``exactmem …`` (main() reading sys.argv) turns the freeze on while its command runs;
     main([...]) called in-process leaves it off; both restore the setting before."""
     import exactmem.commands.verify as verify_command
-    from exactmem.cli import main
+    from exactmem.commands.main import main
 
     seen = []
     monkeypatch.setattr(verify_command, "run", lambda args: seen.append(jit._freeze) or 0)

@@ -1,8 +1,8 @@
 """Above 10⁵ rows, generate, build and convert point to the binary container: a note on stderr
 names the JSON files and the convert command (README: "Which file format")."""
 
-from exactmem.cli import main
-from exactmem.outputs import JSON_ROWS_NOTE, note_json_at_scale
+from exactmem.commands.main import main
+from exactmem.core.outputs import JSON_ROWS_NOTE, note_json_at_scale
 
 
 def test_the_note_names_the_json_files_above_the_threshold(capsys):

@@ -10,7 +10,7 @@ step_kernel = pytest.importorskip("exactmem.evaluate.fast.step_kernel")
 
 
 def _ranks():
-    from exactmem.jit import njit
+    from exactmem.runtime.jit import njit
 
     @njit(cache=False)
     def ranks(xs, vs, left, right):  # the helpers have no Python entry point of their own

@@ -9,13 +9,14 @@ import pytest
 from gmpy2 import mpq
 from support import both, certify_built
 
-from exactmem.cli import main
+from exactmem.commands.main import main
 from exactmem.constructions import kim23
 from exactmem.constructions.kim23 import A_, ONE, S_, T_, context_rounds, draw_functional
-from exactmem.data import Dataset, save_dataset
-from exactmem.errors import InputError
-from exactmem.model import MLP, Affine, Attention
-from exactmem.sequences import random_sequences
+from exactmem.core.errors import InputError
+from exactmem.core.model import MLP, Affine, Attention
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import random_sequences
+from exactmem.files.dataset_files import save_dataset
 
 
 def seq2seq(N=20, n=4, d=2, vocab=5, C=3, seed=1):
@@ -294,7 +295,7 @@ def test_softmax_without_a_requantizing_ffn_is_refuted():
 def test_softmax_models_are_inconclusive_without_the_checklist():
     """The construction-independent path cannot evaluate unequal softmax scores exactly: the
     labels check is undecided (not escaping), the verdict inconclusive since nothing failed."""
-    from exactmem.certify import certify
+    from exactmem.checks.certify import certify
 
     ds = seq2seq(N=10)
     model, _ = kim23.build(ds, {"seed": 0, "attention": "softmax"})

@@ -10,13 +10,14 @@ from dataclasses import replace
 from gmpy2 import mpq
 from support import certify_built
 
-from exactmem.certify import certify
-from exactmem.cli import main
+from exactmem.checks.certify import certify
+from exactmem.checks.measures.kim23 import hardmax_limit
+from exactmem.commands.main import main
 from exactmem.constructions import kim23
-from exactmem.data import Dataset, save_dataset
-from exactmem.io import save_model
-from exactmem.model import Affine, AttentionHead
-from exactmem.verify_kim23 import hardmax_limit
+from exactmem.core.model import Affine, AttentionHead
+from exactmem.datasets.dataset import Dataset
+from exactmem.files.dataset_files import save_dataset
+from exactmem.files.model_files import save_model
 
 V = 6  # the lane v of the softmax rounds (kim23_softmax.SOFT_LANES), reset by the first FFN
 

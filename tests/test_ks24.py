@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 from gmpy2 import mpq
 
-from exactmem.certify import certify
-from exactmem.cli import main
+from exactmem.checks.certify import certify
+from exactmem.checks.measures.ks24 import check_ks24
+from exactmem.claims.proofs import GENERATORS, _build, load_claim
+from exactmem.commands.main import main
 from exactmem.constructions import ks24
-from exactmem.data import Dataset, save_dataset
-from exactmem.errors import InconclusiveError, InputError
-from exactmem.model import MLP, Affine, Attention
-from exactmem.proofs import GENERATORS, _build, load_claim
-from exactmem.separation import require_separated, separation
-from exactmem.verify_ks24 import check_ks24
+from exactmem.core.errors import InconclusiveError, InputError
+from exactmem.core.model import MLP, Affine, Attention
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.separation import require_separated, separation
+from exactmem.files.dataset_files import save_dataset
 
 PROOFS = Path(__file__).resolve().parent.parent / "proofs"
 
@@ -177,7 +178,7 @@ def test_wrong_readout_fails_the_labels(built):
 
 def test_labels_within_a_tolerance_and_argmax():
     """The ball label check of seq-to-seq softmax models, with a tolerance."""
-    from exactmem.verify_ks24 import ball_seq2seq_label_check
+    from exactmem.checks.measures.ks24 import ball_seq2seq_label_check
 
     ds = ks24.random_instance(8, 3, 2, 8, 4, seed=5)
     model, _ = ks24.build(ds, {})
@@ -226,8 +227,8 @@ def test_files_of_a_ks24_run_validate(tmp_path, built):
 
     from test_schemas import assert_valid
 
-    from exactmem.data import dataset_to_json
-    from exactmem.io import save_certificate, save_model
+    from exactmem.datasets.dataset import dataset_to_json
+    from exactmem.files.model_files import save_certificate, save_model
 
     ds, model, _ = built
     assert_valid(json.loads(json.dumps(dataset_to_json(ds))), "dataset")
@@ -258,7 +259,7 @@ def test_rank_one_evaluator_encloses_the_exact_values(seed):
 
     from flint import arb, ctx
 
-    from exactmem.rank_one import RankOneFFN, rank_one_direction
+    from exactmem.checks.rank_one import RankOneFFN, rank_one_direction
 
     rng = random.Random(seed)
     d, K = 3, 9
@@ -299,20 +300,20 @@ def test_rank_one_evaluator_encloses_the_exact_values(seed):
 
 
 def _ball(q):
-    from exactmem.balls import to_ball
+    from exactmem.core.balls import to_ball
 
     return to_ball(q)
 
 
 def _contains(ball, q) -> bool:
-    from exactmem.balls import ball_bounds
+    from exactmem.core.balls import ball_bounds
 
     lo, hi = ball_bounds(ball)
     return lo <= q <= hi
 
 
 def test_rank_one_direction_refuses_other_layers():
-    from exactmem.rank_one import rank_one_direction
+    from exactmem.checks.rank_one import rank_one_direction
 
     assert rank_one_direction(Affine.from_dense([[2, 4], [-1, -2]], [0, 1])) is not None
     assert rank_one_direction(Affine.from_dense([[2, 4], [1, 3]], [0, 1])) is None

@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 from gmpy2 import mpq
 
-from exactmem.certify import certify
-from exactmem.cli import main
+from exactmem.checks.certify import certify
+from exactmem.checks.mechanisms.ks24 import _merging_key
+from exactmem.commands.main import main
 from exactmem.constructions import ks24
-from exactmem.data import save_dataset
-from exactmem.io import save_model
-from exactmem.mechanisms.ks24 import _merging_key
+from exactmem.files.dataset_files import save_dataset
+from exactmem.files.model_files import save_model
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_the_residual_one_hidden_layer_ffn_is_accepted_and_certified(honest, mon
     """Issue 26 point 6: F(z) = z + W₂ReLU(W₁z + b₁) + b₂ is judged, not refused. Its labels are
     exact through the rank-one rearrangement (an active ramp pair's slopes cancel in exact
     rationals); plain ball arithmetic cannot cancel them and stays undecided (docs/ks24.md)."""
-    import exactmem.verify_ks24 as verify_ks24
+    import exactmem.checks.measures.ks24 as verify_ks24
 
     ds, _ = honest
     model, _ = ks24.build(ds, {"ffn": "residual"})

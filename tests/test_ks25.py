@@ -9,14 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import certify_built
 
-from exactmem.cli import main
+from exactmem.claims.proofs import GENERATORS
+from exactmem.commands.main import main
 from exactmem.constructions import ks25
-from exactmem.data import Dataset, save_dataset
-from exactmem.errors import InputError
-from exactmem.io import save_model
-from exactmem.model import Affine, Attention, AttentionHead
-from exactmem.proofs import GENERATORS
-from exactmem.sequences import random_sequences, restrict, with_positions, zen_of_python
+from exactmem.core.errors import InputError
+from exactmem.core.model import Affine, Attention, AttentionHead
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import random_sequences, restrict, with_positions, zen_of_python
+from exactmem.files.dataset_files import save_dataset
+from exactmem.files.model_files import save_model
 
 multisets = st.lists(
     st.dictionaries(st.integers(0, 6), st.integers(1, 3), min_size=1, max_size=4).map(
@@ -112,7 +113,7 @@ PAPER_CASES.append(
 def test_paper_scheme_is_refuted_exactly_when_its_sums_collide(make, options):
     """The verifier's sum check must agree with an independent recomputation of the sums
     from the construction's weights (random directions rarely collide; the crafted one does)."""
-    from exactmem.sequences import view
+    from exactmem.datasets.sequences import view
 
     ds = make()
     model, w = ks25.build(ds, {"sequence_weights": "paper", **options})
@@ -296,7 +297,7 @@ def _distinct_rows(seqs):
 def test_compiled_witness_set_takes_the_same_steps(seqs):
     """Lemma B.1 compiled (hashes in an open-addressing table) = the dictionary version."""
     from exactmem.constructions.witness_kernel import witness_rows
-    from exactmem.sequences import multiset_of
+    from exactmem.datasets.sequences import multiset_of
 
     rows = _distinct_rows(seqs)
     assert witness_rows(rows) == ks25.witness_set([multiset_of(r) for r in rows.tolist()])
@@ -308,7 +309,7 @@ def test_compiled_witness_set_on_many_multisets(seed):
     import random
 
     from exactmem.constructions.witness_kernel import witness_rows
-    from exactmem.sequences import multiset_of
+    from exactmem.datasets.sequences import multiset_of
 
     rng = random.Random(seed)
     rows = _distinct_rows([[rng.randrange(30) for _ in range(6)] for _ in range(3000)])
@@ -319,7 +320,7 @@ def test_compiled_witness_set_on_many_multisets(seed):
 
 def test_witness_set_of_rows_falls_back_after_a_hash_collision(monkeypatch):
     from exactmem.constructions import witness_kernel
-    from exactmem.sequences import multiset_of
+    from exactmem.datasets.sequences import multiset_of
 
     rows = _distinct_rows([[0, 1], [1, 1], [0, 0], [2, 1], [0, 2]])
     monkeypatch.setattr(ks25, "KERNEL_FROM", 0)

@@ -7,10 +7,10 @@ import pytest
 from gmpy2 import mpq
 from support import certify_built
 
+from exactmem.checks.measures.ks25 import _at_most_sqrt_pi_times, _below_pi
 from exactmem.constructions import ks25
-from exactmem.model import MLP
-from exactmem.sequences import random_sequences
-from exactmem.verify_ks25 import _at_most_sqrt_pi_times, _below_pi
+from exactmem.core.model import MLP
+from exactmem.datasets.sequences import random_sequences
 
 
 def scaled_lane(affine, lane: str, factor: int = 1, shift: int = 0):

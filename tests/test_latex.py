@@ -13,8 +13,9 @@ import subprocess
 
 import pytest
 
-from exactmem.cli import _latex, main
-from exactmem.field import evaluate_rows
+from exactmem.commands.main import main
+from exactmem.commands.parser import _latex
+from exactmem.reports.field import evaluate_rows
 
 SIZES = {"N": 1000, "n": 16, "d": 8, "omega": 1000, "C": 10}
 HOSTILE = {  # a measured row made of every character LaTeX treats specially

@@ -11,15 +11,15 @@ import pytest
 from gmpy2 import mpq
 
 from exactmem import Dataset
-from exactmem.certify import certify
-from exactmem.cli import main
-from exactmem.errors import InconclusiveError, InputError
+from exactmem.checks.certify import certify
+from exactmem.commands.main import main
+from exactmem.core.errors import InconclusiveError, InputError
+from exactmem.core.model import Affine, LayerNorm, Transformer, resources, validate
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.layernorm import layer_norm_exact, rational_sqrt
 from exactmem.evaluate.reference import run
 from exactmem.evaluate.softmax import ball_bounds, run_balls
-from exactmem.io import load_model, save_model
-from exactmem.model import Affine, LayerNorm, Transformer, resources, validate
+from exactmem.files.model_files import load_model, save_model
 from tests.test_schemas import assert_valid, problems
 
 GAIN, BIAS = (mpq(1), mpq(1, 2)), (mpq(0), mpq(1, 4))
@@ -107,7 +107,7 @@ def test_the_model_file_round_trips_and_validates(tmp_path):
 
 
 def _edited(tmp_path, edit) -> str:
-    from exactmem.io import canonical_hash
+    from exactmem.files.model_json import canonical_hash
 
     save_model(_model(), tmp_path / "m.json")
     obj = json.loads((tmp_path / "m.json").read_text())

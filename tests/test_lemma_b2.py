@@ -11,9 +11,9 @@ import pytest
 from gmpy2 import mpq
 from support import certify_built
 
+from exactmem.claims.proofs import GENERATORS
 from exactmem.constructions import ks25
-from exactmem.proofs import GENERATORS
-from exactmem.sequences import random_sequences
+from exactmem.datasets.sequences import random_sequences
 
 
 def rows_of(multisets):

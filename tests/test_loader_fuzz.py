@@ -23,10 +23,12 @@ import re
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from exactmem.certify import certificate_json, certify
-from exactmem.data import Dataset, load_dataset, random_points
-from exactmem.errors import ExactmemError, InputError
-from exactmem.io import MODEL_FORMAT, canonical_hash, load_model, model_to_json
+from exactmem.checks.certify import certificate_json, certify
+from exactmem.core.errors import ExactmemError, InputError
+from exactmem.datasets.dataset import Dataset, random_points
+from exactmem.files.dataset_files import load_dataset
+from exactmem.files.model_files import load_model
+from exactmem.files.model_json import MODEL_FORMAT, canonical_hash, model_to_json
 
 EXAMPLES = int(os.environ.get("EXACTMEM_FUZZ_EXAMPLES", "200"))  # raise for a longer hunt
 FUZZ = settings(
@@ -41,7 +43,7 @@ FUZZ = settings(
 def bases() -> dict:
     """name → (model file object, dataset), built once."""
     from exactmem.constructions import dana25, ks25, mahdavi24, vys
-    from exactmem.sequences import random_sequences
+    from exactmem.datasets.sequences import random_sequences
 
     out = {}
     ds = random_points(8, 2, 3, seed=1)
@@ -309,7 +311,7 @@ def test_unmutated_models_load_and_verify(name, seed):
     base, ds = bases()[name]
     obj = json.loads(json.dumps(base))
     obj["sha256"] = canonical_hash(obj["model"])
-    from exactmem.io import model_from_json
+    from exactmem.files.model_json import model_from_json
 
     model = model_from_json(obj["model"])
     kind, content = outcome(model, ds, "fast", CHECKLISTS[name])
@@ -397,7 +399,7 @@ def test_random_bytes_are_input_errors(tmp_path, raw, compress):
 def test_found_by_the_fuzz_uniform_attention_beyond_int64():
     """The fast evaluator's equal-score shortcut multiplied int64 sums by the output map's
     weights: 2⁶² wrapped around (a different refutation), 2⁶⁴ + 1 overflowed (exit 3)."""
-    from exactmem.io import model_from_json
+    from exactmem.files.model_json import model_from_json
 
     base, ds = bases()["mahdavi"]
     for weight in (2**62, 2**64 + 1, -(2**63)):
@@ -415,7 +417,7 @@ def test_found_by_the_fuzz_zeros_times_a_factor_beyond_int64():
     """``times`` checked max|a|·|k| < 2⁶² only: with a all zeros, k ≥ 2⁶³ did not convert."""
     import numpy as np
 
-    from exactmem.exact_arrays import ratio_equal, times
+    from exactmem.core.exact_arrays import ratio_equal, times
 
     zeros = np.zeros(3, np.int64)
     assert times(zeros, 2**64 + 1).tolist() == [0, 0, 0]
@@ -439,7 +441,7 @@ def test_strict_numbers_agree_with_fraction_on_ascii(text):
     text, and an InputError (never another exception) wherever it does not."""
     from fractions import Fraction
 
-    from exactmem.exact import parse_rational
+    from exactmem.core.exact import parse_rational
 
     try:
         expected = Fraction(text)
@@ -457,7 +459,7 @@ def test_strict_numbers_agree_with_fraction_on_ascii(text):
 def test_found_by_the_fuzz_softmax_balls_that_are_not_finite():
     """A softmax score so large that its ball is not finite decides nothing: inconclusive (or
     a verdict from the other checks), never a crash."""
-    from exactmem.io import model_from_json
+    from exactmem.files.model_json import model_from_json
 
     base, ds = bases()["dana"]
     obj = json.loads(json.dumps(base))

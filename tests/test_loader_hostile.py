@@ -1,6 +1,6 @@
 """Hostile model and dataset files: every one is refused with exit 2 and a message naming the
 JSON path or index — shapes that do not fit, repeated keys, unknown fields, non-ASCII or
-underscored digits, malformed meta, and inputs past the size limits (exactmem.limits)."""
+underscored digits, malformed meta, and inputs past the size limits (exactmem.core.limits)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ import zlib
 import pytest
 
 from exactmem.constructions import mahdavi24, vys
-from exactmem.data import load_dataset, random_points, save_dataset
-from exactmem.errors import InputError
-from exactmem.io import canonical_hash, load_model, save_model
-from exactmem.limits import Limits, json_depth, use
+from exactmem.core.errors import InputError
+from exactmem.core.limits import Limits, json_depth, use
+from exactmem.datasets.dataset import random_points
+from exactmem.files.dataset_files import load_dataset, save_dataset
+from exactmem.files.model_files import load_model, save_model
+from exactmem.files.model_json import canonical_hash
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,7 @@ import pytest
 from gmpy2 import mpq
 from support import certify_built
 
-from exactmem.bounds import evaluate_ball
-from exactmem.cli import main
-from exactmem.constructions import ks25
-from exactmem.lower_bounds import (
+from exactmem.checks.lower_bounds import (
     Architecture,
     architecture_of,
     constant_sequence_check,
@@ -19,8 +16,11 @@ from exactmem.lower_bounds import (
     theorem_4_3_bound,
     theorem_4_3_holds,
 )
-from exactmem.model import PositionalEncoding, Transformer
-from exactmem.sequences import random_sequences
+from exactmem.commands.main import main
+from exactmem.constructions import ks25
+from exactmem.core.bounds import evaluate_ball
+from exactmem.core.model import PositionalEncoding, Transformer
+from exactmem.datasets.sequences import random_sequences
 
 
 def test_theorem_4_3_value_is_exact():

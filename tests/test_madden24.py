@@ -8,13 +8,7 @@ import pytest
 from gmpy2 import mpq
 from support import certify_built
 
-from exactmem.cli import main
-from exactmem.constructions import madden24
-from exactmem.data import Dataset, load_dataset
-from exactmem.errors import InputError
-from exactmem.io import save_model
-from exactmem.model import MLP, Affine, Attention, AttentionHead, resources
-from exactmem.verify_madden24 import (
+from exactmem.checks.measures.madden24 import (
     decoder_parts,
     dimension_count_check,
     dimension_count_checks,
@@ -23,6 +17,13 @@ from exactmem.verify_madden24 import (
     injectivity_check,
     targets_check,
 )
+from exactmem.commands.main import main
+from exactmem.constructions import madden24
+from exactmem.core.errors import InputError
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead, resources
+from exactmem.datasets.dataset import Dataset
+from exactmem.files.dataset_files import load_dataset
+from exactmem.files.model_files import save_model
 
 
 def built(n=12, S=3, omega=4, seed=1, targets=True, **options):
@@ -218,7 +219,7 @@ def test_cli_build_verify_and_the_refuted_width(tmp_path, capsys):
 
 
 def test_the_model_file_keeps_gelu_and_causal(tmp_path):
-    from exactmem.io import load_model
+    from exactmem.files.model_files import load_model
 
     _, model, _ = built(8, 2, 3)
     path = tmp_path / "m.json"
@@ -236,15 +237,15 @@ def test_the_files_validate_against_the_schemas(tmp_path):
 
     from test_schemas import assert_valid, problems
 
-    from exactmem.certify import certificate_json
-    from exactmem.data import dataset_to_json
+    from exactmem.checks.certify import certificate_json
+    from exactmem.datasets.dataset import dataset_to_json
 
     ds, model, _ = built(8, 2, 3)
     assert_valid(json.loads(json.dumps(dataset_to_json(ds))), "dataset")
     path = tmp_path / "m.json"
     save_model(model, path)
     assert_valid(json.loads(path.read_text()), "model")
-    from exactmem.io import save_certificate
+    from exactmem.files.model_files import save_certificate
 
     cert = certify_built(model, ds, tolerance="1/1000")
     save_certificate(certificate_json(cert), tmp_path / "c.json")
@@ -259,7 +260,7 @@ def test_the_files_validate_against_the_schemas(tmp_path):
 def test_the_measured_row_stands_against_the_sufficient_parameters_row():
     """`bounds --measure`: the construction's dense parameters over ω·N, the madden24-upper
     row (O(nω) parameters suffice: the construction), not the Ω row of the needed ones."""
-    from exactmem.field import against_paper
+    from exactmem.reports.field import against_paper
 
     ds, model, _ = built(30, 3, 5)
     dense = resources(model).dense_parameters
@@ -273,7 +274,7 @@ def test_verified_as_ks25_next_token_it_is_refuted_not_inconclusive():
     """Under another construction's checklist the decoder lacks the structure, and Theorem
     4.2's constant sequences meet the positional table: their columns differ, so the softmax
     scores are unequal — the check finds where on balls and fails (it used to exit 4)."""
-    from exactmem.certify import certify
+    from exactmem.checks.certify import certify
 
     ds, model, _ = built(8, 2, 3)
     cert = certify(model, ds, construction="ks25-next-token")
@@ -288,7 +289,7 @@ def test_token_averaging_collides_on_permuted_contexts_exactly():
     token averaging), so two contexts that permute their first tokens and end alike get exactly
     the same h(x). The exact evaluator runs such attention, and the check fails on the exact
     collision (balls could only leave it undecided)."""
-    from exactmem.verify_madden24 import decoder_parts
+    from exactmem.checks.measures.madden24 import decoder_parts
 
     ds = Dataset(
         "next-token",

@@ -9,15 +9,15 @@ from flint import ctx
 from gmpy2 import mpq
 from support import certify_built
 
-from exactmem.balls import to_ball
-from exactmem.certify import certify
-from exactmem.cli import main
+from exactmem.checks.attention import _certified_rank
+from exactmem.checks.certify import certify
+from exactmem.claims.proofs import GENERATORS, _build, load_claim
+from exactmem.commands.main import main
 from exactmem.constructions import mahdavi24
-from exactmem.data import save_dataset
-from exactmem.errors import InputError
-from exactmem.model import Affine, Attention
-from exactmem.proofs import GENERATORS, _build, load_claim
-from exactmem.verify_attention import _certified_rank
+from exactmem.core.balls import to_ball
+from exactmem.core.errors import InputError
+from exactmem.core.model import Affine, Attention
+from exactmem.files.dataset_files import save_dataset
 
 PROOFS = Path(__file__).resolve().parent.parent / "proofs"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from exactmem.api import build
-from exactmem.certify import certify
-from exactmem.proofs import GENERATORS
+from exactmem.checks.certify import certify
+from exactmem.claims.proofs import GENERATORS
 
 PROOFS = Path(__file__).resolve().parent.parent / "proofs"
 CLAIMS = [

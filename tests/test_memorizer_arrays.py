@@ -18,9 +18,9 @@ from exactmem.constructions.memorizer_arrays import (
     pack_rows,
     projection_of_rows,
 )
-from exactmem.errors import InputError
-from exactmem.io import model_to_json
-from exactmem.model import Transformer
+from exactmem.core.errors import InputError
+from exactmem.core.model import Transformer
+from exactmem.files.model_json import model_to_json
 
 
 def _points(V: int, seed: int, big: int = 50, den: int = 6) -> IntegerPoints:
@@ -132,7 +132,7 @@ def test_bad_input_is_named_as_build_memorizer_names_it():
 @pytest.mark.parametrize("variant", ["ks25-next-token", "ks25-seq2seq", "ks25-deep-sets"])
 def test_ks25_builds_the_same_model_from_arrays_and_from_tuples(variant, monkeypatch):
     from exactmem.constructions import ks25
-    from exactmem.sequences import random_sequences
+    from exactmem.datasets.sequences import random_sequences
 
     task = "seq2seq" if variant == "ks25-seq2seq" else "next-token"
     by = "multiset" if variant == "ks25-deep-sets" else "key"
@@ -145,7 +145,7 @@ def test_ks25_builds_the_same_model_from_arrays_and_from_tuples(variant, monkeyp
 
 def test_ks25_labels_beyond_int64_take_the_tuples():
     from exactmem.constructions import ks25
-    from exactmem.data import Dataset
+    from exactmem.datasets.dataset import Dataset
 
     C = 2**70
     ds = Dataset.from_tokens(

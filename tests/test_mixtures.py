@@ -1,4 +1,5 @@
-"""The derived models the attention checklists evaluate (exactmem.mixtures): their outputs are
+"""The derived models the attention checklists evaluate (exactmem.checks.mixtures): their outputs
+are
 the quantities the checklists read, computed here by hand from the weights for small hardmax
 and uniform models (exact), so a checklist reading them reads the model as its file defines it."""
 
@@ -9,9 +10,9 @@ import random
 import pytest
 from gmpy2 import mpq
 
+from exactmem.checks.mixtures import attention_inputs_model, gelu_features_model, mixture_model
+from exactmem.core.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
 from exactmem.evaluate.reference import run
-from exactmem.mixtures import attention_inputs_model, gelu_features_model, mixture_model
-from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
 
 
 def _rand_affine(rng, rows, cols):

@@ -34,15 +34,10 @@ import pytest
 from gmpy2 import mpq
 from mpmath import iv
 
-from exactmem import cli
-from exactmem.certify import certify
-from exactmem.data import Dataset, dataset_to_json
-from exactmem.errors import InconclusiveError, InputError
-from exactmem.evaluate import fast, reference
-from exactmem.evaluate.floats import float_logits
-from exactmem.evaluate.softmax import ball_bounds, run_balls
-from exactmem.io import save_model
-from exactmem.model import (
+from exactmem.checks.certify import certify
+from exactmem.commands import main as cli
+from exactmem.core.errors import InconclusiveError, InputError
+from exactmem.core.model import (
     MLP,
     Affine,
     Attention,
@@ -51,6 +46,11 @@ from exactmem.model import (
     PositionalEncoding,
     Transformer,
 )
+from exactmem.datasets.dataset import Dataset, dataset_to_json
+from exactmem.evaluate import fast, reference
+from exactmem.evaluate.floats import float_logits
+from exactmem.evaluate.softmax import ball_bounds, run_balls
+from exactmem.files.model_files import save_model
 
 SEEDS = range(120)
 PRECISION = 192
@@ -514,7 +514,7 @@ def test_saturated_softmax_weights_have_bounds():
     judged instead of the verifier hanging."""
     from flint import arb, ctx
 
-    from exactmem.balls import FINEST
+    from exactmem.core.balls import FINEST
 
     old = ctx.prec
     ctx.prec = 64
@@ -565,7 +565,7 @@ def test_an_exact_mlp_step_refuses_gelu(step):
 def test_the_exact_prefix_of_the_balls_keeps_the_value_bound():
     """The exact steps the balls run before a hardmax layer are held to ``--max-value-bits``
     as the reference's own run is: a model whose values compound past it is refused by name."""
-    from exactmem import limits
+    from exactmem.core import limits
 
     one = Affine.from_dense([[1]])
     head = AttentionHead(one, one, one, one)

@@ -12,10 +12,17 @@ import pytest
 from gmpy2 import mpq
 from mutation import families, output_problems
 
-from exactmem.data import Dataset
+from exactmem.core.model import (
+    MLP,
+    Affine,
+    Attention,
+    AttentionHead,
+    PositionalEncoding,
+    Transformer,
+)
+from exactmem.datasets.dataset import Dataset
 from exactmem.evaluate import reference
 from exactmem.evaluate.softmax import ball_bounds, run_balls
-from exactmem.model import MLP, Affine, Attention, AttentionHead, PositionalEncoding, Transformer
 
 
 def test_the_oracle_imports_neither_evaluator_nor_their_arithmetic():
@@ -32,7 +39,7 @@ def test_the_oracle_imports_neither_evaluator_nor_their_arithmetic():
         "dataclasses",
         "fractions",
         "mpmath",
-        "exactmem.model",
+        "exactmem.core.model",
     }, imported
 
 

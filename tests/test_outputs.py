@@ -1,4 +1,4 @@
-"""Output paths are refused before any work; writes are atomic (exactmem.outputs)."""
+"""Output paths are refused before any work; writes are atomic (exactmem.core.outputs)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-import exactmem.certify
+import exactmem.checks.certify
 import exactmem.constructions.vys
-from exactmem.cli import main
-from exactmem.data import load_dataset, random_points, save_dataset
-from exactmem.io import save_certificate
-from exactmem.outputs import TEMP_SUFFIX, OutputError, check_output, write_atomic
+from exactmem.commands.main import main
+from exactmem.core.outputs import TEMP_SUFFIX, OutputError, check_output, write_atomic
+from exactmem.datasets.dataset import random_points
+from exactmem.files.dataset_files import load_dataset, save_dataset
+from exactmem.files.model_files import save_certificate
 
 
 def _leftovers(folder: Path) -> list[str]:

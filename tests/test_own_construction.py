@@ -21,9 +21,9 @@ import pytest
 from gmpy2 import mpq
 
 import exactmem
-from exactmem import registry
-from exactmem.selftest import run_breaker, selftest
-from exactmem.testing import check_claims
+from exactmem.checks import registry
+from exactmem.claims.selftest import run_breaker, selftest
+from exactmem.claims.testing import check_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "docs" / "examples" / "plugin"
@@ -65,7 +65,7 @@ def test_knots_at_the_midpoints_fail_only_the_pieces(plugin):
         c.append((ys[i] - sum(c[k] * (x - knots[k]) for k in range(i))) / (x - knots[i]))
     hidden = _affine([mpq(1)] * len(knots), [-b for b in knots], in_dim=1)
     output = _affine(c, [mpq(0)], in_dim=len(knots))
-    model = exactmem.Transformer(1, (exactmem.model.MLP((hidden, output), residual=False),))
+    model = exactmem.Transformer(1, (exactmem.core.model.MLP((hidden, output), residual=False),))
     cert = exactmem.certify(model, ds, construction="relu-interpolant")
     assert [ch.name for ch in cert.failed] == ["interpolant.pieces"]
     assert "strictly between" in cert.failed[0].detail

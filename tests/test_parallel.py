@@ -3,11 +3,11 @@
 import pytest
 from support import certify_built
 
-from exactmem.cli import main
+from exactmem.commands.main import main
 from exactmem.constructions import ks25, vys
-from exactmem.data import random_points
+from exactmem.datasets.dataset import random_points
+from exactmem.datasets.sequences import random_sequences
 from exactmem.evaluate.reference import run, run_points
-from exactmem.sequences import random_sequences
 
 
 def same_trace(a, b):

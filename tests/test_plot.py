@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from exactmem.cli import main
-from exactmem.io import canonical_hash
+from exactmem.commands.main import main
+from exactmem.files.model_json import canonical_hash
 
 pytest.importorskip("matplotlib")
 
@@ -122,8 +122,8 @@ def test_plot_bounds_draws_rows_that_apply(tmp_path, capsys):
 
 
 def test_theory_curves_and_builds_are_the_table_and_the_models():
-    from exactmem.field import evaluate_rows
-    from exactmem.plot import measured_builds, theory_curves
+    from exactmem.reports.field import evaluate_rows
+    from exactmem.reports.plot import measured_builds, theory_curves
 
     sizes = {"n": 16, "d": 8, "omega": 1000, "C": 10}
     params, depth, left_out = theory_curves(sizes, [100, 1000])
@@ -179,7 +179,7 @@ def test_the_same_certificate_gives_the_same_picture(tmp_path, certificate):
 
 
 def test_read_certificate_reads_the_layers(certificate):
-    from exactmem.plot import read_certificate
+    from exactmem.reports.plot import read_certificate
 
     view = read_certificate(certificate)
     raw = json.loads(certificate.read_text())["certificate"]
@@ -195,7 +195,7 @@ def test_read_certificate_reads_the_layers(certificate):
 
 
 def test_log10_of_exact_margins():
-    from exactmem.plot import _log10_rational
+    from exactmem.reports.plot import _log10_rational
 
     assert _log10_rational("100", "m") == 2.0
     assert _log10_rational("1/1000", "m") == pytest.approx(-3.0)
@@ -329,9 +329,9 @@ def test_certificate_files_that_are_not_certificates(tmp_path, certificate, caps
 
 
 def test_an_oversized_certificate_is_refused_unread(tmp_path, monkeypatch, certificate, capsys):
-    import exactmem.plot
+    import exactmem.reports.plot
 
-    monkeypatch.setattr(exactmem.plot, "CERTIFICATE_BYTES", 100)
+    monkeypatch.setattr(exactmem.reports.plot, "CERTIFICATE_BYTES", 100)
     assert main(["plot", "certificate", str(certificate), "--out", str(tmp_path / "c.png")]) == 2
     assert "more than the 100 allowed" in capsys.readouterr().err
 
@@ -340,7 +340,7 @@ def test_without_matplotlib_the_error_names_the_extra(tmp_path):
     # matplotlib hidden from the import system, as on an install without the plot extra
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
-        "from exactmem.cli import main\n"
+        "from exactmem.commands.main import main\n"
         "sys.exit(main(sys.argv[1:]))"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -367,7 +367,7 @@ if __name__ == "__main__":  # refresh the committed pictures of docs/plots.md
 def test_rows_that_coincide_are_grouped_and_drawn_visibly(tmp_path, capsys):
     """Vardi et al.'s Ω(√N) lay under Theorem 4.2's, one line for two rows (issue 30): rows
     that coincide are found and drawn striped, each with its own marker, and tagged."""
-    from exactmem.plot import grid, overlapping, theory_curves
+    from exactmem.reports.plot import grid, overlapping, theory_curves
 
     params, _, _ = theory_curves({"n": 16, "d": 8, "omega": 1000, "C": 10}, grid(10, 10**6))
     groups = {tuple(c.key for c in g) for g in overlapping(params) if len(g) > 1}
@@ -384,8 +384,8 @@ def test_rows_that_coincide_are_grouped_and_drawn_visibly(tmp_path, capsys):
 
 
 def test_the_caption_says_hidden_constants_are_1_and_draws_the_fitted_ones(tmp_path):
-    from exactmem.field import evaluate_rows
-    from exactmem.plot import fitted_constants, measured_builds
+    from exactmem.reports.field import evaluate_rows
+    from exactmem.reports.plot import fitted_constants, measured_builds
 
     sizes = {"n": 16, "d": 8, "omega": 1000, "C": 10}
     builds = measured_builds(sizes, [20, 50])

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from exactmem.cli import main
+from exactmem.commands.main import main
+from exactmem.commands.suggest import closest, plural, wrong_task
 from exactmem.commands.verify import print_certificate
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.sequences import check_consistency
-from exactmem.suggest import closest, plural, wrong_task
+from exactmem.core.errors import InputError
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import check_consistency
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -170,10 +170,10 @@ def cat_model(tmp_path_factory):
 
 
 def test_recite_gives_back_a_position_aware_text(cat_model):
-    from exactmem.data import load_dataset
-    from exactmem.io import load_model
-    from exactmem.recite import recite
-    from exactmem.text import split
+    from exactmem.datasets.text import split
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.files.model_files import load_model
+    from exactmem.reports.recite import recite
 
     data, model = cat_model
     ds = load_dataset(data)
@@ -184,8 +184,8 @@ def test_recite_gives_back_a_position_aware_text(cat_model):
 
 
 def test_recite_refuses_a_dataset_without_text(points):
-    from exactmem.data import load_dataset
-    from exactmem.recite import recite
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.reports.recite import recite
 
     with pytest.raises(InputError, match="generate text"):
         recite(None, load_dataset(points))
@@ -249,7 +249,7 @@ def test_verify_and_predict_still_say_what_they_did(capsys, points):
 def test_a_held_milestone_comes_before_the_first_report_and_never_after_an_error():
     import io
 
-    from exactmem.progress import Progress
+    from exactmem.runtime.progress import Progress
 
     stream = io.StringIO()
     p = Progress(True, stream=stream, bars=False)

@@ -11,15 +11,16 @@ import pytest
 from gmpy2 import mpq
 
 import exactmem
-from exactmem.certify import certify
-from exactmem.checklist import Checklist, guarded
-from exactmem.cli import main
-from exactmem.data import Dataset, save_dataset
-from exactmem.errors import InconclusiveError
-from exactmem.generators import GENERATORS
-from exactmem.io import save_model
-from exactmem.model import Affine, Attention
-from exactmem.verify import Certificate, Check, undecided_check, verdict_of
+from exactmem.checks.certificate import Certificate, Check, undecided_check, verdict_of
+from exactmem.checks.certify import certify
+from exactmem.checks.checklist import Checklist, guarded
+from exactmem.claims.generators import GENERATORS
+from exactmem.commands.main import main
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.model import Affine, Attention
+from exactmem.datasets.dataset import Dataset
+from exactmem.files.dataset_files import save_dataset
+from exactmem.files.model_files import save_model
 
 
 def _zero(affine: Affine) -> Affine:
@@ -86,7 +87,7 @@ def test_undecided_alone_is_inconclusive_and_exits_4(tmp_path, monkeypatch):
     def undecided(evidence):
         raise InconclusiveError("vys.stage1.keys: not decided")
 
-    from exactmem import registry
+    from exactmem.checks import registry
 
     vys = registry.get("vys")
     assert vys.checklist is not None
@@ -118,7 +119,7 @@ def test_madden24_with_a_zero_output_map_is_refuted(tmp_path):
 
 
 def test_certificate_repr_lists_undecided_checks():
-    from exactmem.model import Resources
+    from exactmem.core.model import Resources
 
     cert = Certificate(
         [Check("labels", True, "ok"), undecided_check("x.gap", "open")],

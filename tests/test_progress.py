@@ -8,11 +8,12 @@ import json
 import os
 import subprocess
 import sys
+from importlib import import_module
 from pathlib import Path
 
 import pytest
 
-from exactmem.progress import Progress, Steps, counter, tell
+from exactmem.runtime.progress import Progress, Steps, counter, tell
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,7 +112,7 @@ def test_the_bars_are_drawn_on_a_terminal_that_reports_no_size(monkeypatch):
 
 
 def test_the_chunked_gzip_writes_the_bytes_of_gzip_compress():
-    from exactmem.data import GZIP_BLOCK, _gzip
+    from exactmem.files.dataset_files import GZIP_BLOCK, _gzip
 
     for size in (0, 1, GZIP_BLOCK, 2 * GZIP_BLOCK + 3):
         data = (b"exactmem " * (size // 9 + 1))[:size]
@@ -126,9 +127,9 @@ def test_the_chunked_gzip_writes_the_bytes_of_gzip_compress():
 def test_every_generator_reports_its_items():
     from exactmem.constructions.dana25 import random_associations
     from exactmem.constructions.mahdavi24 import random_instance
-    from exactmem.data import random_points
-    from exactmem.sequences import random_sequences
-    from exactmem.text import windows
+    from exactmem.datasets.dataset import random_points
+    from exactmem.datasets.sequences import random_sequences
+    from exactmem.datasets.text import windows
 
     runs = {
         "generating points": lambda r: random_points(300, 3, 4, progress=r),
@@ -155,62 +156,56 @@ def test_every_generator_reports_its_items():
 @pytest.mark.parametrize(
     "construction, make, options",
     [
-        ("vys", lambda: __import__("exactmem.data").data.random_points(40, 3, 4), {}),
+        ("vys", lambda: import_module("exactmem.datasets.dataset").random_points(40, 3, 4), {}),
         (
             "vys",
-            lambda: __import__("exactmem.data").data.random_points(40, 3, 4),
+            lambda: import_module("exactmem.datasets.dataset").random_points(40, 3, 4),
             {"gadget": "peel"},
         ),
         (
             "ks25-next-token",
-            lambda: __import__("exactmem.sequences").sequences.random_sequences(30, 4, 3, 20, 4),
+            lambda: import_module("exactmem.datasets.sequences").random_sequences(30, 4, 3, 20, 4),
             {},
         ),
         (
             "ks25-bit-budget",
-            lambda: __import__("exactmem.sequences").sequences.random_sequences(30, 4, 3, 20, 4),
+            lambda: import_module("exactmem.datasets.sequences").random_sequences(30, 4, 3, 20, 4),
             {"bit_budget": 3},
         ),
         (
             "mahdavi24",
-            lambda: __import__(
-                "exactmem.constructions.mahdavi24"
-            ).constructions.mahdavi24.random_instance(6, 4, 6, 3),
+            lambda: import_module("exactmem.constructions.mahdavi24").random_instance(6, 4, 6, 3),
             {"score": "softmax", "readout": "classification"},
         ),
         (
             "dana25",
-            lambda: __import__(
-                "exactmem.constructions.dana25"
-            ).constructions.dana25.random_associations(8, 2, 6),
+            lambda: import_module("exactmem.constructions.dana25").random_associations(8, 2, 6),
             {},
         ),
         (
             "kim23",
-            lambda: __import__("exactmem.sequences").sequences.random_sequences(
+            lambda: import_module("exactmem.datasets.sequences").random_sequences(
                 20, 4, 2, 12, 3, task="seq2seq"
             ),
             {},
         ),
         (
             "ks24",
-            lambda: __import__("exactmem.constructions.ks24").constructions.ks24.random_instance(
+            lambda: import_module("exactmem.constructions.ks24").random_instance(
                 20, 4, 3, 16, 3, 1
             ),
             {},
         ),
         (
             "madden24",
-            lambda: __import__(
-                "exactmem.constructions.madden24"
-            ).constructions.madden24.random_contexts(8, 3, 5),
+            lambda: import_module("exactmem.constructions.madden24").random_contexts(8, 3, 5),
             {},
         ),
     ],
 )
 def test_every_construction_reports_its_steps(construction, make, options):
     from exactmem.api import build
-    from exactmem.io import canonical_hash, model_to_json
+    from exactmem.files.model_json import canonical_hash, model_to_json
 
     dataset = make()
     rec = Recorder()
@@ -224,7 +219,7 @@ def test_every_construction_reports_its_steps(construction, make, options):
 
 
 def test_check_hears_the_generator_and_the_build():
-    from exactmem.proofs import build_instance, load_claims, shipped_proofs_dir
+    from exactmem.claims.proofs import build_instance, load_claims, shipped_proofs_dir
 
     claim = next(c for c in load_claims(shipped_proofs_dir()) if c.construction == "vys")
     inst = next(i for i in claim.instances if i.tier == "quick")

@@ -6,9 +6,9 @@ from hypothesis import strategies as st
 from support import certify_built
 
 from exactmem.constructions import vys
-from exactmem.data import Dataset
+from exactmem.core.model import MLP, Affine, Transformer
+from exactmem.datasets.dataset import Dataset
 from exactmem.evaluate.reference import run_points
-from exactmem.model import MLP, Affine, Transformer
 
 coords = st.fractions(min_value=-20, max_value=20, max_denominator=6)
 

@@ -1,5 +1,6 @@
-"""Claim files as tests in another project (issue 28 point 5): :mod:`exactmem.testing` and the
-pytest plugin ``pytest --exactmem-proofs DIR`` (:mod:`exactmem.pytest_plugin`), run with
+"""Claim files as tests in another project (issue 28 point 5): :mod:`exactmem.claims.testing` and
+the
+pytest plugin ``pytest --exactmem-proofs DIR`` (:mod:`exactmem.claims.pytest_plugin`), run with
 pytester on a tiny claim folder: one claim verified, one refuted as it expects, one whose
 verdict differs — that item, and only that one, fails."""
 
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from exactmem.errors import InputError
-from exactmem.jit import ENV, cache_dir
-from exactmem.testing import assert_claims, check_claims
+from exactmem.claims.testing import assert_claims, check_claims
+from exactmem.core.errors import InputError
+from exactmem.runtime.jit import ENV, cache_dir
 
 pytest_plugins = ["pytester"]
 
@@ -57,7 +58,7 @@ def pytester(pytester, monkeypatch):
 
 
 def _run(pytester, *args: str):
-    return pytester.runpytest_subprocess("-p", "exactmem.pytest_plugin", *args)
+    return pytester.runpytest_subprocess("-p", "exactmem.claims.pytest_plugin", *args)
 
 
 def _claims(folder) -> None:

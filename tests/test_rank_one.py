@@ -1,4 +1,5 @@
-"""The rank-one shortcut (exactmem.rank_one) against the ball evaluator it stands in for, over
+"""The rank-one shortcut (exactmem.checks.rank_one) against the ball evaluator it stands in for,
+over
 the IR features it can meet: softmax and uniform scores, masks none/causal/context, ReLU and
 GELU FFNs (GELU refused), plain and residual FFNs of two and three layers. Where the scores are
 equal the exact reference value must lie in the shortcut's enclosure."""
@@ -8,13 +9,13 @@ import random
 import pytest
 from gmpy2 import mpq
 
-from exactmem.balls import ball_bounds
-from exactmem.data import Dataset
+from exactmem.checks.measures.ks24 import _LAST_RUN, _balls
+from exactmem.checks.rank_one import shortcut
+from exactmem.core.balls import ball_bounds
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.datasets.dataset import Dataset
 from exactmem.evaluate.reference import run
 from exactmem.evaluate.softmax import run_balls
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
-from exactmem.rank_one import shortcut
-from exactmem.verify_ks24 import _LAST_RUN, _balls
 
 
 def _model(rng, d, score, mask, activation, residual, depth):

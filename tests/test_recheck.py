@@ -1,6 +1,7 @@
 """``exactmem recheck`` and :func:`exactmem.recheck`: a certificate re-derived from its files
 (issue 27 point 6). A forged certificate — a failing check dropped and the file hashed again
-the way :mod:`exactmem.io` writes it — is still displayed by ``show`` (a record, said to be one),
+the way :mod:`exactmem.files.model_files` writes it — is still displayed by ``show`` (a record,
+said to be one),
 and ``recheck`` names the dropped check."""
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from dataclasses import replace
 import pytest
 
 import exactmem
-from exactmem.cli import main
-from exactmem.io import load_model, save_certificate, save_model
+from exactmem.commands.main import main
+from exactmem.files.model_files import load_model, save_certificate, save_model
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def _content(path: str) -> dict:
 
 def _forge(files, dropped: str) -> str:
     """The refuted certificate with its failing checks (``dropped`` among them) dropped, its
-    verdict turned to verified and the file hashed again as exactmem.io writes it."""
+    verdict turned to verified and the file hashed again as exactmem.files.model_files writes it."""
     cert = _content(files["refuted"])
     failed = [c["name"] for c in cert["checks"] if not c["passed"]]
     assert dropped in failed
@@ -175,7 +176,7 @@ def test_recheck_json(files, capsys):
 def test_recheck_reapplies_the_recorded_criteria(files, tmp_path):
     """A tolerance and the user's own bounds, recorded under subject.criteria, are applied
     again: the re-derived checks include the tolerance's label check and the bound checks."""
-    from exactmem.certify import certificate_json
+    from exactmem.checks.certify import certificate_json
 
     model = exactmem.load_model(files["honest"])
     dataset = exactmem.load_dataset(files["data"])

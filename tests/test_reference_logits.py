@@ -15,12 +15,12 @@ import pytest
 from gmpy2 import mpq
 
 from exactmem import save_dataset
-from exactmem.architectures import import_checkpoint
-from exactmem.certify import certify, output_width
-from exactmem.cli import main
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.reference_logits import read_reference_logits, rounding_steps
+from exactmem.checkpoints.architectures import import_checkpoint
+from exactmem.checks.certify import certify, output_width
+from exactmem.checks.reference_logits import read_reference_logits, rounding_steps
+from exactmem.commands.main import main
+from exactmem.core.errors import InputError
+from exactmem.datasets.dataset import Dataset
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 

@@ -14,12 +14,13 @@ import pytest
 from gmpy2 import mpq
 
 import exactmem
-from exactmem import registry
-from exactmem.checklist import Checklist, Construction
-from exactmem.cli import main
-from exactmem.data import Dataset, random_points, save_dataset
-from exactmem.model import MLP
-from exactmem.verify import Check
+from exactmem.checks import registry
+from exactmem.checks.certificate import Check
+from exactmem.checks.checklist import Checklist, Construction
+from exactmem.commands.main import main
+from exactmem.core.model import MLP
+from exactmem.datasets.dataset import Dataset, random_points
+from exactmem.files.dataset_files import save_dataset
 
 
 def _builder(dataset, options, progress):
@@ -143,8 +144,8 @@ def test_selftest_runs_a_plugin_and_names_what_was_not_seen(plugins, capsys):
     ``mine.one_mlp``: selftest sees the bound fail; the honest example verifies."""
     with pytest.warns(registry.PluginWarning):
         registry.constructions()
-    from exactmem.checklist import CheckSpec
-    from exactmem.mechanisms.resources import bound_specs
+    from exactmem.checks.checklist import CheckSpec
+    from exactmem.checks.mechanisms.resources import bound_specs
 
     specs = bound_specs("mine", MINE.paper, {"depth": "10*N"}, "its own claim")
     no_breaker = CheckSpec("mine.one_mlp", MINE.paper, "Lemma 1", "one MLP")

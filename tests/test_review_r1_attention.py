@@ -16,10 +16,10 @@ from flint import arb
 from gmpy2 import mpq
 
 import exactmem
-from exactmem.balls import ball_bounds
-from exactmem.cli import main
-from exactmem.errors import InconclusiveError
-from exactmem.model import Affine, Transformer
+from exactmem.commands.main import main
+from exactmem.core.balls import ball_bounds
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.model import Affine, Transformer
 
 
 def _verify(capsys, model, data, *extra) -> tuple[int, str]:
@@ -294,8 +294,8 @@ def test_ball_bounds_of_a_non_finite_ball_is_inconclusive():
 def test_only_deliberate_structure_errors_refute():
     """guarded turns a ChecklistStructureError into NAME.structure FAIL; any other error (a
     ValueError from a library, a KeyError from a bug) is not a refutation."""
-    from exactmem.checklist import guarded
-    from exactmem.verify import ChecklistStructureError
+    from exactmem.checks.certificate import ChecklistStructureError
+    from exactmem.checks.checklist import guarded
 
     def structure():
         raise ChecklistStructureError("no attention layer")

@@ -19,9 +19,9 @@ from fractions import Fraction
 import pytest
 
 import exactmem
-from exactmem.certify import certify
-from exactmem.cli import main
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.checks.certify import certify
+from exactmem.commands.main import main
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead, Transformer
 
 
 def _generate(tmp_path, name: str, *args: str):

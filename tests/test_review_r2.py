@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from exactmem import registry
-from exactmem.cli import main
-from exactmem.io import load_model, save_certificate, save_model
+from exactmem.checks import registry
+from exactmem.commands.main import main
+from exactmem.files.model_files import load_model, save_certificate, save_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +83,7 @@ def _verify_with(site: Path, *args: str) -> subprocess.CompletedProcess:
 PATCHER = """
     import dataclasses, pathlib
     import exactmem.plugins.vys as vys
-    from exactmem.checklist import Construction
+    from exactmem.checks.checklist import Construction
     pathlib.Path(__file__).with_name("imported").write_text("yes")
     _orig = vys.construction.checklist.run
     def _run(evidence):
@@ -93,8 +93,8 @@ PATCHER = """
 """
 
 IMPOSTOR = """
-    from exactmem.checklist import Checklist, Construction
-    from exactmem.verify import Check
+    from exactmem.checks.checklist import Checklist, Construction
+    from exactmem.checks.certificate import Check
     def run(evidence):
         return [Check("vys.dataflow", True, "trust me")]
     construction = Construction(
@@ -218,7 +218,7 @@ def test_recheck_runs_and_compares_the_recorded_evaluator(vys, tmp_path, monkeyp
     """recheck runs the evaluator the certificate names (so "reference" is re-derived by the
     reference evaluator) and reports one that differs from the one that ran."""
     _, data, model, cert = vys
-    import exactmem.certify as certify
+    import exactmem.checks.certify as certify
 
     ran = []
     real = certify._evaluator_for

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from gmpy2 import mpq
 
-from exactmem.data import Dataset, dataset_hash, dataset_to_json, load_dataset, save_dataset
-from exactmem.exact_arrays import first_occurrences, first_seen_ids, multiset_ids
-from exactmem.io import canonical_hash, model_hash, model_to_json
-from exactmem.model import MLP, Affine, Transformer
+from exactmem.core.exact_arrays import first_occurrences, first_seen_ids, multiset_ids
+from exactmem.core.model import MLP, Affine, Transformer
+from exactmem.datasets.dataset import Dataset, dataset_hash, dataset_to_json
+from exactmem.files.dataset_files import load_dataset, save_dataset
+from exactmem.files.model_json import canonical_hash, model_hash, model_to_json
 
 
 def plain_dataset_hash(ds: Dataset) -> str:
@@ -98,7 +99,7 @@ def test_a_model_changed_after_hashing_is_hashed_afresh():
 def test_a_frozen_model_keeps_its_hash_and_a_replaced_one_gets_its_own():
     from dataclasses import replace
 
-    from exactmem.io import _HASHED
+    from exactmem.files.model_files import _HASHED
 
     model = _tiny_model((((0, 1),), ((1, 1),)))  # tuples throughout
     first = model_hash(model)
@@ -147,7 +148,7 @@ def test_multiset_ids_of_rows_without_entries():
 
 
 def test_multiset_ids_with_forced_collisions(monkeypatch):
-    from exactmem import exact_arrays
+    from exactmem.core import exact_arrays
 
     monkeypatch.setattr(exact_arrays, "value_words", lambda size: np.ones(size, np.uint64))
     rows = np.array([[0, 1], [1, 0], [2, 2], [0, 3], [3, 0]])
@@ -172,14 +173,14 @@ def test_rationals_in_the_vocabulary_hash_as_written():
     assert dataset_hash(ds) == plain_dataset_hash(ds)
 
 
-HELPER = """from exactmem.jit import inner
+HELPER = """from exactmem.runtime.jit import inner
 
 @inner
 def helper(x):
     return x + {step}
 """
 
-CALLER = """from exactmem.jit import njit
+CALLER = """from exactmem.runtime.jit import njit
 from pkg.helper import helper
 
 @njit
@@ -218,7 +219,7 @@ def test_an_edited_helper_in_another_file_invalidates_its_callers_cache(tmp_path
 def test_callee_digest_follows_helpers_and_modules():
     import types
 
-    from exactmem import jit
+    from exactmem.runtime import jit
 
     numba_helper = jit.inner(lambda x: x + 1)
     other = jit.inner(lambda x: x + 2)
@@ -237,7 +238,7 @@ def test_step_boundary_kernel_is_the_plain_definition():
     """The kernel's cuts, sorted in place by insertion, give sorted_steps.step_boundary's answer
     on keys with repeats, all equal, of length one, and units cutting at the same place."""
     from exactmem.evaluate.fast import sorted_steps, step_kernel
-    from exactmem.jit import njit
+    from exactmem.runtime.jit import njit
 
     @njit(cache=False)
     def boundary(xs, w, b, coef, starts, cuts):
@@ -268,8 +269,8 @@ def test_a_hash_or_array_kept_for_a_dead_object_is_not_given_to_its_successor(tm
     collected: the weak reference must be checked (and the entry dropped)."""
     import gc
 
-    from exactmem.io import _HASHED
-    from exactmem.sequences import token_array
+    from exactmem.datasets.sequences import token_array
+    from exactmem.files.model_files import _HASHED
 
     gc.collect()
     before = len(_HASHED)  # models other tests of this process still hold
@@ -306,7 +307,7 @@ def test_a_hand_built_dataset_with_a_bool_token_hashes_as_json_dumps():
 
 
 def test_callee_digest_follows_closure_cells():
-    from exactmem import jit
+    from exactmem.runtime import jit
 
     def make(helper):
         def f(x):
@@ -324,7 +325,7 @@ def test_a_dataset_rebuilt_from_a_loaded_one_uses_its_own_tuples(tmp_path):
     (dataclasses.replace with other sequences or labels, a subset)."""
     from dataclasses import replace
 
-    from exactmem.sequences import token_array, view
+    from exactmem.datasets.sequences import token_array, view
 
     rng = random.Random(11)
     save_dataset(_dataset([[1, 0], [2, 0], [1, 0], [-3, 5]], rng), tmp_path / "d.exm")
@@ -363,7 +364,7 @@ def test_two_far_apart_coordinates_build_no_table_of_their_range():
 def test_first_seen_ids_when_every_row_hash_collides(monkeypatch, dtype):
     """Rows too wide to pack exactly are grouped by a hash; when it collides (forced here)
     the exact fallback must number them."""
-    from exactmem import exact_arrays
+    from exactmem.core import exact_arrays
 
     monkeypatch.setattr(exact_arrays, "_row_hash", lambda M: np.zeros(len(M), np.uint64))
     info = np.iinfo(dtype)
@@ -381,8 +382,8 @@ def test_a_container_with_fractions_not_in_lowest_terms(tmp_path):
     (the file's parts) must not be what the view and the hash read."""
     from types import SimpleNamespace
 
-    from exactmem.container import write_dataset
-    from exactmem.sequences import view
+    from exactmem.datasets.sequences import view
+    from exactmem.files.container import write_dataset
 
     def q(p, d):
         return SimpleNamespace(numerator=p, denominator=d)

@@ -1,4 +1,4 @@
-"""The published JSON schemas (exactmem/schemas/*.schema.json, copied to docs/examples for the
+"""The published JSON schemas (exactmem/files/schemas/*.schema.json, copied to docs/examples for the
 site) and the example dataset.
 
 Generated dataset, model and certificate files must validate; each schema must reject broken
@@ -14,16 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from exactmem import schemas
-from exactmem.certify import certificate_json, certify
-from exactmem.cli import main
+from exactmem.checks.certify import certificate_json, certify
+from exactmem.commands.main import main
 from exactmem.constructions import ks25, vys
-from exactmem.data import dataset_to_json, load_dataset, parse_dataset, random_points
-from exactmem.errors import InputError
-from exactmem.exact import parse_rational
-from exactmem.io import save_certificate, save_model
-from exactmem.sequences import random_sequences
-from exactmem.text import windows
+from exactmem.core.errors import InputError
+from exactmem.core.exact import parse_rational
+from exactmem.datasets.dataset import dataset_to_json, parse_dataset, random_points
+from exactmem.datasets.sequences import random_sequences
+from exactmem.datasets.text import windows
+from exactmem.files import schemas
+from exactmem.files.dataset_files import load_dataset
+from exactmem.files.model_files import save_certificate, save_model
 
 # the copies shipped inside the package (an installed or unpacked copy reads these)
 EXAMPLES = Path(schemas.__file__).resolve().parent
@@ -370,9 +371,9 @@ def test_the_docs_copy_is_the_shipped_file(name):
     if not docs_copy.exists():  # an installed copy without the docs
         pytest.skip("no docs/examples beside the tests")
     assert docs_copy.read_bytes() == (EXAMPLES / file).read_bytes(), (
-        f"docs/examples/{file} differs from exactmem/schemas/{file} (what the package ships "
+        f"docs/examples/{file} differs from exactmem/files/schemas/{file} (what the package ships "
         f"and `exactmem schema` prints): make them the same file, cp docs/examples/{file} "
-        "exactmem/schemas/"
+        "exactmem/files/schemas/"
     )
 
 

@@ -10,9 +10,9 @@ from gmpy2 import mpq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.sequences import (
+from exactmem.core.errors import InputError
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import (
     canonical_tokens,
     check_consistency,
     multiset_of,
@@ -112,6 +112,6 @@ def test_sorted_tokens_are_kept_in_the_narrowest_type(vocab_size):
 def test_release_free_memory_runs_where_glibc_does():
     import platform
 
-    from exactmem.memory import release_free_memory
+    from exactmem.runtime.memory import release_free_memory
 
     assert release_free_memory() is (platform.libc_ver()[0] == "glibc")

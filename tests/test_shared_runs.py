@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from support import both
 
 from exactmem.constructions import ks25
+from exactmem.core.model import MLP, Affine, Probe, Transformer
+from exactmem.datasets.sequences import random_sequences
 from exactmem.evaluate import fast
 from exactmem.evaluate.fast import kernels, limits, shared_runs
-from exactmem.model import MLP, Affine, Probe, Transformer
-from exactmem.sequences import random_sequences
 
 
 def _spy_runs(monkeypatch) -> list:

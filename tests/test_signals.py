@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM at any moment of a command — numba compiling into an empty cache, inside
 the kernels, while the output is written: exit 130 / 143 with one line saying what was kept,
-and every output file absent, untouched or complete (issue 30 point 4; exactmem.cli._exit_now).
+and every output file absent, untouched or complete (issue 30 point 4;
+exactmem.commands.main._exit_now).
 
 The default suite sends a handful of signals on a small dataset; ``-m slow`` sends them at many
 points of a larger build and verify, and checks that a cache interrupted while compiling still
@@ -17,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from exactmem.cli import main
-from exactmem.io import load_model, read_certificate_file
-from exactmem.outputs import TEMP_SUFFIX
+from exactmem.commands.main import main
+from exactmem.core.outputs import TEMP_SUFFIX
+from exactmem.files.model_files import load_model, read_certificate_file
 
 ROOT = Path(__file__).resolve().parents[1]
 WORD = {signal.SIGINT: ("interrupted", 130), signal.SIGTERM: ("terminated", 143)}
@@ -161,8 +162,8 @@ def test_a_signal_during_build_or_verify(small, tmp_path, command, signum, delay
 
 MID_WRITE = """
 import os, signal, sys
-from exactmem import outputs
-from exactmem.cli import main
+from exactmem.core import outputs
+from exactmem.commands.main import main
 
 whole = outputs.write_atomic
 
@@ -250,7 +251,7 @@ def test_signals_at_many_points(tmp_path):
 def test_the_line_names_each_checked_output(tmp_path):
     """What the interruption line says, file by file: written in full, untouched (a previous
     file), not written; a file written on the way (not one the command checked) is not named."""
-    from exactmem import outputs
+    from exactmem.core import outputs
 
     old, new, later = tmp_path / "old.json", tmp_path / "new.json", tmp_path / "later.json"
     old.write_text(OLD)

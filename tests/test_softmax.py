@@ -8,9 +8,9 @@ from gmpy2 import mpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.assumptions import context_rank_violations, kruskal_rank_at_least, rank
+from exactmem.core.model import Affine, Attention, AttentionHead, Transformer
+from exactmem.datasets.assumptions import context_rank_violations, kruskal_rank_at_least, rank
 from exactmem.evaluate.softmax import ball_bounds, decide, run_balls, softmax_balls, to_ball
-from exactmem.model import Affine, Attention, AttentionHead, Transformer
 
 scores = st.lists(
     st.fractions(min_value=-50, max_value=50, max_denominator=1000), min_size=1, max_size=8
@@ -143,9 +143,10 @@ def test_undecidable_enclosure_is_inconclusive(tmp_path, capsys):
     balls can only straddle it. With tolerance 0 the verdict is inconclusive (exit 4)."""
     from support import certify_built
 
-    from exactmem.cli import main
-    from exactmem.data import Dataset, save_dataset
-    from exactmem.io import save_model
+    from exactmem.commands.main import main
+    from exactmem.datasets.dataset import Dataset
+    from exactmem.files.dataset_files import save_dataset
+    from exactmem.files.model_files import save_model
 
     q = Affine.from_dense([[1, 0]])
     k = Affine.from_dense([[1, 0]])

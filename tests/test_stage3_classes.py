@@ -1,4 +1,4 @@
-"""Stage III of Lemma C.1 read per class (exactmem.verify._class_tables): when the segment
+"""Stage III of Lemma C.1 read per class (exactmem.checks.memorizer._class_tables): when the segment
 lanes are class-shared, the checks test each class once and compare classes by id; they decide
 exactly as the row-by-row reading, on a verified model and on a tampered trace."""
 
@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from exactmem.constructions import ks25
-from exactmem.sequences import random_sequences
+from exactmem.datasets.sequences import random_sequences
 
 
 @pytest.fixture(scope="module")
 def memorizer_calls():
     """The check_memorizer calls of a Theorem 4.1 certification (fast evaluator: the Stage III
     lanes are class-shared)."""
-    from exactmem import verify
-    from exactmem.certify import certify
+    from exactmem.checks import certificate as verify
+    from exactmem.checks.certify import certify
 
     ds = random_sequences(3000, 16, 8, 1000, 16, seed=2)
     model, _ = ks25.build(ds, {"seed": 0})
@@ -34,7 +34,7 @@ def memorizer_calls():
 
 
 def _both_paths(monkeypatch, args, kwargs):
-    from exactmem import verify
+    from exactmem.checks import certificate as verify
 
     by_class = verify.check_memorizer(*args, **kwargs)
     monkeypatch.setattr(verify, "_class_tables", lambda *a: None)
@@ -44,7 +44,7 @@ def _both_paths(monkeypatch, args, kwargs):
 
 
 def test_stage3_by_class_decides_as_row_by_row(memorizer_calls, monkeypatch):
-    from exactmem import verify
+    from exactmem.checks import certificate as verify
 
     used = []
     real = verify._class_tables
@@ -61,8 +61,8 @@ def test_stage3_by_class_decides_as_row_by_row(memorizer_calls, monkeypatch):
 @pytest.mark.parametrize("lane", ["key", "label"])
 def test_stage3_by_class_fails_on_a_tampered_segment(memorizer_calls, monkeypatch, lane):
     """One class's segment changed in the trace: both paths fail Stage III the same way."""
-    from exactmem import verify
-    from exactmem.exact_arrays import Gathered
+    from exactmem.checks import certificate as verify
+    from exactmem.core.exact_arrays import Gathered
 
     args, kwargs = next(
         (a, k)

@@ -5,12 +5,12 @@ import pytest
 from gmpy2 import mpq
 from support import run_folded, same_folds, same_trace
 
+from exactmem.checks.certificate import StepFold
 from exactmem.constructions import ks25
+from exactmem.core.model import MLP, Affine, Probe, Transformer
+from exactmem.datasets.sequences import random_sequences
 from exactmem.evaluate import fast, reference
 from exactmem.evaluate.fast import limits
-from exactmem.model import MLP, Affine, Probe, Transformer
-from exactmem.sequences import random_sequences
-from exactmem.verify import StepFold
 
 
 def _spy_steps(monkeypatch) -> list:

@@ -1,4 +1,4 @@
-"""Your own text as next-token windows (exactmem.text, `generate text`)."""
+"""Your own text as next-token windows (exactmem.datasets.text, `generate text`)."""
 
 import json
 
@@ -8,14 +8,15 @@ from gmpy2 import mpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem import text as text_mod
-from exactmem.certify import certify
-from exactmem.cli import main
+from exactmem.checks.certify import certify
+from exactmem.commands.main import main
 from exactmem.constructions import ks25
-from exactmem.data import Dataset, load_dataset
-from exactmem.errors import InputError
-from exactmem.sequences import check_consistency
-from exactmem.text import _first_clash, read_text, split, windows
+from exactmem.core.errors import InputError
+from exactmem.datasets import text as text_mod
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import check_consistency
+from exactmem.datasets.text import _first_clash, read_text, split, windows
+from exactmem.files.dataset_files import load_dataset
 
 CAT = "the cat sat on the mat. the mat sat on the cat!"
 

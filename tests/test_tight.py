@@ -8,11 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from exactmem import proofs
-from exactmem.cli import main
-from exactmem.errors import InputError
-from exactmem.model import Affine, resources
-from exactmem.proofs import (
+from exactmem.claims import proofs
+from exactmem.claims.proofs import (
     _bound_checks,
     build_instance,
     instance_figures,
@@ -20,6 +17,9 @@ from exactmem.proofs import (
     load_claims,
     shipped_proofs_dir,
 )
+from exactmem.commands.main import main
+from exactmem.core.errors import InputError
+from exactmem.core.model import Affine, resources
 
 CLAIMS = [c for c in load_claims(shipped_proofs_dir()) if c.tight]
 GROWTH = (4, 3)  # a regression that grows a resource by a third

@@ -11,10 +11,10 @@ import numpy as np
 from gmpy2 import mpq
 from safetensors.numpy import save_file
 
-from exactmem.architectures import import_checkpoint
-from exactmem.certify import certify
-from exactmem.data import Dataset
-from exactmem.verify_margins import argmax_margins
+from exactmem.checkpoints.architectures import import_checkpoint
+from exactmem.checks.certify import certify
+from exactmem.checks.margins import argmax_margins
+from exactmem.datasets.dataset import Dataset
 
 DATA = Path(__file__).parent / "data" / "checkpoints"
 EPS = mpq(1, 2**60)

@@ -4,9 +4,9 @@ arrays (found by the loader fuzz: ω = 10⁸ hung both evaluators)."""
 
 from gmpy2 import mpq
 
+from exactmem.core.model import Affine, Transformer
 from exactmem.evaluate import fast, reference
 from exactmem.evaluate.softmax import run_balls
-from exactmem.model import Affine, Transformer
 
 OMEGA = 10**8
 

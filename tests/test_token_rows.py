@@ -1,4 +1,4 @@
-"""A dataset's sequences as one array read as tuples (exactmem.token_rows), and the dataset
+"""A dataset's sequences as one array read as tuples (exactmem.datasets.token_rows), and the dataset
 hash streamed from that array: the same values, equality and SHA-256 as the tuples'."""
 
 import json
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.canonical import int_rows_json
-from exactmem.data import Dataset, dataset_hash
-from exactmem.sequences import random_sequences, token_array, view
-from exactmem.token_rows import TokenRows, token_matrix
+from exactmem.datasets.canonical import int_rows_json
+from exactmem.datasets.dataset import Dataset, dataset_hash
+from exactmem.datasets.sequences import random_sequences, token_array, view
+from exactmem.datasets.token_rows import TokenRows, token_matrix
 
 
 def test_rows_read_as_the_tuples_they_stand_for():

@@ -18,12 +18,12 @@ from flint import arb
 from gmpy2 import mpq
 
 import exactmem
-from exactmem.cli import main
-from exactmem.errors import InconclusiveError
+from exactmem.commands.main import main
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.datasets.sequences import random_sequences
 from exactmem.evaluate import fast, reference
-from exactmem.evaluate.reference import Recording
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
-from exactmem.sequences import random_sequences
+from exactmem.evaluate.records import Recording
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "docs" / "images"
@@ -153,7 +153,7 @@ def test_trace_stops_at_softmax_with_enclosures_and_before_gelu():
             MLP((Affine.from_dense([[1, 0]]), Affine.from_dense([[1]])), False, activation="gelu"),
         ),
     )
-    from exactmem.data import Dataset
+    from exactmem.datasets.dataset import Dataset
 
     data = Dataset("next-token", (1, 2), 2, vocab=VOCAB, sequences=((0, 1), (1, 2)))
     cache = exactmem.trace(gelu, data)
@@ -162,7 +162,7 @@ def test_trace_stops_at_softmax_with_enclosures_and_before_gelu():
 
 
 def test_softmax_enclosures_divide_the_scores_by_the_root_of_the_scale():
-    from exactmem.data import Dataset
+    from exactmem.datasets.dataset import Dataset
 
     model = one_head("softmax")
     scaled = Transformer(2, (replace(model.sublayers[0], scale=4),))
@@ -178,7 +178,7 @@ def test_softmax_enclosures_divide_the_scores_by_the_root_of_the_scale():
 
 
 def test_trace_of_points_and_of_positions():
-    from exactmem.data import random_points
+    from exactmem.datasets.dataset import random_points
 
     pts = random_points(12, 2, 3, seed=1)
     cache = exactmem.trace(exactmem.build(pts, "vys"), pts)
@@ -248,7 +248,7 @@ def test_explain_reads_a_crafted_certificate_as_data(weak, capsys, tmp_path):
     """A certificate is a file like any other: its texts name items and units that do not
     exist, carry terminal escapes, or huge numbers; explain walks none of them and exits with
     the recorded verdict, escaping what it prints."""
-    from exactmem.io import canonical_hash
+    from exactmem.files.model_json import canonical_hash
 
     cert = tmp_path / "cert.json"
     argv = ["verify", str(weak / "weak.json"), "--data", str(weak / "data.json"), "--quiet"]
@@ -295,7 +295,7 @@ def test_explain_a_verified_and_an_inconclusive_run(weak, capsys, tmp_path):
 
 def make_doc_images(out: Path) -> dict[str, Path]:
     """The pictures of docs/inside-a-run.md, written into ``out``."""
-    from exactmem.plot_trace import plot_patterns
+    from exactmem.reports.plot_trace import plot_patterns
 
     ds = kim23_data()
     made = {}
@@ -321,8 +321,8 @@ def test_the_doc_images_regenerate(tmp_path):
 
 def test_plot_patterns_refuses_what_was_not_recorded(tmp_path):
     pytest.importorskip("matplotlib")
-    from exactmem.errors import InputError
-    from exactmem.plot_trace import plot_patterns
+    from exactmem.core.errors import InputError
+    from exactmem.reports.plot_trace import plot_patterns
 
     ds = kim23_data()
     cache = exactmem.trace(exactmem.build(ds, "kim23"), ds)

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from exactmem.cli import main
-from exactmem.errors import InputError
+from exactmem.commands.main import main
+from exactmem.core.errors import InputError
 
 
 def test_without_torch_train_exits_2_naming_the_extra(tmp_path, monkeypatch, capsys):
@@ -42,7 +42,7 @@ def test_the_experiments_module_refuses_an_unknown_name(tmp_path):
 def test_a_quick_run_writes_certified_checkpoints_and_is_deterministic(tmp_path, capsys):
     pytest.importorskip("torch")
     from exactmem.api import import_model
-    from exactmem.data import load_dataset
+    from exactmem.files.dataset_files import load_dataset
 
     runs = []
     for name in ("a", "b"):

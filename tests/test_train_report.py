@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from exactmem.errors import InputError
+from exactmem.core.errors import InputError
 from exactmem.train.report import plot_results, read_rows, side_by_side_table, trained_table
 
 ROOT = Path(__file__).resolve().parent.parent

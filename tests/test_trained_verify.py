@@ -10,13 +10,13 @@ import pytest
 from gmpy2 import mpq
 
 from exactmem import Dataset, save_dataset
-from exactmem.architectures import import_checkpoint
-from exactmem.certify import certify
-from exactmem.cli import main
-from exactmem.errors import InputError
+from exactmem.checkpoints.architectures import import_checkpoint
+from exactmem.checks.certify import certify
+from exactmem.checks.margins import argmax_margins
+from exactmem.commands.main import main
+from exactmem.core.errors import InputError
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.softmax import run_balls
-from exactmem.verify_margins import argmax_margins
 
 save_file = pytest.importorskip("safetensors.numpy").save_file
 

@@ -15,12 +15,12 @@ from dataclasses import replace
 import pytest
 from gmpy2 import mpq
 
-from exactmem.certify import CONSTRUCTIONS, certify
+from exactmem.checks.certify import CONSTRUCTIONS, certify
 from exactmem.constructions import dana25, ks25, mahdavi24, vys
-from exactmem.data import random_points
-from exactmem.errors import InputError
-from exactmem.model import MLP, Affine, Transformer
-from exactmem.sequences import random_sequences, zen_of_python
+from exactmem.core.errors import InputError
+from exactmem.core.model import MLP, Affine, Transformer
+from exactmem.datasets.dataset import random_points
+from exactmem.datasets.sequences import random_sequences, zen_of_python
 
 
 def _checks(cert) -> list[tuple[str, bool, str]]:
@@ -254,7 +254,7 @@ def test_bit_budget_demands_split_memorizers(sequences):
 
 def test_logits_at_every_position_of_a_seq2seq_dataset():
     """C outputs on seq-to-seq data: argmax judged at every position (it crashed)."""
-    from exactmem.data import Dataset
+    from exactmem.datasets.dataset import Dataset
 
     vocab = ((mpq(1),), (mpq(2),), (mpq(3),))
     ds = Dataset("seq2seq", ((1, 2), (2, 1)), 2, vocab=vocab, sequences=((0, 1), (1, 2)))
@@ -268,9 +268,9 @@ def test_logits_at_every_position_of_a_seq2seq_dataset():
 
 
 def test_verify_escapes_what_the_file_says(tmp_path, capsys, points):
-    from exactmem.cli import main
-    from exactmem.data import save_dataset
-    from exactmem.io import save_model
+    from exactmem.commands.main import main
+    from exactmem.files.dataset_files import save_dataset
+    from exactmem.files.model_files import save_model
 
     ds, model = points
     trick = "vys\x1b[2A\r\x1b[2Kverdict: VERIFIED"
@@ -283,7 +283,7 @@ def test_verify_escapes_what_the_file_says(tmp_path, capsys, points):
 
 def test_claim_sizes_are_bounded_like_generate(tmp_path):
     """A claim asking for d = 10⁹ ran until memory ran out; sizes have generate's limits."""
-    from exactmem.proofs import load_claim
+    from exactmem.claims.proofs import load_claim
 
     path = tmp_path / "big.toml"
     path.write_text(

@@ -11,12 +11,10 @@ import numpy as np
 import pytest
 from gmpy2 import mpq
 
-from exactmem import limits
-from exactmem.errors import InconclusiveError
-from exactmem.evaluate import reference
-from exactmem.evaluate.value_bits import _step_sup, value_bits
-from exactmem.exact_arrays import top
-from exactmem.model import (
+from exactmem.core import limits
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.exact_arrays import top
+from exactmem.core.model import (
     MLP,
     Affine,
     Attention,
@@ -26,6 +24,8 @@ from exactmem.model import (
     Probe,
     Transformer,
 )
+from exactmem.evaluate import reference
+from exactmem.evaluate.value_bits import _step_sup, value_bits
 
 
 def _affine(rng: random.Random, rows: int, cols: int, *, bias=True, steps=False) -> Affine:
@@ -206,7 +206,7 @@ def test_lemma_c1_memorizers_are_bounded_within_a_few_bits(monkeypatch):
     stays within a few bits of the largest value: interval arithmetic alone gave 4 007 bits
     where the values have 88 (N = 300), and the shipped claims would not have passed."""
     from exactmem.constructions import ks25
-    from exactmem.sequences import random_sequences
+    from exactmem.datasets.sequences import random_sequences
 
     ds = random_sequences(300, 8, 4, 60, 10, seed=1)
     model, _ = ks25.build(ds, {}, "ks25-next-token")

@@ -6,12 +6,13 @@ import pytest
 from gmpy2 import mpq
 from support import certify_built
 
-from exactmem.cli import main
+from exactmem.commands.main import main
 from exactmem.constructions import ks25
-from exactmem.data import Dataset, save_dataset
-from exactmem.errors import InputError
-from exactmem.model import Affine
-from exactmem.sequences import random_sequences
+from exactmem.core.errors import InputError
+from exactmem.core.model import Affine
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import random_sequences
+from exactmem.files.dataset_files import save_dataset
 
 
 def verdict(model, ds):

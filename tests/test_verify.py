@@ -6,8 +6,8 @@ import pytest
 from support import certify_built
 
 from exactmem.constructions import vys
-from exactmem.data import random_points
-from exactmem.model import MLP, Affine, Transformer
+from exactmem.core.model import MLP, Affine, Transformer
+from exactmem.datasets.dataset import random_points
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def test_layout_lies_are_caught(built):
 
 
 def test_point_model_must_be_tokenwise_and_fit(built):
-    from exactmem.errors import InputError
+    from exactmem.core.errors import InputError
 
     ds, model = built
     with pytest.raises(InputError, match="dimension"):
@@ -144,8 +144,8 @@ def test_label_check_on_numerator_arrays():
     import numpy as np
     from gmpy2 import mpq
 
-    from exactmem.certify import _label_check
-    from exactmem.evaluate.reference import Outputs
+    from exactmem.checks.certify import _label_check
+    from exactmem.evaluate.records import Outputs
 
     labels = tuple(range(1, 11))
     numerators = np.array([2 * y for y in labels] + [7], dtype=object)  # over 2; row 10: 7/2
@@ -192,7 +192,7 @@ def test_match_fold_equals_the_stored_lanes():
     import numpy as np
     from gmpy2 import mpq
 
-    from exactmem.verify import MAX_EXAMPLES, MatchFold
+    from exactmem.checks.certificate import MAX_EXAMPLES, MatchFold
 
     rng = random.Random(5)
     for trial in range(12):
@@ -221,8 +221,9 @@ def test_match_fold_equals_the_stored_lanes():
 
 def test_missing_match_lanes_fail_stage3_match(built):
     """A fold that did not see every match lane (an evaluator that skipped one) fails."""
+    from exactmem.checks.certificate import step_folds
+    from exactmem.checks.memorizer import check_memorizer
     from exactmem.evaluate import reference
-    from exactmem.verify import check_memorizer, step_folds
 
     ds, model = built
     folds = step_folds(model)

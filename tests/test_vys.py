@@ -6,12 +6,12 @@ import random
 import pytest
 from support import memorize_keys, points_dataset
 
+from exactmem.checks.memorizer import check_memorizer
 from exactmem.constructions import vys
-from exactmem.data import random_points
-from exactmem.errors import InputError
+from exactmem.core.errors import InputError
+from exactmem.core.model import resources
+from exactmem.datasets.dataset import random_points
 from exactmem.evaluate.reference import run_points
-from exactmem.model import resources
-from exactmem.verify import check_memorizer
 
 GADGETS = ["peel", "tent"]
 

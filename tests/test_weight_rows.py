@@ -1,4 +1,4 @@
-"""Block maps (:mod:`exactmem.weight_rows`) against the IR's tuples: the same model, the same
+"""Block maps (:mod:`exactmem.core.weight_rows`) against the IR's tuples: the same model, the same
 values on every evaluator, the same resources and the same hash, on random models over every IR
 feature (the generator of tests/test_one_semantics.py); and what a block refuses."""
 
@@ -14,14 +14,22 @@ import numpy as np
 import pytest
 from gmpy2 import mpq
 
-from exactmem.architectures import affine_of
+from exactmem.checkpoints.architectures import affine_of
+from exactmem.checkpoints.safetensors_io import DyadicTensor
+from exactmem.core.exact import parameter_bits, to_hex
+from exactmem.core.model import (
+    MLP,
+    Affine,
+    Attention,
+    AttentionHead,
+    Transformer,
+    resources,
+    validate,
+)
+from exactmem.core.weight_rows import BlockRows, block_bits, block_of, rows_text
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.softmax import run_balls
-from exactmem.exact import parameter_bits, to_hex
-from exactmem.io import canonical_hash, model_hash, model_to_json
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer, resources, validate
-from exactmem.safetensors_io import DyadicTensor
-from exactmem.weight_rows import BlockRows, block_bits, block_of, rows_text
+from exactmem.files.model_files import canonical_hash, model_hash, model_to_json
 from tests.test_one_semantics import agree, random_model
 
 

@@ -1,4 +1,5 @@
-"""The commands of the ``exactmem`` CLI, one module each; :mod:`exactmem.cli` holds the parser
+"""The commands of the ``exactmem`` CLI, one module each; :mod:`exactmem.commands.main` holds the
+parser
 and ``main``. Every command returns its exit code, prints its result on stdout (JSON with
 ``--json``) and its progress and logs on stderr. Heavy modules are imported inside the commands
 so that ``exactmem --help`` stays fast."""

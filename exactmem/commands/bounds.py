@@ -8,12 +8,12 @@ import json
 import sys
 
 from exactmem.commands import print_columns
-from exactmem.errors import EXIT_VERIFIED, InputError
-from exactmem.progress import Progress
+from exactmem.core.errors import EXIT_VERIFIED, InputError
+from exactmem.runtime.progress import Progress
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.field import evaluate_rows, measure
+    from exactmem.reports.field import evaluate_rows, measure
 
     for name in ("N", "n", "d", "vocab", "C"):
         if getattr(args, name) < 1:

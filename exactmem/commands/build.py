@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import argparse
 
-from exactmem.errors import EXIT_VERIFIED, InputError
-from exactmem.options import check_option_limits, parse_options
-from exactmem.progress import Progress
-from exactmem.suggest import wrong_task
-from exactmem.wording import did_you_mean, plural
+from exactmem.commands.suggest import wrong_task
+from exactmem.core.errors import EXIT_VERIFIED, InputError
+from exactmem.core.wording import did_you_mean, plural
+from exactmem.plugins.options import check_option_limits, parse_options
+from exactmem.runtime.progress import Progress
 
 
 def require_construction(name: str) -> None:
     """Exit 2 unless ``name`` is a registered construction (plugins included)."""
-    from exactmem import registry
+    from exactmem.checks import registry
 
     if name not in registry.names():
         raise InputError(
@@ -26,10 +26,10 @@ def require_construction(name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem.api import _construct
-    from exactmem.data import load_dataset
-    from exactmem.io import save_model
-    from exactmem.model import resources
-    from exactmem.outputs import check_output, note_json_at_scale
+    from exactmem.core.model import resources
+    from exactmem.core.outputs import check_output, note_json_at_scale
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.files.model_files import save_model
 
     check_output(args.out, "--out", [args.data])
     require_construction(args.construction)
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     res = resources(model)
     parts = None
     if args.construction == "kim23":  # the three terms of Õ(d + n + √(nN)), from the weights
-        from exactmem.verify_kim23 import parts as kim23_parts
+        from exactmem.checks.measures.kim23 import parts as kim23_parts
 
         parts = kim23_parts(model)
     if args.json:

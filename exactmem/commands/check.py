@@ -1,14 +1,14 @@
-"""``exactmem check``: run the claim files (the proof regression, :mod:`exactmem.proofs`)."""
+"""``exactmem check``: run the claim files (the proof regression, :mod:`exactmem.claims.proofs`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from exactmem.progress import Progress
+from exactmem.runtime.progress import Progress
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.proofs import run_check
+    from exactmem.claims.proofs import run_check
 
     progress = Progress(not args.quiet)
     try:

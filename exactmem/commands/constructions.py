@@ -1,5 +1,6 @@
 """``exactmem constructions [NAME ...]``: every installed construction — the built-ins and the
-plugins registered in the ``exactmem.constructions`` entry-point group (:mod:`exactmem.registry`)
+plugins registered in the ``exactmem.constructions`` entry-point group
+(:mod:`exactmem.checks.registry`)
 — with its package, version and paper; given names, each one's checklist: the checks with the
 paper, result and mechanism each tests and its breakers, the declared bounds and the options."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from exactmem.errors import EXIT_VERIFIED, InputError
+from exactmem.core.errors import EXIT_VERIFIED, InputError
 
 
 def _help(option: object) -> str:
@@ -97,7 +98,7 @@ def _print_one(c: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import registry
+    from exactmem.checks import registry
 
     known = registry.constructions()
     unknown = [name for name in args.names if name not in known]

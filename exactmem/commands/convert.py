@@ -1,7 +1,7 @@
 """``exactmem convert``: a dataset or model file from JSON to the binary container or back.
 
 What the input holds is read from it (the container's header, the JSON file's ``format``); the
-output's form from its name (``.exm``: the container of :mod:`exactmem.container`; ``.json``
+output's form from its name (``.exm``: the container of :mod:`exactmem.files.container`; ``.json``
 or ``.json.gz``: JSON). The content is checked on the way as every command checks its inputs,
 and its canonical SHA-256 is the same in both files."""
 
@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import argparse
 
-from exactmem.errors import EXIT_VERIFIED, InputError
-from exactmem.progress import Progress
+from exactmem.core.errors import EXIT_VERIFIED, InputError
+from exactmem.runtime.progress import Progress
 
 
 def _kind(path: str) -> tuple[str, object]:
     """``dataset`` or ``model`` (the format the file states), and a JSON file's parsed object
     (None for a container)."""
-    from exactmem.container import is_container, read_header
-    from exactmem.data import FORMAT, read_json_file
-    from exactmem.io import MODEL_FORMAT
+    from exactmem.datasets.dataset import FORMAT, read_json_file
+    from exactmem.files.container import is_container, read_header
+    from exactmem.files.model_json import MODEL_FORMAT
 
     kinds = {FORMAT: "dataset", MODEL_FORMAT: "model"}
     obj: object = None
@@ -35,14 +35,15 @@ def _kind(path: str) -> tuple[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.outputs import check_output, note_json_at_scale
+    from exactmem.core.outputs import check_output, note_json_at_scale
 
     check_output(args.output, "OUT", [args.input])
     progress = Progress(not args.quiet)
     with progress.phase(f"reading {args.input}"):
         kind, obj = _kind(args.input)
     if kind == "dataset":
-        from exactmem.data import dataset_hash, load_dataset, parse_dataset, save_dataset
+        from exactmem.datasets.dataset import dataset_hash, parse_dataset
+        from exactmem.files.dataset_files import load_dataset, save_dataset
 
         with progress.phase(f"checking {args.input}"):
             if obj is None:
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         note_json_at_scale(ds.size, {"OUT": args.output})
         digest = dataset_hash(ds)
     else:
-        from exactmem.io import load_model, save_model
+        from exactmem.files.model_files import load_model, save_model
 
         with progress.phase(f"reading {args.input}"):
             model, digest = load_model(args.input)

@@ -1,6 +1,7 @@
 """``exactmem explain CERT_OR_RUN``: take a REFUTED or INCONCLUSIVE verdict from its failed
 check to the sub-layer, lane and example where the values leave what the proof needs
-(:mod:`exactmem.explain` states the rule). The input is a certificate file — with ``--model``
+(:mod:`exactmem.reports.explain` states the rule). The input is a certificate file — with
+``--model``
 and ``--data`` (their SHA-256 checked against it) to walk the examples through the exact trace
 — or a run: ``--model M --data D [--construction NAME]``, certified here first."""
 
@@ -9,19 +10,19 @@ from __future__ import annotations
 import argparse
 from typing import cast
 
-from exactmem.errors import (
+from exactmem.core.errors import (
     EXIT_INCONCLUSIVE,
     EXIT_REFUTED,
     EXIT_VERIFIED,
     InconclusiveError,
     InputError,
 )
-from exactmem.options import CONSTRUCTIONS
+from exactmem.plugins.options import CONSTRUCTIONS
 
 
 def _load(args: argparse.Namespace):
-    from exactmem.data import load_dataset
-    from exactmem.io import load_model
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.files.model_files import load_model
 
     model, _ = load_model(args.model)
     dataset = load_dataset(args.data, allow_floats=args.allow_floats)
@@ -30,9 +31,9 @@ def _load(args: argparse.Namespace):
 
 def _same_subject(cert: dict, path: str, model, dataset) -> None:
     """The model and dataset must be the ones the certificate was made from."""
-    from exactmem.data import dataset_hash
-    from exactmem.io import model_hash
-    from exactmem.tracing import feed
+    from exactmem.datasets.dataset import dataset_hash
+    from exactmem.files.model_json import model_hash
+    from exactmem.reports.tracing import feed
 
     subject = cert["subject"]
     if model_hash(model) != subject["model_sha256"]:
@@ -43,7 +44,7 @@ def _same_subject(cert: dict, path: str, model, dataset) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.explain import explain, render
+    from exactmem.reports.explain import explain, render
 
     if (args.model is None) != (args.data is None):
         raise InputError("--model and --data go together")
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.certificate is not None:
         if args.construction is not None:
             raise InputError("--construction: a certificate records its own criteria")
-        from exactmem.certificates import printable, read
+        from exactmem.checks.recheck import printable, read
 
         # its texts are printed: non-printable characters escaped, as show prints them
         cert = cast(dict, printable(read(args.certificate)))
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         checks, verdict = cert["checks"], cert["verdict"]
         construction = cert["subject"].get("construction")
     else:
-        from exactmem.certify import certify
+        from exactmem.checks.certify import certify
 
         model, dataset = _load(args)
         construction = args.construction

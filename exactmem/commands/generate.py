@@ -6,18 +6,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from exactmem.errors import EXIT_VERIFIED, InputError
-from exactmem.limits import generated_size_problem
-from exactmem.progress import Progress
-from exactmem.wording import plural
+from exactmem.core.errors import EXIT_VERIFIED, InputError
+from exactmem.core.limits import generated_size_problem
+from exactmem.core.wording import plural
+from exactmem.runtime.progress import Progress
 
 # the N = 10⁷ benchmark dataset fits; 10¹² points would run until memory is exhausted
 GENERATE_LIMITS = {"N": 10**8, "n": 10**4, "d": 10**4, "vocab": 10**8}
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.data import save_dataset
-    from exactmem.outputs import check_output, note_json_at_scale
+    from exactmem.core.outputs import check_output, note_json_at_scale
+    from exactmem.files.dataset_files import save_dataset
 
     check_output(args.out, "--out")
     if (args.file is not None or args.window is not None) and args.family != "text":
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     note_json_at_scale(ds.size, {"--out": args.out})
     if args.json:
         from exactmem.commands import emit_json, file_sha256
-        from exactmem.data import dataset_hash
+        from exactmem.datasets.dataset import dataset_hash
 
         emit_json(
             {
@@ -86,8 +86,8 @@ def _generated_size(args: argparse.Namespace) -> dict[str, int]:
 def _generate(args: argparse.Namespace, progress: Progress | None = None):
     """The dataset of ``args.family`` and a phrase saying what it holds; ``progress`` hears how
     far the generator is."""
-    from exactmem.data import random_points
-    from exactmem.sequences import random_sequences, random_token_arrays, zen_of_python
+    from exactmem.datasets.dataset import random_points
+    from exactmem.datasets.sequences import random_sequences, random_token_arrays, zen_of_python
 
     if args.family == "points":
         if args.N is None:
@@ -166,13 +166,21 @@ def _generate(args: argparse.Namespace, progress: Progress | None = None):
 
 
 def _generate_text(args: argparse.Namespace, progress: Progress | None = None):
-    """``generate text``: the windows of a text file (:mod:`exactmem.text`); says on stderr when
+    """``generate text``: the windows of a text file (:mod:`exactmem.datasets.text`); says on
+    stderr when
     the tokens carry their positions, and why."""
-    from exactmem.text import read_text, windows
+    from exactmem.datasets.dataset import Dataset
+    from exactmem.datasets.text import read_text
 
     if args.file is None or args.window is None:
         raise InputError("generate text needs --file FILE and --window W")
-    ds = windows(read_text(args.file), args.window, args.unit, source=args.file, progress=progress)
+    ds = Dataset.from_text(
+        read_text(args.file),
+        window=args.window,
+        unit=args.unit,
+        source=args.file,
+        progress=progress,
+    )
     if ds.meta["position_aware"]:
         print(
             f"note: tokens carry their position (symbol id, k) in Q^2, because "

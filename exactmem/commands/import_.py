@@ -7,15 +7,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from exactmem.errors import EXIT_VERIFIED
+from exactmem.core.errors import EXIT_VERIFIED
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.architectures import import_checkpoint
-    from exactmem.io import save_model
-    from exactmem.model import resources
-    from exactmem.outputs import check_output
-    from exactmem.progress import Progress
+    from exactmem.checkpoints.architectures import import_checkpoint
+    from exactmem.core.model import resources
+    from exactmem.core.outputs import check_output
+    from exactmem.files.model_files import save_model
+    from exactmem.runtime.progress import Progress
 
     checkpoint = Path(args.checkpoint)
     # a save_pretrained folder: none of its files may be the output

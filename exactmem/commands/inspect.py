@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from exactmem.errors import EXIT_VERIFIED
-from exactmem.wording import plural
+from exactmem.core.errors import EXIT_VERIFIED
+from exactmem.core.wording import plural
 
 LANES_SHOWN = 12  # lane names printed per sub-layer; --json lists them all
 SAID_CHARS = 2000  # a meta entry longer than this (a memorizer layout) is summarised
@@ -52,7 +52,7 @@ def _said(meta: dict) -> dict:
 def describe(model) -> list[dict]:
     """One record per sub-layer: kind, label, widths, depth, lanes, and for attention the heads
     and score mode; all from the weights except ``label``, the file's name for it."""
-    from exactmem.model import MLP, Attention, LayerNorm
+    from exactmem.core.model import MLP, Attention, LayerNorm
 
     records = []
     for i, s in enumerate(model.sublayers):
@@ -104,8 +104,8 @@ def describe(model) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.io import load_model
-    from exactmem.model import resources
+    from exactmem.core.model import resources
+    from exactmem.files.model_files import load_model
 
     model, digest = load_model(args.model)  # format, hash and every field checked
     res = resources(model)

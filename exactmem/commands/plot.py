@@ -1,16 +1,16 @@
-"""``exactmem plot``: pictures of the bounds and of a certificate (:mod:`exactmem.plot`)."""
+"""``exactmem plot``: pictures of the bounds and of a certificate (:mod:`exactmem.reports.plot`)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from exactmem.errors import EXIT_VERIFIED
-from exactmem.progress import Progress
+from exactmem.core.errors import EXIT_VERIFIED
+from exactmem.runtime.progress import Progress
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import plot
+    from exactmem.reports import plot
 
     progress = Progress(not args.quiet)
     with progress.phase(f"drawing {args.out}"):

@@ -21,9 +21,9 @@ from typing import Literal
 
 from gmpy2 import mpq
 
-from exactmem.errors import EXIT_VERIFIED, InconclusiveError
-from exactmem.progress import Progress, counter
-from exactmem.wording import plural
+from exactmem.core.errors import EXIT_VERIFIED, InconclusiveError
+from exactmem.core.wording import plural
+from exactmem.runtime.progress import Progress, counter
 
 ROWS_SHOWN = 1000  # sequences printed as text; --json lists every one
 BALL_START = 64  # bits of the first ball evaluation; doubled for the undecided sequences
@@ -31,7 +31,7 @@ BALL_BLOCK = 64  # sequences per call of the ball evaluator (a step of the progr
 
 
 def _vector(values) -> str:
-    from exactmem.exact import format_rational
+    from exactmem.core.exact import format_rational
 
     texts = [format_rational(v) for v in values]
     return texts[0] if len(texts) == 1 else "(" + ", ".join(texts) + ")"
@@ -39,9 +39,9 @@ def _vector(values) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem.api import run as run_model
-    from exactmem.data import load_dataset
-    from exactmem.exact import format_rational
-    from exactmem.io import load_model
+    from exactmem.core.exact import format_rational
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.files.model_files import load_model
 
     progress = Progress(not args.quiet)
     with progress.phase(f"reading {args.model} and {args.data}"):
@@ -115,7 +115,7 @@ class _Words:
 
     @classmethod
     def of(cls, dataset) -> _Words | None:
-        from exactmem.text import symbols_of
+        from exactmem.datasets.text import symbols_of
 
         if dataset.task != "next-token":
             return None
@@ -124,7 +124,7 @@ class _Words:
 
     def unit(self, value) -> str:
         """``9 "i"`` for a symbol id, the bare value otherwise."""
-        from exactmem.exact import format_rational
+        from exactmem.core.exact import format_rational
 
         text = format_rational(value)
         if value == int(value) and 1 <= int(value) <= len(self.symbols):
@@ -132,7 +132,7 @@ class _Words:
         return text
 
     def row(self, i: int, out, label) -> str:
-        from exactmem.text import window_text
+        from exactmem.datasets.text import window_text
 
         window = window_text(self.dataset, i)  # type: ignore[arg-type]
         shown = f" {json.dumps(window, ensure_ascii=False)}" if window is not None else ""
@@ -174,7 +174,7 @@ def ball_predictions(
     model is decided at once). Raises :class:`InconclusiveError` naming the first sequence
     still undecided at ``limit`` bits (the ball evaluator's cap by default)."""
     from exactmem.api import _inputs
-    from exactmem.balls import ball_bounds
+    from exactmem.core.balls import ball_bounds
     from exactmem.evaluate.softmax import MAX_PRECISION, run_balls
 
     limit = MAX_PRECISION if limit is None else limit
@@ -222,7 +222,7 @@ def ball_predictions(
 
 
 def _interval(bounds: tuple[mpq, mpq]) -> str:
-    from exactmem.exact import format_rational
+    from exactmem.core.exact import format_rational
 
     lo, hi = bounds
     return format_rational(lo) if lo == hi else f"[{format_rational(lo)}, {format_rational(hi)}]"
@@ -233,7 +233,7 @@ def _ball_row(p: BallPrediction, positions: str) -> str:
         if argmax is None:
             return " ".join(map(_interval, bounds)) if len(bounds) > 1 else _interval(bounds[0])
         rival = max(hi for j, (_, hi) in enumerate(bounds) if j != argmax - 1)
-        from exactmem.exact import format_rational
+        from exactmem.core.exact import format_rational
 
         return (
             f"argmax {argmax} (output {argmax} ∈ {_interval(bounds[argmax - 1])}, every other "
@@ -248,7 +248,7 @@ def _ball_row(p: BallPrediction, positions: str) -> str:
 
 
 def _print_balls(args, digest: str, dataset, positions: str, balls: list[BallPrediction]) -> int:
-    from exactmem.exact import format_rational
+    from exactmem.core.exact import format_rational
 
     if args.json:
         from exactmem.commands import emit_json

@@ -1,5 +1,5 @@
 """``exactmem recheck CERT --model M --data D``: re-derive a certificate from the files it names
-and report every difference from the record (:func:`exactmem.certificates.recheck`).
+and report every difference from the record (:func:`exactmem.checks.recheck.recheck`).
 
 Exit 0 when the verdict, the checks, the resources and the hashes are re-derived as recorded;
 1 when anything differs (each difference printed); 2 on bad input."""
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from exactmem.errors import EXIT_REFUTED, EXIT_VERIFIED
-from exactmem.progress import Progress
+from exactmem.core.errors import EXIT_REFUTED, EXIT_VERIFIED
+from exactmem.runtime.progress import Progress
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.certificates import printable, recheck, recheck_json
+    from exactmem.checks.recheck import printable, recheck, recheck_json
 
     progress = Progress(not args.quiet)
     try:

@@ -8,11 +8,11 @@ import difflib
 import sys
 
 from exactmem.commands import emit_json
-from exactmem.errors import EXIT_VERIFIED, InputError
+from exactmem.core.errors import EXIT_VERIFIED, InputError
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import schemas
+    from exactmem.files import schemas
 
     if args.name is None and args.json:
         emit_json([{"name": n, "file": f, "describes": w} for n, (f, w) in schemas.FILES.items()])

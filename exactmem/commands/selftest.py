@@ -1,7 +1,9 @@
 """``exactmem selftest [NAME ...]``: see every check fail. For each construction (default: every
 registered one) build its honest example, which must verify, then apply every breaker of every
-declared check (:class:`exactmem.checklist.CheckSpec`) and certify: the check the breaker names
-must fail (:mod:`exactmem.selftest`). Exit 1 when a breaker is not seen to fail, a declared check
+declared check (:class:`exactmem.checks.checklist.CheckSpec`) and certify: the check the breaker
+names
+must fail (:mod:`exactmem.claims.selftest`). Exit 1 when a breaker is not seen to fail, a declared
+check
 has no breaker, or a construction has no example or no declared checks."""
 
 from __future__ import annotations
@@ -9,12 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from exactmem.errors import EXIT_REFUTED, EXIT_VERIFIED, InputError
+from exactmem.core.errors import EXIT_REFUTED, EXIT_VERIFIED, InputError
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import registry
-    from exactmem.selftest import selftest
+    from exactmem.checks import registry
+    from exactmem.claims.selftest import selftest
 
     # a name imports that plugin alone (a built-in none); no name lists, and so loads, them all
     unknown = [name for name in args.names if registry.find(name) is None]

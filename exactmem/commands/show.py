@@ -6,14 +6,14 @@ as ``verify`` printed it.
 — which proves only that the content is what was hashed, not who wrote it nor that the verdict
 is true: the hash has no key, and anyone can edit a field and hash the file again
 (docs/trust.md, "What a certificate proves"). ``exactmem recheck CERT --model M --data D``
-re-derives the verdict from the model and dataset files (:mod:`exactmem.certificates`)."""
+re-derives the verdict from the model and dataset files (:mod:`exactmem.checks.recheck`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import cast
 
-from exactmem.certificates import printable, read
+from exactmem.checks.recheck import printable, read
 
 __all__ = ["read", "run"]
 

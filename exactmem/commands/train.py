@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from exactmem.errors import EXIT_VERIFIED, InputError
+from exactmem.core.errors import EXIT_VERIFIED, InputError
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,30 +9,32 @@ import json
 import sys
 
 from exactmem.commands import emit_json
-from exactmem.errors import (
+from exactmem.commands.suggest import wrong_task
+from exactmem.core.errors import (
     EXIT_INCONCLUSIVE,
     EXIT_REFUTED,
     EXIT_USAGE,
     EXIT_VERIFIED,
     InputError,
 )
-from exactmem.progress import Progress
-from exactmem.suggest import wrong_task
-from exactmem.wording import plural
+from exactmem.core.wording import plural
+from exactmem.runtime.progress import Progress
 
 EXIT_CODES = {"verified": EXIT_VERIFIED, "refuted": EXIT_REFUTED, "inconclusive": EXIT_INCONCLUSIVE}
 """The exit code of each verdict: 0, 1, 4."""
 
 
 def status(check: dict) -> str:
-    """``ok``, ``FAIL`` or ``undecided`` (the tri-state of :class:`exactmem.verify.Check`)."""
+    """``ok``, ``FAIL`` or ``undecided`` (the tri-state of
+    :class:`exactmem.checks.certificate.Check`)."""
     if check.get("passed"):
         return "ok"
     return "undecided" if check.get("undecided") else "FAIL"
 
 
 def print_certificate(cert: dict) -> None:
-    """The verdict table of a certificate's content (:func:`exactmem.certify.certificate_json`,
+    """The verdict table of a certificate's content
+    (:func:`exactmem.checks.certify.certificate_json`,
     the ``certificate`` field of a certificate file)."""
     res, data, subject = cert["resources"], cert["data"], cert["subject"]
     print(f"verdict: {cert['verdict'].upper()}")
@@ -83,21 +85,21 @@ def print_certificate(cert: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.certify import certificate_json, certify
-    from exactmem.data import load_dataset
-    from exactmem.io import load_model, save_certificate
-    from exactmem.outputs import OutputError, check_output
+    from exactmem.checks.certify import certificate_json, certify
+    from exactmem.core.outputs import OutputError, check_output
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.files.model_files import load_model, save_certificate
 
     tolerance = None  # the criteria are checked before any work, like the output path
     if args.tolerance is not None:
-        from exactmem.exact import parse_rational
+        from exactmem.core.exact import parse_rational
 
         tolerance = parse_rational(args.tolerance, "--tolerance")
         if tolerance < 0:
             raise InputError(f"--tolerance {args.tolerance}: must be ≥ 0")
     reference_tolerance = None
     if args.reference_tolerance is not None:
-        from exactmem.exact import parse_rational
+        from exactmem.core.exact import parse_rational
 
         reference_tolerance = parse_rational(args.reference_tolerance, "--reference-tolerance")
         if reference_tolerance <= 0 or args.reference_logits is None:
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 "--reference-logits"
             )
     if args.construction is not None:
-        from exactmem.certify import checklist_of
+        from exactmem.checks.certify import checklist_of
         from exactmem.commands.build import require_construction
 
         require_construction(args.construction)
@@ -117,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 "--set states the options a construction was built with; give --construction"
             )
-        from exactmem.options import parse_options
+        from exactmem.plugins.options import parse_options
 
         options = parse_options(args.construction, args.set)
     if args.certificate:
@@ -129,12 +131,12 @@ def run(args: argparse.Namespace) -> int:
         dataset = load_dataset(args.data, allow_floats=args.allow_floats)
         reference = None
         if args.reference_logits is not None:
-            from exactmem.certify import output_width
-            from exactmem.reference_logits import read_reference_logits
+            from exactmem.checks.certify import output_width
+            from exactmem.checks.reference_logits import read_reference_logits
 
             reference = read_reference_logits(args.reference_logits, dataset, output_width(model))
     if options:  # what the build would refuse on this dataset cannot have been built
-        from exactmem.options import check_option_limits
+        from exactmem.plugins.options import check_option_limits
 
         check_option_limits(options, dataset)
     if args.construction is not None:  # the checklist's tasks, with those that fit the data
@@ -198,7 +200,7 @@ def _cluster(args: argparse.Namespace, start: bool = True):
             "--processes and --scheduler shard the fast evaluator; the reference evaluator "
             "runs its token-wise sub-layers in --jobs processes of its own"
         )
-    from exactmem.distributed import Cluster, require_dask
+    from exactmem.checks.distributed import Cluster, require_dask
 
     require_dask()
     if not start:
@@ -207,7 +209,7 @@ def _cluster(args: argparse.Namespace, start: bool = True):
 
 
 def _print_margins(check: dict) -> None:
-    """Per-example margins and the float evaluation beside them (exactmem.verify_margins)."""
+    """Per-example margins and the float evaluation beside them (exactmem.checks.margins)."""
     margins, floats = check.get("margins"), check.get("float")
     if isinstance(margins, dict) and margins.get("smallest") is not None:
         spread = ", ".join(f"{k} {_printable(v)}" for k, v in margins.items() if k.startswith("q"))

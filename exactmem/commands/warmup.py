@@ -1,5 +1,5 @@
 """``exactmem warmup``: compile every numba kernel up front, into the per-user cache
-(:mod:`exactmem.jit`), so that no later run compiles — a run loads a cached kernel in
+(:mod:`exactmem.runtime.jit`), so that no later run compiles — a run loads a cached kernel in
 milliseconds, whatever its size."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import argparse
 import time
 
 from exactmem.commands import emit_json
-from exactmem.errors import EXIT_VERIFIED
-from exactmem.progress import Progress
+from exactmem.core.errors import EXIT_VERIFIED
+from exactmem.runtime.progress import Progress
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import jit
+    from exactmem.runtime import jit
 
     progress = Progress(not args.quiet)
     progress(f"compiling or loading every kernel (cache: {jit.cache_dir()})", force=True)

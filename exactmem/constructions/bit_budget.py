@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from exactmem.circuit import Circuit, const, var
+from exactmem.constructions.circuit import Circuit, const, var
 from exactmem.constructions.vys import (
     DEFAULT_GADGET,
     MEMORIZER_STEPS,
@@ -19,9 +19,9 @@ from exactmem.constructions.vys import (
     emit,
     pack,
 )
-from exactmem.errors import InputError
-from exactmem.model import MLP
-from exactmem.progress import Steps
+from exactmem.core.errors import InputError
+from exactmem.core.model import MLP
+from exactmem.runtime.progress import Steps
 
 __all__ = ["budget_group_size", "build_split_memorizer"]
 

@@ -1,13 +1,13 @@
 """The built-in constructions' builders as the registry calls them
-(:attr:`exactmem.checklist.Construction.builder`): ``function(dataset, options, progress)``
+(:attr:`exactmem.checks.checklist.Construction.builder`): ``function(dataset, options, progress)``
 returning the model. Untrusted code, imported only by ``build`` and ``selftest``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from exactmem.data import Dataset
-from exactmem.model import Transformer
+from exactmem.core.model import Transformer
+from exactmem.datasets.dataset import Dataset
 
 Progress = Callable[..., None] | None
 

@@ -34,12 +34,12 @@ from typing import Any
 from flint import arb_mat, ctx
 from gmpy2 import mpq
 
-from exactmem.attention_data import random_associations
-from exactmem.balls import ball_midpoint, softmax_balls, to_ball
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
-from exactmem.progress import Steps
+from exactmem.core.balls import ball_midpoint, softmax_balls, to_ball
+from exactmem.core.errors import InputError
+from exactmem.core.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
+from exactmem.datasets.attention_data import random_associations
+from exactmem.datasets.dataset import Dataset
+from exactmem.runtime.progress import Steps
 
 __all__ = [
     "DanaWitness",

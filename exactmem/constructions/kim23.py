@@ -65,11 +65,18 @@ from exactmem.constructions.vys import (
     build_memorizer,
     integer_projection,
 )
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.model import MLP, Affine, Attention, AttentionHead, PositionalEncoding, Transformer
-from exactmem.progress import Steps
-from exactmem.sequences import canonical_tokens, check_consistency, view
+from exactmem.core.errors import InputError
+from exactmem.core.model import (
+    MLP,
+    Affine,
+    Attention,
+    AttentionHead,
+    PositionalEncoding,
+    Transformer,
+)
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import canonical_tokens, check_consistency, view
+from exactmem.runtime.progress import Steps
 
 __all__ = [
     "LANES",

@@ -15,12 +15,13 @@ the values). At the temperature λ = bitlen(4(n − 1)R), e^{λ} > 2^{λ} > 4(n 
   n·mean = β_r·c_r + α_r·c_r·M_r to S. As c_r ≥ 1, (c_r, c_r·M_r)_r determines (M_r, c_r)_r,
   so the functional is drawn on those vectors, as in the hardmax version.
 
-The verifier certifies the re-quantization on the evaluated network (exactmem.verify_kim23).
+The verifier certifies the re-quantization on the evaluated network
+(exactmem.checks.measures.kim23).
 """
 
 from __future__ import annotations
 
-from exactmem.model import MLP, Affine, Attention, AttentionHead
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead
 
 __all__ = ["SOFT_LANES", "count_soft", "max_read_soft", "reset_soft", "temperature_for"]
 

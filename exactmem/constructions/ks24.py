@@ -7,7 +7,7 @@ W_K, W_V ∈ Q^{1×d}, W_O ∈ Q^{d×1}, the residual attention Z + W_O W_V Z so
 the projection step and the FFN reading "about two ReLU units per context id" are our
 reconstruction of it; the choices of v, λ, β and the exact re-quantizer are ours. Step by step:
 
-1. hypothesis, checked exactly (:mod:`exactmem.separation`): tokenwise (r_min, r_max, ε)-
+1. hypothesis, checked exactly (:mod:`exactmem.datasets.separation`): tokenwise (r_min, r_max, ε)-
    separated tokens, pairwise distinct within each sequence; labels a function of (token,
    multiset of the sequence), as in any permutation-equivariant model;
 2. projection: an integer direction v with s = vᵀz distinct on the distinct tokens (the paper
@@ -48,13 +48,13 @@ from typing import Any
 from flint import arb, ctx
 from gmpy2 import mpq
 
-from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
-from exactmem.data import Dataset
-from exactmem.errors import InconclusiveError, InputError
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
-from exactmem.progress import Steps
-from exactmem.separation import require_separated
-from exactmem.sequences import check_consistency
+from exactmem.core.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
+from exactmem.core.errors import InconclusiveError, InputError
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.separation import require_separated
+from exactmem.datasets.sequences import check_consistency
+from exactmem.runtime.progress import Steps
 
 __all__ = ["KS24Witness", "build", "context_ids", "random_instance"]
 

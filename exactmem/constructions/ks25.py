@@ -35,8 +35,8 @@ import numpy as np
 from flint import arb, ctx, fmpq
 from gmpy2 import mpq
 
-from exactmem.circuit import Circuit
 from exactmem.constructions.bit_budget import build_split_memorizer
+from exactmem.constructions.circuit import Circuit
 from exactmem.constructions.memorizer_arrays import IntegerPoints, build_memorizer_on_rows
 from exactmem.constructions.vys import (
     DEFAULT_GADGET,
@@ -47,12 +47,11 @@ from exactmem.constructions.vys import (
     build_memorizer,
     integer_projection,
 )
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.exact_arrays import LIMIT, exact, first_seen_ids, rational_table, top
-from exactmem.model import MLP, Affine, Attention, AttentionHead, Transformer
-from exactmem.progress import Steps
-from exactmem.sequences import (
+from exactmem.core.errors import InputError
+from exactmem.core.exact_arrays import LIMIT, exact, first_seen_ids, rational_table, top
+from exactmem.core.model import MLP, Affine, Attention, AttentionHead, Transformer
+from exactmem.datasets.dataset import Dataset
+from exactmem.datasets.sequences import (
     Multiset,
     check_consistency,
     multiset_of,
@@ -61,6 +60,7 @@ from exactmem.sequences import (
     view,
     with_positions,
 )
+from exactmem.runtime.progress import Steps
 
 __all__ = [
     "KS25Witness",
@@ -305,7 +305,7 @@ def _three_lanes(mlp: MLP) -> MLP:
 def _token_ids_only(proj: Projection, dim: int, label: str) -> MLP:
     """F^(FF)_1 when A = ∅ (one distinct multiset): φ̃ ≡ 0, token ids only (Kajitsuka & Sato
     2025)."""
-    from exactmem.circuit import const, var
+    from exactmem.constructions.circuit import const, var
 
     names = tuple(f"x{j}" for j in range(dim))
     circ = Circuit(names)
@@ -326,7 +326,7 @@ def _uniform_attention(score: str) -> Attention:
 
 
 def parse_direction(text: str | Sequence) -> tuple[mpq, ...]:
-    from exactmem.exact import parse_rational
+    from exactmem.core.exact import parse_rational
 
     parts = text.split(",") if isinstance(text, str) else list(text)
     v = tuple(parse_rational(p, f"paper_direction[{i}]") for i, p in enumerate(parts))
@@ -450,7 +450,7 @@ def build(
     progress: Callable[..., Any] | None = None,
 ):
     """Build one of the Kajitsuka–Sato Transformers (``variant``, see :data:`VARIANTS`);
-    ``progress`` hears its steps (:class:`exactmem.progress.Steps`)."""
+    ``progress`` hears its steps (:class:`exactmem.runtime.progress.Steps`)."""
     if variant not in VARIANTS:
         raise InputError(f"unknown variant {variant!r}")
     if variant == "ks25-bit-budget" and not options.get("bit_budget"):

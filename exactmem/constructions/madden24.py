@@ -45,12 +45,19 @@ from typing import Any
 from flint import arb, arb_mat, ctx
 from gmpy2 import mpq
 
-from exactmem.attention_data import random_contexts
-from exactmem.balls import ball_midpoint, gelu_ball, softmax_balls, to_ball
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.model import MLP, Affine, Attention, AttentionHead, PositionalEncoding, Transformer
-from exactmem.progress import Steps
+from exactmem.core.balls import ball_midpoint, gelu_ball, softmax_balls, to_ball
+from exactmem.core.errors import InputError
+from exactmem.core.model import (
+    MLP,
+    Affine,
+    Attention,
+    AttentionHead,
+    PositionalEncoding,
+    Transformer,
+)
+from exactmem.datasets.attention_data import random_contexts
+from exactmem.datasets.dataset import Dataset
+from exactmem.runtime.progress import Steps
 
 __all__ = [
     "MaddenWitness",

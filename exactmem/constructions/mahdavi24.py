@@ -42,17 +42,17 @@ from typing import Any
 from flint import arb_mat, ctx, fmpq, fmpq_mat
 from gmpy2 import mpq
 
-from exactmem.assumptions import mahdavi_assumptions as check_assumptions
-from exactmem.assumptions import mahdavi_capacity as capacity
-from exactmem.assumptions import mahdavi_examples as examples
-from exactmem.assumptions import rank_of
-from exactmem.assumptions import shared_context_rank_ceiling as rank_ceiling
-from exactmem.attention_data import random_instance
-from exactmem.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.model import Affine, Attention, AttentionHead, Transformer
-from exactmem.progress import Steps
+from exactmem.core.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
+from exactmem.core.errors import InputError
+from exactmem.core.model import Affine, Attention, AttentionHead, Transformer
+from exactmem.datasets.assumptions import mahdavi_assumptions as check_assumptions
+from exactmem.datasets.assumptions import mahdavi_capacity as capacity
+from exactmem.datasets.assumptions import mahdavi_examples as examples
+from exactmem.datasets.assumptions import rank_of
+from exactmem.datasets.assumptions import shared_context_rank_ceiling as rank_ceiling
+from exactmem.datasets.attention_data import random_instance
+from exactmem.datasets.dataset import Dataset
+from exactmem.runtime.progress import Steps
 
 __all__ = [
     "MahdaviWitness",

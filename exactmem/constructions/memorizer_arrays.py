@@ -7,7 +7,7 @@ gigabytes and minutes; here they are one int64 matrix over a common denominator
 Stage II run on whole arrays. The draws, keys, groups and packed integers are those of
 :func:`~exactmem.constructions.vys.build_memorizer` on the same points — the model is the same,
 byte for byte — and every product is proved to fit in int64 before it is taken (exact Python
-integers otherwise, :mod:`exactmem.exact_arrays`).
+integers otherwise, :mod:`exactmem.core.exact_arrays`).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from exactmem.constructions.vys import (
     memorizer_network,
     paper_group_size,
 )
-from exactmem.errors import InputError
-from exactmem.exact import bitlen
-from exactmem.exact_arrays import LIMIT, first_seen_ids, top
-from exactmem.model import MLP
-from exactmem.progress import Steps
+from exactmem.core.errors import InputError
+from exactmem.core.exact import bitlen
+from exactmem.core.exact_arrays import LIMIT, first_seen_ids, top
+from exactmem.core.model import MLP
+from exactmem.runtime.progress import Steps
 
 __all__ = ["IntegerPoints", "build_memorizer_on_rows", "pack_rows", "projection_of_rows"]
 

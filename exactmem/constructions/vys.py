@@ -44,14 +44,20 @@ from typing import Any
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.circuit import Circuit, Lin, const, var
-from exactmem.data import Dataset
-from exactmem.errors import InputError
-from exactmem.exact import bitlen
-from exactmem.exact_arrays import LIMIT
-from exactmem.gadgets import and_bit, interval_match, interval_match_finish, step, tent
-from exactmem.model import MLP, Transformer
-from exactmem.progress import Steps
+from exactmem.constructions.circuit import Circuit, Lin, const, var
+from exactmem.constructions.gadgets import (
+    and_bit,
+    interval_match,
+    interval_match_finish,
+    step,
+    tent,
+)
+from exactmem.core.errors import InputError
+from exactmem.core.exact import bitlen
+from exactmem.core.exact_arrays import LIMIT
+from exactmem.core.model import MLP, Transformer
+from exactmem.datasets.dataset import Dataset
+from exactmem.runtime.progress import Steps
 
 __all__ = [
     "DEFAULT_GADGET",
@@ -223,7 +229,7 @@ def _stage3_peel(
     key bits are peeled off U from layer kL, its match is read there; its label bits are
     peeled off W from layer kL + 1, so that every label bit reads the probed W[k] unit (the
     output depends on the input only through the checked W[k] and match[k]:
-    :mod:`exactmem.dataflow`), and gated by the match one layer later. The last slot peels no
+    :mod:`exactmem.checks.dataflow`), and gated by the match one layer later. The last slot peels no
     key bits (its key is U itself)."""
     L = max(rho, c + 1)
     total = stage3_layers("peel", K, rho, c)
@@ -395,7 +401,7 @@ def _stage3_tent(
     Slot k's select σ(y − 2^c(1 − m)) reads the probed label lane y and the carried match one
     layer after its last layer (the next slot's first, or a layer of its own after the last
     slot), so that the output depends on the input only through the checked label[k] and
-    match[k] (:mod:`exactmem.dataflow`)."""
+    match[k] (:mod:`exactmem.checks.dataflow`)."""
     Su, Sw = 2 ** (K * rho + 1), 2 ** (K * c + 1)
     zu, zu2 = 2 * U, 2 * U + 1  # z = u/2^n and z' = z + 2^{-(n+1)}, in units of 2^{-(n+1)}
     zw, zw2 = 2 * W, 2 * W + 1
@@ -734,7 +740,7 @@ def build(
 ) -> tuple[Transformer, MemorizerWitness]:
     """``build --construction vys``: memorize a ``points`` dataset (duplicates with equal
     labels are merged; the verifier still checks every point). ``progress`` hears its steps
-    (:class:`exactmem.progress.Steps`)."""
+    (:class:`exactmem.runtime.progress.Steps`)."""
     if dataset.task != "points":
         raise InputError(
             f"construction 'vys' needs task 'points', the dataset has {dataset.task!r}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactmem.jit import njit
+from exactmem.runtime.jit import njit
 
 __all__ = ["warm", "witness_rows"]
 

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.evaluate.layernorm import layer_norm_floats
-from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
-from exactmem.weight_rows import BlockRows
+from exactmem.core.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
+from exactmem.core.weight_rows import BlockRows
 
 __all__ = ["as_float", "float_logits"]
 
@@ -44,7 +43,7 @@ def _matrix(a: Affine) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Block:
-    """A block map's weights (:class:`exactmem.weight_rows.BlockRows`) in float64 as a block:
+    """A block map's weights (:class:`exactmem.core.weight_rows.BlockRows`) in float64 as a block:
     ``W·z`` is ``block·z[cols_at]`` placed at ``rows_at`` (the other rows of W are 0)."""
 
     def __init__(self, a: Affine, scaled: np.ndarray):
@@ -190,3 +189,20 @@ def _float_logits(model, vocab, sequences, positions: str = "last") -> np.ndarra
             z = _apply(cache, model.unembed, z)
         rows.append(z.T if positions == "all" else z[:, -1])
     return np.array(rows)
+
+
+def layer_norm_floats(ln: LayerNorm, z: np.ndarray) -> np.ndarray:
+    """float64 layer norm of every column of ``z`` (shape ``[width, positions]``)."""
+    if ln.source is None or ln.target is None:
+        return _floats(ln, z)
+    out = z.copy()
+    out[ln.target : ln.target + ln.width] = _floats(ln, z[ln.source : ln.source + ln.width])
+    return out
+
+
+def _floats(ln: LayerNorm, z: np.ndarray) -> np.ndarray:
+    gain = np.array([as_float(g) for g in ln.gain])[:, None]
+    bias = np.array([as_float(b) for b in ln.bias])[:, None]
+    centred = z - z.mean(axis=0, keepdims=True)
+    var = (centred * centred).mean(axis=0, keepdims=True)
+    return gain * centred / np.sqrt(var + as_float(ln.eps)) + bias

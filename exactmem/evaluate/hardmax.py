@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from exactmem.model import Attention
+from exactmem.core.model import Attention
 
 __all__ = ["hardmax_mix"]
 
@@ -23,7 +23,7 @@ __all__ = ["hardmax_mix"]
 def _lanes(a, X, den: int, size: int) -> tuple[np.ndarray, int]:
     """(W·x)/D of every distinct row as a (size, out) object matrix of numerators, and their
     denominator den·D (attention maps have no bias)."""
-    from exactmem.evaluate.reference import _affine
+    from exactmem.evaluate.arithmetic import _affine
 
     cols, d = _affine(a, [np.asarray(c, dtype=object) for c in X], den, size)
     return np.stack(cols, axis=1) if cols else np.zeros((size, 0), object), d
@@ -41,8 +41,9 @@ def hardmax_mix(
     """(numerators per distinct row in first-seen order, denominator, index, columns whose
     scores were unequal) of a hardmax attention sub-layer, as the reference computes them.
     With ``record`` (a list) each head's queries, keys, values, scores and weights are
-    appended to it as a :class:`~exactmem.evaluate.reference.HeadRecord`."""
-    from exactmem.evaluate.reference import HeadRecord, _reduce
+    appended to it as a :class:`~exactmem.evaluate.records.HeadRecord`."""
+    from exactmem.evaluate.arithmetic import _reduce
+    from exactmem.evaluate.records import HeadRecord
 
     N, n = index.shape
     size = len(X[0]) if X else 0

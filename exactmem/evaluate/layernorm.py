@@ -1,4 +1,4 @@
-"""Layer normalisation (:class:`exactmem.model.LayerNorm`) in each arithmetic the evaluators
+"""Layer normalisation (:class:`exactmem.core.model.LayerNorm`) in each arithmetic the evaluators
 use: exact rationals where the square root is rational, Arb balls always, float64 for the
 float evaluation printed beside a certificate.
 
@@ -14,16 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import gmpy2
-import numpy as np
 from flint import arb
 from gmpy2 import mpq
 
-from exactmem.balls import to_ball
-from exactmem.errors import InconclusiveError
-from exactmem.exact import format_rational
-from exactmem.model import LayerNorm
+from exactmem.core.balls import to_ball
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.exact import format_rational
+from exactmem.core.model import LayerNorm
 
-__all__ = ["layer_norm_balls", "layer_norm_exact", "layer_norm_floats", "rational_sqrt"]
+__all__ = ["layer_norm_balls", "layer_norm_exact", "rational_sqrt"]
 
 
 def rational_sqrt(value: mpq) -> mpq | None:
@@ -79,22 +78,3 @@ def _balls(ln: LayerNorm, x: Sequence[arb]) -> list[arb]:
         to_ball(g) * c / root + to_ball(b)
         for g, c, b in zip(ln.gain, centred, ln.bias, strict=True)
     ]
-
-
-def layer_norm_floats(ln: LayerNorm, z: np.ndarray) -> np.ndarray:
-    """float64 layer norm of every column of ``z`` (shape ``[width, positions]``)."""
-    if ln.source is None or ln.target is None:
-        return _floats(ln, z)
-    out = z.copy()
-    out[ln.target : ln.target + ln.width] = _floats(ln, z[ln.source : ln.source + ln.width])
-    return out
-
-
-def _floats(ln: LayerNorm, z: np.ndarray) -> np.ndarray:
-    from exactmem.evaluate.floats import as_float
-
-    gain = np.array([as_float(g) for g in ln.gain])[:, None]
-    bias = np.array([as_float(b) for b in ln.bias])[:, None]
-    centred = z - z.mean(axis=0, keepdims=True)
-    var = (centred * centred).mean(axis=0, keepdims=True)
-    return gain * centred / np.sqrt(var + as_float(ln.eps)) + bias

@@ -19,7 +19,7 @@ import numpy as np
 from flint import arb, arb_mat, ctx, fmpq
 from gmpy2 import mpq
 
-from exactmem.balls import (
+from exactmem.core.balls import (
     activation_ball,
     ball_bounds,
     ball_midpoint,
@@ -27,10 +27,10 @@ from exactmem.balls import (
     softmax_balls,
     to_ball,
 )
-from exactmem.errors import InconclusiveError, InputError
+from exactmem.core.errors import InconclusiveError, InputError
+from exactmem.core.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
+from exactmem.core.weight_rows import BlockRows
 from exactmem.evaluate.layernorm import layer_norm_balls
-from exactmem.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
-from exactmem.weight_rows import BlockRows
 
 __all__ = [
     "BallTrace",
@@ -78,7 +78,7 @@ BLOCK_ENTRIES = 1 << 21  # rows of a block map made into one Arb matrix at a tim
 
 
 def _block_batch(a: Affine, cols: list) -> list[list[arb]]:
-    """A block map (:class:`exactmem.weight_rows.BlockRows`) on many columns of balls: its
+    """A block map (:class:`exactmem.core.weight_rows.BlockRows`) on many columns of balls: its
     integer coefficients (float64 entries that are integers, so exact Arb balls) multiplied
     in Arb by the inputs at its columns, a slice of rows at a time; each output rounded once,
     plus the bias, over the denominator — as the dense product of :func:`_affine`."""
@@ -306,7 +306,7 @@ def _exact_prefix(model: Transformer, vocab, sequences, stop: int):
     (a tie of two balls of radius > 0 never is)."""
     from dataclasses import replace
 
-    from exactmem.evaluate import reference
+    from exactmem.evaluate import arithmetic, reference
     from exactmem.evaluate.layernorm import layer_norm_exact
 
     # the exact values must stay within --max-value-bits, as in the reference's own run
@@ -334,7 +334,7 @@ def _exact_prefix(model: Transformer, vocab, sequences, stop: int):
                 flat = [c for cols in seqs for c in cols]
                 X, den = reference._to_batch(flat, len(flat[0]) if flat else sub.in_dim)
                 X, den = reference._mlp(sub, X, den, len(flat), si, lambda *a: None, [])
-                seqs = _unflatten(reference._columns(X, den), seqs)
+                seqs = _unflatten(arithmetic._columns(X, den), seqs)
             elif isinstance(sub, PositionalEncoding):
                 seqs = [
                     [
@@ -353,10 +353,10 @@ def _exact_prefix(model: Transformer, vocab, sequences, stop: int):
 
 
 def _exact_affine(a: Affine, cols: list[tuple[mpq, ...]]) -> list[tuple[mpq, ...]]:
-    from exactmem.evaluate import reference
+    from exactmem.evaluate import arithmetic, reference
 
     X, den = reference._to_batch(cols, a.in_dim)
-    return reference._columns(*reference._affine(a, X, den, len(cols)))
+    return arithmetic._columns(*arithmetic._affine(a, X, den, len(cols)))
 
 
 def _embedded_token(a: Affine, t: int) -> tuple[mpq, ...]:
@@ -408,7 +408,7 @@ def run_balls(
     A model with hardmax attention is evaluated exactly (the reference evaluator's steps) up to
     its last hardmax layer or its first transcendental step, whichever comes first, so that
     hardmax ties are decided on exact scores; a hardmax layer after a transcendental step is
-    enclosed by :func:`~exactmem.balls.hardmax_balls`."""
+    enclosed by :func:`~exactmem.core.balls.hardmax_balls`."""
     if positions not in ("all", "last"):
         raise ValueError("positions must be 'all' or 'last'")
     _check_inputs(model, sequences)

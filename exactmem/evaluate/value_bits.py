@@ -16,8 +16,10 @@ magnitudes, and bounds
   over at most n keys, so it multiplies the denominator by lcm(1..n), n for uniform weights
   over all keys — Kajitsuka & Sato 2025, eqs. (1), (39)),
 
-and refuses (:class:`~exactmem.errors.InputError`, exit 2) a model whose numerators could exceed
-``--max-value-bits`` (:class:`exactmem.limits.Limits`). Every numerator either evaluator makes is
+and refuses (:class:`~exactmem.core.errors.InputError`, exit 2) a model whose numerators could
+exceed
+``--max-value-bits`` (:class:`exactmem.core.limits.Limits`). Every numerator either evaluator makes
+is
 at most A × that denominator — the evaluators reduce by common factors, which only shrinks
 them — so the bound holds for the reference and the fast evaluator alike, and the work of an
 evaluation is bounded by (weights) × (multiplications of at most that many bits).
@@ -50,8 +52,8 @@ from dataclasses import dataclass
 import gmpy2
 from gmpy2 import mpfr
 
-from exactmem.errors import InputError
-from exactmem.model import (
+from exactmem.core.errors import InputError
+from exactmem.core.model import (
     MLP,
     Affine,
     Attention,

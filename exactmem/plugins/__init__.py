@@ -1,5 +1,5 @@
 """The built-in constructions, each registered as a plugin through the same entry-point group
-a third party uses (:mod:`exactmem.registry`). A module here imports its trusted checklist
+a third party uses (:mod:`exactmem.checks.registry`). A module here imports its trusted checklist
 and names its builder by import path only: certifying never imports a builder."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from exactmem.checklist import Checklist, Construction, Evidence
+from exactmem.checks.checklist import Checklist, Construction, Evidence
 
 
 def builtin(
@@ -26,12 +26,12 @@ def builtin(
     """A built-in construction: its checklist's checks are the mechanisms module's CheckSpecs
     and the declared bounds' (``source`` names where the bounds come from); its builder is
     ``exactmem.constructions.builders:<name>``, its options and description those of
-    :mod:`exactmem.options`, its example the mechanisms module's; ``bound_defines`` are the
-    names its bound formulas use (:attr:`~exactmem.checklist.Checklist.bound_defines`), the
+    :mod:`exactmem.plugins.options`, its example the mechanisms module's; ``bound_defines`` are the
+    names its bound formulas use (:attr:`~exactmem.checks.checklist.Checklist.bound_defines`), the
     bound breakers aim past the bounds at the example's options. ``checklist`` holds the
-    remaining :class:`~exactmem.checklist.Checklist` fields (tasks, evaluates, …)."""
-    from exactmem.mechanisms.resources import bound_specs
-    from exactmem.options import CONSTRUCTIONS, OPTIONS
+    remaining :class:`~exactmem.checks.checklist.Checklist` fields (tasks, evaluates, …)."""
+    from exactmem.checks.mechanisms.resources import bound_specs
+    from exactmem.plugins.options import CONSTRUCTIONS, OPTIONS
 
     example_options = getattr(mechanisms, "EXAMPLE_OPTIONS", {}).get(name, {})
     defines = dict(bound_defines or {})

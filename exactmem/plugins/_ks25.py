@@ -1,5 +1,5 @@
 """The checklist shared by the Kajitsuka & Sato 2025 constructions (Theorem 4.1 and its
-variants): items 3–9 and both memorizers' Lemma C.1 stages (:func:`exactmem.verify_ks25.
+variants): items 3–9 and both memorizers' Lemma C.1 stages (:func:`exactmem.checks.measures.ks25.
 check_ks25`), and Theorem 4.2 on the constant sequences of the dataset's tokens, which the core
 runs with the other lower bounds (``lower_bound.theorem_4_2``)."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from exactmem.checklist import Construction, Evidence
+from exactmem.checks.certificate import Check
+from exactmem.checks.checklist import Construction, Evidence
 from exactmem.plugins import builtin
-from exactmem.verify import Check
 
 PAPER = "Kajitsuka & Sato 2025"
 
@@ -57,7 +57,7 @@ def memorizer_bounds(items: str, width: str) -> tuple[dict[str, str], dict[str, 
 
 def checklist_run(variant: str) -> Callable[[Evidence], list[Check]]:
     def run(evidence: Evidence) -> list[Check]:
-        from exactmem.verify_ks25 import check_ks25
+        from exactmem.checks.measures.ks25 import check_ks25
 
         assert evidence.trace is not None  # evaluates "exact"
         budget = evidence.options.get("bit_budget")  # the user's --set, never the file's
@@ -79,7 +79,7 @@ def ks25_construction(
     consistency: str | None = None,
     bound_defines: Mapping[str, Any] | None = None,
 ) -> Construction:
-    from exactmem.mechanisms import ks25 as mechanisms
+    from exactmem.checks.mechanisms import ks25 as mechanisms
 
     return builtin(
         name,

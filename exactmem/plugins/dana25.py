@@ -1,20 +1,21 @@
 """The built-in construction ``dana25`` (Dana, Pydi & Chevaleyre 2025), registered as a plugin:
-its checklist is :func:`exactmem.verify_attention.dana_checks` (Lemma 2's feature rank on Arb
+its checklist is :func:`exactmem.checks.attention.dana_checks` (Lemma 2's feature rank on Arb
 balls, capacity H·d_h + d)."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Evidence
-from exactmem.mechanisms import dana25 as mechanisms
+from exactmem.checks.certificate import Check
+from exactmem.checks.checklist import Evidence
+from exactmem.checks.mechanisms import dana25 as mechanisms
 from exactmem.plugins import builtin
-from exactmem.verify import Check
 
 PAPER = "Dana, Pydi & Chevaleyre 2025"
 NAME = "dana25"
 
 # proofs/dana25.toml's [tight] depth, and the width and dense parameters of every model the
 # builder makes (constructions/dana25.py): the heads' s·H is at most N·max(2, N) within the
-# option limits of exactmem/options.py (H ≤ N, d_h ≤ D ≤ max(2, N)); the embedding dimension D
+# option limits of exactmem/plugins/options.py (H ≤ N, d_h ≤ D ≤ max(2, N)); the embedding
+# dimension D
 # is bounded by the same W = N·max(2, N), which also holds for a D the builder is given past the
 # option limit (up to N²). The parameters are E (D × ω, bias D), the positional table (n × D),
 # per head a query and a key row (D each), W_V (d_h × D) and W_O (D × d_h) — 2D(H + Σ d_h) ≤
@@ -29,7 +30,7 @@ BOUNDS = {
 
 
 def run(evidence: Evidence) -> list[Check]:
-    from exactmem.verify_attention import dana_checks
+    from exactmem.checks.attention import dana_checks
 
     return dana_checks(evidence.model, evidence.dataset)
 

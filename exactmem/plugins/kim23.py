@@ -1,13 +1,14 @@
 """The built-in construction ``kim23`` (Kim, Kim & Mozafari 2023), registered as a plugin: its
-checklist (:func:`exactmem.verify_kim23.check_kim23`) reads the core's exact evaluation of the
+checklist (:func:`exactmem.checks.measures.kim23.check_kim23`) reads the core's exact evaluation of
+the
 model's hardmax limit, and certifies a softmax model equal to that limit."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Evidence
-from exactmem.mechanisms import kim23 as mechanisms
+from exactmem.checks.certificate import Check
+from exactmem.checks.checklist import Evidence
+from exactmem.checks.mechanisms import kim23 as mechanisms
 from exactmem.plugins import builtin
-from exactmem.verify import Check
 
 PAPER = "Kim, Kim & Mozafari 2023"
 NAME = "kim23"
@@ -46,7 +47,7 @@ BOUNDS = {
 
 
 def run(evidence: Evidence) -> list[Check]:
-    from exactmem.verify_kim23 import check_kim23
+    from exactmem.checks.measures.kim23 import check_kim23
 
     assert evidence.trace is not None  # evaluates the hardmax limit exactly
     return check_kim23(evidence.trace, evidence.model, evidence.dataset, evidence.view)

@@ -1,14 +1,14 @@
 """The built-in construction ``ks24`` (Kajitsuka & Sato 2024), registered as a plugin: its
-checklist is :func:`exactmem.verify_ks24.check_ks24` (tokenwise separatedness, the
+checklist is :func:`exactmem.checks.measures.ks24.check_ks24` (tokenwise separatedness, the
 contextual-mapping gap of the rank-one softmax head on Arb balls, the FFN's exact
 re-quantization)."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Evidence
-from exactmem.mechanisms import ks24 as mechanisms
+from exactmem.checks.certificate import Check
+from exactmem.checks.checklist import Evidence
+from exactmem.checks.mechanisms import ks24 as mechanisms
 from exactmem.plugins import builtin
-from exactmem.verify import Check
 
 PAPER = "Kajitsuka & Sato 2024"
 NAME = "ks24"
@@ -26,7 +26,7 @@ BOUNDS = {
 
 
 def run(evidence: Evidence) -> list[Check]:
-    from exactmem.verify_ks24 import check_ks24
+    from exactmem.checks.measures.ks24 import check_ks24
 
     return check_ks24(evidence.model, evidence.dataset)
 

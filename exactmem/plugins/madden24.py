@@ -1,5 +1,5 @@
 """The built-in construction ``madden24`` (Madden, Fox & Thrampoulidis 2024), registered as a
-plugin: its checklist is :func:`exactmem.verify_madden24.madden_checks` (injective
+plugin: its checklist is :func:`exactmem.checks.measures.madden24.madden_checks` (injective
 last-position outputs, full row rank of the GELU features, targets within ``--tolerance``) and
 the dimension count, which reads any model."""
 
@@ -7,18 +7,19 @@ from __future__ import annotations
 
 from gmpy2 import mpq
 
-from exactmem.checklist import Evidence
-from exactmem.data import Dataset
-from exactmem.mechanisms import madden24 as mechanisms
+from exactmem.checks.certificate import Check
+from exactmem.checks.checklist import Evidence
+from exactmem.checks.mechanisms import madden24 as mechanisms
+from exactmem.datasets.dataset import Dataset
 from exactmem.plugins import builtin
-from exactmem.verify import Check
 
 PAPER = "Madden, Fox & Thrampoulidis 2024"
 NAME = "madden24"
 
 # proofs/madden24.toml's [tight] depth, and the width and dense parameters of every model the
 # builder makes at any option value (constructions/madden24.py, within the option limits of
-# exactmem/options.py): widths are the embedding dimension D ≤ max(2, N), the FNN's m ≤ 2N and
+# exactmem/plugins/options.py): widths are the embedding dimension D ≤ max(2, N), the FNN's m ≤ 2N
+# and
 # the C logits; the parameters are E (D × ω, bias D), the positional table (n × D), four D × D
 # attention maps, W₁ (m × D, bias m) and W₂ (C × m, bias C). The fitted bits (the option
 # bits ≤ 4096 sets them) are judged per instance in the claim file
@@ -32,14 +33,14 @@ BOUNDS = {
 
 def require(dataset: Dataset, tolerance: mpq | None) -> None:
     """Target distributions are judged within a tolerance the user gives (exit 2 without)."""
-    from exactmem.verify_madden24 import require_tolerance
+    from exactmem.checks.measures.madden24 import require_tolerance
 
     require_tolerance(dataset, tolerance)
 
 
 def run(evidence: Evidence) -> list[Check]:
-    from exactmem.checklist import guarded
-    from exactmem.verify_madden24 import dimension_count_checks, madden_checks
+    from exactmem.checks.checklist import guarded
+    from exactmem.checks.measures.madden24 import dimension_count_checks, madden_checks
 
     model, dataset = evidence.model, evidence.dataset
     checks = guarded(NAME, lambda: madden_checks(model, dataset, evidence.tolerance))

@@ -1,21 +1,21 @@
 """The built-in construction ``mahdavi24`` (Mahdavi, Liao & Thrampoulidis 2024), registered as a
-plugin: its checklist is :func:`exactmem.verify_attention.mahdavi_checks` (n < d, A1, A2, the
+plugin: its checklist is :func:`exactmem.checks.attention.mahdavi_checks` (n < d, A1, A2, the
 rank of the model's own attention features, capacity H(min(n, d_h) − 1) + 1, Proposition 2's
 ceiling)."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Evidence
-from exactmem.mechanisms import mahdavi24 as mechanisms
+from exactmem.checks.certificate import Check
+from exactmem.checks.checklist import Evidence
+from exactmem.checks.mechanisms import mahdavi24 as mechanisms
 from exactmem.plugins import builtin
-from exactmem.verify import Check
 
 PAPER = "Mahdavi, Liao & Thrampoulidis 2024"
 NAME = "mahdavi24"
 
 # proofs/mahdavi24.toml's [tight] depth, and the width and dense parameters of every model the
 # builder makes at any option value (constructions/mahdavi24.py, within the option limits of
-# exactmem/options.py): the stream holds the d coordinates and at most C outputs (one for
+# exactmem/plugins/options.py): the stream holds the d coordinates and at most C outputs (one for
 # regression), the heads' s·H is at most N·d (H ≤ N, 2 ≤ d_h ≤ d, the builder's own check); the
 # parameters are the embedding ((d + C) × d, bias d + C), per head three d_h × (d + C) maps and
 # a (d + C) × d_h output map, and the read-out (C × (d + C), bias C)
@@ -28,7 +28,7 @@ BOUNDS = {
 
 
 def run(evidence: Evidence) -> list[Check]:
-    from exactmem.verify_attention import mahdavi_checks
+    from exactmem.checks.attention import mahdavi_checks
 
     return mahdavi_checks(evidence.model, evidence.dataset)
 

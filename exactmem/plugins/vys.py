@@ -1,14 +1,15 @@
 """The built-in construction ``vys`` (Vardi, Yehudai & Shamir 2022, Theorem 3.1), registered as a
 plugin: its checklist reads the Lemma C.1 stages of the one memorizing MLP
-(:func:`exactmem.verify.check_memorizer`)."""
+(:func:`exactmem.checks.memorizer.check_memorizer`)."""
 
 from __future__ import annotations
 
-from exactmem.checklist import Evidence
-from exactmem.mechanisms import vys as mechanisms
-from exactmem.model import MLP
+from exactmem.checks.certificate import Check, ChecklistStructureError
+from exactmem.checks.checklist import Evidence
+from exactmem.checks.mechanisms import vys as mechanisms
+from exactmem.checks.memorizer import check_memorizer
+from exactmem.core.model import MLP
 from exactmem.plugins import builtin
-from exactmem.verify import Check, ChecklistStructureError, check_memorizer
 
 PAPER = "Vardi, Yehudai & Shamir 2022, Theorem 3.1"
 NAME = "vys"
@@ -47,7 +48,7 @@ def run(evidence: Evidence) -> list[Check]:
     first = model.sublayers[0] if len(model.sublayers) == 1 else None
     if not isinstance(first, MLP) or model.embed or model.unembed:
         raise ChecklistStructureError("the model is not one MLP")
-    from exactmem.dataflow import memorizer_dataflow
+    from exactmem.checks.dataflow import memorizer_dataflow
 
     expected = dict(enumerate(evidence.dataset.labels))
     checks = check_memorizer(trace, first, expected, lambda r: f"points[{r}]")

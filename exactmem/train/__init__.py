@@ -1,6 +1,6 @@
 """Training small models of the papers' experiments with PyTorch (the optional ``[train]``
 extra), then certifying each trained model exactly: :mod:`exactmem.train.nets` holds the
-networks (each saved in the tensor layout of :mod:`exactmem.architectures`),
+networks (each saved in the tensor layout of :mod:`exactmem.checkpoints.architectures`),
 :mod:`exactmem.train.experiments` the datasets, grids and the results table.
 
 PyTorch is imported only here, lazily: importing, certifying and every other command run
@@ -8,7 +8,7 @@ without it."""
 
 from __future__ import annotations
 
-from exactmem.errors import InputError
+from exactmem.core.errors import InputError
 
 __all__ = ["require_torch"]
 

@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from exactmem.data import Dataset, save_dataset
-from exactmem.errors import InputError
+from exactmem.core.errors import InputError
+from exactmem.datasets.dataset import Dataset
+from exactmem.files.dataset_files import save_dataset
 from exactmem.train import require_torch
 
 __all__ = ["EXPERIMENTS", "Experiment", "TrainedRow", "run_experiment"]
@@ -60,7 +61,7 @@ class TrainedRow:
     examples: int
     config: str
     parameters: int  # the checkpoint's weights, as the papers count them
-    ir_nonzero: int  # the imported model's non-zero parameters (exactmem.model.resources)
+    ir_nonzero: int  # the imported model's non-zero parameters (exactmem.core.model.resources)
     steps: int
     final_loss: float
     torch_accuracy: float
@@ -284,10 +285,10 @@ def certify_checkpoint(path: Path, arch: str, ds: Dataset) -> dict:
     from gmpy2 import mpq
 
     from exactmem.api import import_model
-    from exactmem.certify import certify
+    from exactmem.checks.attention import brief
+    from exactmem.checks.certify import certify
+    from exactmem.core.model import resources
     from exactmem.evaluate.floats import float_logits
-    from exactmem.model import resources
-    from exactmem.verify_attention import brief
 
     model = import_model(path, arch)
     cert = certify(model, ds)
@@ -317,7 +318,7 @@ def certify_checkpoint(path: Path, arch: str, ds: Dataset) -> dict:
             ]
             certified_n = sum(1 for lead in leads if lead > 0)
             refuted_n = len(leads) - certified_n
-    from exactmem.safetensors_io import read_safetensors
+    from exactmem.checkpoints.safetensors_io import read_safetensors
 
     tensors, _ = read_safetensors(path)
     res = resources(model)
@@ -402,7 +403,7 @@ def constructed_rows(exp: Experiment, datasets: dict[str, Dataset], trained: lis
     """For each dataset: the construction's parameters beside the smallest trained model that
     is certified to memorize it (None when none is)."""
     from exactmem.api import build
-    from exactmem.model import resources
+    from exactmem.core.model import resources
 
     rows = []
     for key, ds in datasets.items():
@@ -458,7 +459,7 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         return
     import io
 
-    from exactmem.outputs import write_atomic
+    from exactmem.core.outputs import write_atomic
 
     text = io.StringIO(newline="")
     w = csv.DictWriter(text, fieldnames=list(rows[0]))

@@ -1,4 +1,5 @@
-"""The trained networks, one per architecture of :mod:`exactmem.architectures`, each with
+"""The trained networks, one per architecture of :mod:`exactmem.checkpoints.architectures`, each
+with
 ``tensors()``: its weights as float32 NumPy arrays under that architecture's tensor names, so
 ``exactmem import --arch ARCH`` reads the saved checkpoint. Scores are ``(W_K x)ᵀ(W_Q y)``
 without a ``1/√d_h`` factor (nothing to fold before saving: the saved bits are the trained

@@ -8,7 +8,7 @@ import csv
 import os
 from pathlib import Path
 
-from exactmem.errors import InputError
+from exactmem.core.errors import InputError
 
 __all__ = ["plot_results", "read_rows", "side_by_side_table", "trained_table"]
 
@@ -82,7 +82,7 @@ def plot_results(root: str | os.PathLike, out: str | os.PathLike) -> str:
     label is certified (filled: all of them), and per dataset the construction's non-zero
     parameters against the smallest certified trained model's weights. Returns what was
     drawn."""
-    from exactmem.plot import _colors, _matplotlib, _save, figure_format
+    from exactmem.reports.plot import _colors, _matplotlib, _save, figure_format
 
     fmt = figure_format(out)
     _, Figure, _ = _matplotlib()

@@ -9,6 +9,9 @@ import math
 
 import numpy as np
 
+from exactmem.core.exact_arrays import Gathered, top
+from exactmem.core.model import Affine
+from exactmem.evaluate.arithmetic import Batch
 from exactmem.evaluate.fast import kernels, limits
 from exactmem.evaluate.fast.classes import _Classes
 from exactmem.evaluate.fast.digits import _reach
@@ -20,9 +23,6 @@ from exactmem.evaluate.fast.row_units import _RowUnits
 from exactmem.evaluate.fast.run_layers import _SharedRuns
 from exactmem.evaluate.fast.shared_layer import _SharedLayer
 from exactmem.evaluate.fast.slots import _Slots
-from exactmem.evaluate.reference import Batch
-from exactmem.exact_arrays import Gathered, top
-from exactmem.model import Affine
 
 
 class _Engine(_KeyOrder, _SharedRuns, _SharedLayer, _RowUnits, _Classes, _Slots):
@@ -295,7 +295,7 @@ class _Engine(_KeyOrder, _SharedRuns, _SharedLayer, _RowUnits, _Classes, _Slots)
 
     def _per_class(self, terms, table: np.ndarray, reach: int):
         """A read-out of class-shared lanes alone: its value per class, gathered per row on
-        access (:class:`~exactmem.exact_arrays.Gathered`) — when the rows' classes are already
+        access (:class:`~exactmem.core.exact_arrays.Gathered`) — when the rows' classes are already
         kept for another such read-out, or when its rows would take 8 bytes each (the classes
         take 4): never more memory than the rows."""
         per_class = np.zeros(self.nclass, np.int64)

@@ -8,15 +8,16 @@ from collections.abc import Callable
 import numpy as np
 from gmpy2 import mpq
 
-from exactmem.errors import InconclusiveError
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.model import MLP
 from exactmem.evaluate import reference
+from exactmem.evaluate.arithmetic import Batch
 from exactmem.evaluate.fast import limits
 from exactmem.evaluate.fast.engine import _Engine
 from exactmem.evaluate.fast.lanes import _Fallback, _obj
 from exactmem.evaluate.fast.mixing import mix
-from exactmem.evaluate.reference import Batch, LayerStat
-from exactmem.model import MLP
-from exactmem.progress import tell
+from exactmem.evaluate.records import LayerStat
+from exactmem.runtime.progress import tell
 
 
 def mlp(
@@ -53,9 +54,9 @@ def mlp(
 def _long_values(mlp: MLP, X: Batch, den: int) -> bool:
     """Whether the sub-layer's values may pass :data:`~.limits.ONE_ROW_BITS` bits
     (:mod:`exactmem.evaluate.value_bits`, on its inputs' magnitudes)."""
+    from exactmem.core.exact_arrays import top
+    from exactmem.core.model import Transformer
     from exactmem.evaluate.value_bits import value_bits
-    from exactmem.exact_arrays import top
-    from exactmem.model import Transformer
 
     inputs = [top(np.asarray(col)) for col in X]
     bound = value_bits(Transformer(len(X), (mlp,)), inputs, den, 1, limit=limits.ONE_ROW_BITS)
@@ -65,7 +66,7 @@ def _long_values(mlp: MLP, X: Batch, den: int) -> bool:
 def threads(jobs: int) -> None:
     """Run the parallel kernels on ``jobs`` threads (at most numba's pool; results do not
     depend on it: chunk statistics are merged in chunk order and values are exact)."""
-    from exactmem import jit
+    from exactmem.runtime import jit
 
     jit.set_threads(jobs)
 

@@ -1,11 +1,12 @@
-"""numba kernels folding a step or match lane into per-row state (exactmem.verify's StepFold and
+"""numba kernels folding a step or match lane into per-row state (exactmem.checks.certificate's
+StepFold and
 MatchFold): in the row kernel's pass (:func:`_fold_block`) or apart. Imported lazily."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from exactmem.jit import inner, njit
+from exactmem.runtime.jit import inner, njit
 
 
 @inner
@@ -41,7 +42,8 @@ def _fold_block(values, m, b0, fold, ones, flags, ramp, rise):
 
 @njit(cache=True)
 def step_fold(values, den, j, ones, flags, ramp, rise):
-    """One step lane folded into per-row state (exactmem.verify.StepFold): ``ones`` counts
+    """One step lane folded into per-row state (exactmem.checks.certificate.StepFold): ``ones``
+    counts
     steps equal to 1 (value = den); ``flags`` bit 0: the last binary step was 1 (it starts
     set), bit 1: a step was off {0, 1} (``ramp`` then holds the first such j), bit 2: a 1 came
     after a 0 (``rise`` holds the first such j). ``ramp`` and ``rise`` are written only then:
@@ -54,7 +56,8 @@ def step_fold(values, den, j, ones, flags, ramp, rise):
 
 @njit(cache=True)
 def match_fold(values, den, k, hits, slot, off):
-    """One match lane (slot k) folded into per-row state (exactmem.verify.MatchFold): ``hits``
+    """One match lane (slot k) folded into per-row state (exactmem.checks.certificate.MatchFold):
+    ``hits``
     counts indicators equal to 1 (value = den), ``slot`` is the least k whose indicator is 1
     (−1: none yet), ``off`` the least k whose indicator is neither 0 nor 1 (−1: none). Returns
     how many rows have ``off`` = k now."""

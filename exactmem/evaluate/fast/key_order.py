@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from exactmem.core.model import Affine
 from exactmem.evaluate.fast import kernels, limits
 from exactmem.evaluate.fast.digits import (
     LIMB,
@@ -21,7 +22,6 @@ from exactmem.evaluate.fast.digits import (
 from exactmem.evaluate.fast.lanes import _key, _Lane, _Step
 from exactmem.evaluate.fast.limits import LIMIT
 from exactmem.evaluate.fast.sorted_steps import class_ranges, step_boundary, unit_stats
-from exactmem.model import Affine
 
 
 @dataclass

@@ -28,7 +28,7 @@ from exactmem.evaluate.fast.limb_kernel import (
     _z_may_record,
     _zlimb,
 )
-from exactmem.jit import njit, prange
+from exactmem.runtime.jit import njit, prange
 
 
 @njit(parallel=True, cache=True)

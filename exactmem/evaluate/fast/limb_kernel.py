@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactmem.jit import inner, njit
+from exactmem.runtime.jit import inner, njit
 
 LIMB = 30
 MASK = (1 << LIMB) - 1

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 
+from exactmem.core.exact_arrays import first_seen_ids, plus, times, top
+from exactmem.core.model import Affine
 from exactmem.evaluate import reference
+from exactmem.evaluate.arithmetic import Batch
 from exactmem.evaluate.fast.limits import LIMIT
-from exactmem.evaluate.reference import Batch
-from exactmem.exact_arrays import first_seen_ids, plus, times, top
-from exactmem.model import Affine
 
 
 def _zero_map(a: Affine) -> bool:
@@ -47,7 +47,7 @@ def mix(sub, X: Batch, den: int, index: np.ndarray, keep: range):
     hardmax alike, so the output at q is x_q + Σ_h W_O^h (1/n_k) Σ_k W_V^h x_k. Returns
     (numerators per distinct row in first-seen order, denominator, index), or None when scores
     may differ (the reference evaluator decides those)."""
-    from exactmem.model import Attention, PositionalEncoding
+    from exactmem.core.model import Attention, PositionalEncoding
 
     N, n = index.shape
     size = len(X[0]) if X else 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from exactmem.evaluate.fast.fold_kernel import _fold_block
-from exactmem.jit import inner, njit, prange
+from exactmem.runtime.jit import inner, njit, prange
 
 BIG = np.int64(2**62)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from exactmem.core.model import Affine
 from exactmem.evaluate.fast import limits
 from exactmem.evaluate.fast.lanes import _EMPTY_TABLE, _encode, _key, _Lane, _normal
 from exactmem.evaluate.fast.limits import LIMIT, _chunks
-from exactmem.model import Affine
 
 
 class _RowUnits:

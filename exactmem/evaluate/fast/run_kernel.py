@@ -15,7 +15,7 @@ import numpy as np
 
 from exactmem.evaluate.fast.limb_kernel import _hi, _settle, _view_value
 from exactmem.evaluate.fast.limits import _chunks
-from exactmem.jit import inner, njit, prange
+from exactmem.runtime.jit import inner, njit, prange
 
 __all__ = ["shared_run", "warm"]
 

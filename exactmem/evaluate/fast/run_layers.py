@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from exactmem.core.model import Affine
 from exactmem.evaluate.fast import kernels, limits, shared_runs
 from exactmem.evaluate.fast.digits import _int_of, _limbs
 from exactmem.evaluate.fast.lanes import _Lane
-from exactmem.model import Affine
 
 
 class _SharedRuns:

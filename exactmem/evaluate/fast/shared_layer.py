@@ -8,11 +8,11 @@ from collections import Counter
 
 import numpy as np
 
+from exactmem.core.model import Affine
 from exactmem.evaluate.fast import kernels, limits
 from exactmem.evaluate.fast.digits import LIMB, _int_of, _limbs, _paired, _sparse
 from exactmem.evaluate.fast.lanes import _Lane
 from exactmem.evaluate.fast.limits import LIMIT, _chunks
-from exactmem.model import Affine
 
 _EMPTY_SIG = np.zeros((1, 1), np.int64)
 

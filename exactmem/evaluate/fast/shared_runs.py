@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from exactmem.core.model import Affine
 from exactmem.evaluate.fast.digits import _magnitude_limbs, _paired, _sparse
-from exactmem.model import Affine
 
 __all__ = [
     "MAX_LAYERS",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from exactmem.evaluate.fast.limb_kernel import _add_in_place, _hi, _less, _widest
-from exactmem.jit import inner, njit
+from exactmem.runtime.jit import inner, njit
 
 __all__ = ["step_run", "warm"]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from gmpy2 import mpq
 
 from exactmem import Dataset, InputError, Transformer
-from exactmem.model import MLP, Affine
+from exactmem.core.model import MLP, Affine
 
 __all__ = ["build", "knots_and_weights"]
 

@@ -1,6 +1,7 @@
 """The checklist: what exactmem's trusted core runs on the evaluated network, under
 ``verify --construction relu-interpolant``. Every value it reads comes from the trusted exact
-evaluator (:attr:`exactmem.checklist.Evidence.run`) on the model as its file defines it; nothing
+evaluator (:attr:`exactmem.checks.checklist.Evidence.run`) on the model as its file defines it;
+nothing
 the builder says is believed.
 
 The result (Zhang, Bengio, Hardt, Recht & Vinyals 2017, Theorem 1, on the line): N distinct
@@ -28,9 +29,9 @@ from dataclasses import replace
 from gmpy2 import mpq
 
 from exactmem import Dataset, Transformer
-from exactmem.checklist import Breaker, CheckSpec, Evidence
-from exactmem.model import MLP, Affine
-from exactmem.verify import Check, ChecklistStructureError
+from exactmem.checks.certificate import Check, ChecklistStructureError
+from exactmem.checks.checklist import Breaker, CheckSpec, Evidence
+from exactmem.core.model import MLP, Affine
 
 __all__ = ["CHECKS", "example", "run"]
 
@@ -114,7 +115,7 @@ def _pieces_check(pre: list[tuple[mpq, ...]], order: list[int], xs: list[mpq]) -
 
 
 def run(evidence: Evidence) -> list[Check]:
-    """The checklist's checks on the evaluated network (:class:`exactmem.checklist.Checklist`
+    """The checklist's checks on the evaluated network (:class:`exactmem.checks.checklist.Checklist`
     ``run``)."""
     mlp = _the_mlp(evidence.model)
     pairs = _sorted_points(evidence.dataset)

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from exactmem.checklist import Checklist, Construction
-from exactmem.mechanisms.resources import bound_specs
+from exactmem.checks.checklist import Checklist, Construction
+from exactmem.checks.mechanisms.resources import bound_specs
 
 from . import checklist
 
@@ -12,7 +12,7 @@ NAME = "relu-interpolant"
 
 # the resources the theorem promises: N neurons in one hidden layer (the stream is one wide
 # before and after it), so width N, two affine maps, 3N + 1 dense parameters; each bound has a
-# breaker in exactmem.mechanisms.resources (dead units widen, identity sub-layers deepen)
+# breaker in exactmem.checks.mechanisms.resources (dead units widen, identity sub-layers deepen)
 BOUNDS = {
     "width": "N",
     "depth": "2",

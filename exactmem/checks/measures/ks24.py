@@ -1,0 +1,668 @@
+"""Kajitsuka & Sato 2024's checklist, measured on the model, and seq-to-seq labels of softmax
+models certified on balls.
+
+The model the checklist reads is one softmax self-attention layer with a single head of rank
+one (W_Q, W_K, W_V of one row, W_O of one column) followed by one token-wise FFN — plain or
+residual, of one hidden layer or more — on the raw tokens, with an optional read-out map. Its
+*context id* of a token is what the FFN's first layer reads: wᵀz after the attention, w the
+common direction of that layer's rows (every row a multiple of w, else the model has not the
+structure the checklist reads).
+
+* ``ks24.separation``: the hypothesis — tokenwise (r_min, r_max, ε)-separatedness, exact
+  (r_min > 0), the tokens of every sequence pairwise distinct — and the projection step:
+  s = W_K z distinct on the distinct tokens;
+* ``ks24.boltzmann``: the head is the Boltzmann operator, W_Q = λ·W_K with λ > 0, W_V a non-zero
+  multiple of W_K, and the ids read the head (β = μ·wᵀW_O ≠ 0), from the weights;
+* ``ks24.contextual_mapping``: the ids of different (multiset, token) classes are certified
+  apart — the least distance between the enclosures of two classes, against their widest
+  enclosure — reported beside the paper's worst-case margin δ, which is exponentially small and
+  not what the model is held to; two classes with one exact id refute;
+* ``ks24.requantization`` (an FFN of two hidden layers or more, the construction's form): every
+  unit of the FFN's last hidden layer takes an exact value in {0, 1} at every token.
+
+Every value comes from the trusted evaluators on the model as its file defines it: exactly
+(:func:`exactmem.evaluate.reference.run`) where the head's scores are equal in every column, as
+with λ = 0, else on Arb balls (:func:`exactmem.evaluate.softmax.run_balls`, on the model, its
+prefix up to the attention, or its FFN cut after the last hidden layer) — or, for a ReLU FFN
+with a rank-one first layer, through :func:`exactmem.checks.rank_one.shortcut`, the same function
+exactly rearranged (O(log K) per token; tested against the ball evaluator). A figure left
+undecided up to the precision limit is *inconclusive* (exit 4), unless another check failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from flint import arb, ctx
+from gmpy2 import mpq
+
+from exactmem.checks.attention import brief, judge_columns
+from exactmem.checks.certificate import Check, ChecklistStructureError, _examples
+from exactmem.checks.rank_one import RankOneFFN, rank_one_direction, shortcut
+from exactmem.core.errors import InconclusiveError
+from exactmem.core.exact import format_rational
+from exactmem.core.model import MLP, Affine, Attention
+from exactmem.datasets.separation import Separation, separation
+from exactmem.evaluate.softmax import (
+    MAX_PRECISION,
+    BallTrace,
+    _attention,
+    _mlp,
+    affine_balls,
+    ball_bounds,
+    decide,
+    run_balls,
+    to_ball,
+)
+
+__all__ = ["ball_seq2seq_label_check", "check_ks24", "paper_delta_exponent"]
+
+
+# --------------------------------------------------------------------------- labels on balls
+
+
+def _judge(trace, labels, readout: str, tol: mpq):
+    """(verdict or None, worst figure, bad items) over every position."""
+    items = (
+        (f"sequences[{i}][{k}]", col, y)
+        for i, (out, ys) in enumerate(zip(trace.outputs, labels, strict=True))
+        for k, (col, y) in enumerate(zip(out, ys, strict=True))
+    )
+    return judge_columns(items, readout, tol)
+
+
+@dataclass
+class _Balls:
+    """Ball enclosures of one model on one dataset at one precision, per sequence and
+    position: the outputs, and — when asked — the ids wᵀc read after the attention and the
+    activations of the FFN's last hidden layer."""
+
+    outputs: list | None = None
+    ids: list | None = None
+    hidden: list | None = None
+
+
+_LAST_RUN: list = []  # (model, dataset, precision, values): the labels check and the checklist
+# evaluate the same model at the same precisions; the entry holds its objects, so an `is` match
+# cannot be a recycled id
+
+
+def _cached(model, ds, precision: int) -> _Balls:
+    for m, d, p, values in _LAST_RUN:
+        if m is model and d is ds and p == precision:
+            return values
+    values = _Balls()
+    _LAST_RUN[:] = [(model, ds, precision, values)]
+    return values
+
+
+def _balls(model, ds, precision: int, *, ids=None, hidden: bool = False) -> _Balls:
+    """The enclosures asked for (``ids``: the id direction w), from the ball evaluator
+    (:func:`~exactmem.evaluate.softmax.run_balls`) on the model, or on its prefix up to the
+    attention / its FFN cut after the last hidden layer — or, for the one shape it evaluates,
+    from the same function rearranged (:func:`exactmem.checks.rank_one.shortcut`)."""
+    values = _cached(model, ds, precision)
+    want_ids = ids is not None and values.ids is None
+    want_hidden = hidden and values.hidden is None
+    if values.outputs is not None and not want_ids and not want_hidden:
+        return values
+    fast = shortcut(model)
+    if fast is not None and (ids is None or list(ids) == list(fast.w)):
+        _shortcut(model, ds, precision, fast, values)
+        return values
+    if values.outputs is None:
+        values.outputs = _run(model, ds, precision)
+    if want_ids:
+        att = model.sublayers[0]
+        cols = _run(replace(model, sublayers=(att,), unembed=None), ds, precision)
+        values.ids = [[_dot(ids, c) for c in seq] for seq in cols]
+    if want_hidden:
+        values.hidden = _run(_to_last_hidden(model), ds, precision)
+    return values
+
+
+def _run(model, ds, precision: int) -> list:
+    return run_balls(model, ds.vocab, ds.sequences, precision=precision, positions="all").outputs
+
+
+def _dot(w, column) -> arb:
+    return sum((c * wj for c, wj in zip(column, w, strict=True) if wj), arb(0))
+
+
+def _to_last_hidden(model):
+    """The model with its FFN cut after the last hidden layer's activation: its outputs are
+    that layer's units (an identity read-out keeps the activation, which the evaluator applies
+    between layers)."""
+    att, ffn = model.sublayers
+    width = ffn.layers[-2].out_dim
+    identity = Affine(width, tuple(((j, 1),) for j in range(width)), (0,) * width)
+    cut = replace(ffn, layers=(*ffn.layers[:-1], identity), residual=False, probes=())
+    return replace(model, sublayers=(att, cut), unembed=None)
+
+
+def _shortcut(model, ds, precision: int, fast: RankOneFFN, values: _Balls) -> None:
+    old = ctx.prec
+    ctx.prec = precision
+    try:
+        att, ffn = model.sublayers
+        ids, hidden, outputs = [], [], []
+        for seq in ds.sequences:
+            cols = _attention(att, [[to_ball(x) for x in ds.vocab[t]] for t in seq], False)
+            xs = [_dot(fast.w, c) for c in cols]
+            layers = [
+                fast.layers(x, c) if x.is_finite() else [_mlp(ffn, c)]
+                for x, c in zip(xs, cols, strict=True)
+            ]
+            ids.append(xs)
+            hidden.append([token[-2] if len(token) > 1 else None for token in layers])
+            outs = [token[-1] for token in layers]
+            if model.unembed is not None:
+                outs = [affine_balls(model.unembed, c) for c in outs]
+            outputs.append(outs)
+        values.ids, values.outputs = ids, outputs
+        if len(ffn.layers) > 2:
+            values.hidden = hidden
+    finally:
+        ctx.prec = old
+
+
+def ball_seq2seq_label_check(
+    model, ds, *, readout: str = "label", tolerance: mpq | None = None, limit: int = MAX_PRECISION
+) -> Check:
+    """Labels at every position of a softmax model, certified on Arb balls at rising precision:
+    without ``tolerance`` an output must be *exactly* its label (an enclosure of radius 0)."""
+    tol = mpq(0) if tolerance is None else mpq(tolerance)
+    state: dict = {}
+
+    def evaluate(precision):
+        return BallTrace(_balls(model, ds, precision).outputs, precision)
+
+    def judge(trace):
+        verdict, worst, bad = _judge(trace, ds.labels, readout, tol)
+        state.update(worst=worst, bad=bad)
+        return verdict
+
+    verdict, precision = decide(evaluate, judge, start=min(64, limit), limit=limit)
+    count = sum(len(y) for y in ds.labels)
+    if verdict is None:
+        raise InconclusiveError(
+            f"the enclosures of the outputs stay too wide at {precision} bits to decide every "
+            "label" + (" exactly (pass --tolerance Q)" if tol == 0 and readout == "label" else "")
+        )
+    worst = state["worst"]
+    figures = {
+        "precision": precision,
+        ("min_margin_lower_bound" if readout == "argmax" else "max_error_upper_bound"): (
+            None if worst is None else format_rational(worst)
+        ),
+    }
+    if not verdict:
+        return Check("labels", False, _examples(state["bad"]), figures)
+    if readout == "argmax":
+        detail = f"all {count} argmax labels certified (Arb, {precision} bits)"
+    elif worst == 0:
+        detail = (
+            f"all {count} outputs exactly their labels (enclosures of radius 0; Arb, "
+            f"{precision} bits)"
+        )
+    else:
+        detail = (
+            f"all {count} outputs within {format_rational(tol)} of their labels (Arb, "
+            f"{precision} bits)"
+        )
+    return Check("labels", True, detail, figures)
+
+
+# --------------------------------------------------------------------------- the checklist
+
+
+def _layers(model) -> tuple[Attention, MLP, list[int], list[Fraction]]:
+    """The architecture the checklist reads, the id direction w (primitive integer vector) and
+    the factors a_j ≠ 0 with the FFN's first-layer rows a_j·w."""
+    subs = model.sublayers
+    if (
+        len(subs) != 2
+        or not isinstance(subs[0], Attention)
+        or not isinstance(subs[1], MLP)
+        or model.embed is not None
+        or model.token_inputs
+    ):
+        raise ChecklistStructureError(
+            "Kajitsuka & Sato 2024's model is one attention layer and then one FFN on the raw "
+            "tokens (and an optional read-out map)"
+        )
+    att, ffn = subs
+    if att.score != "softmax" or att.mask != "none" or len(att.heads) != 1:
+        raise ChecklistStructureError("its attention is not one softmax head over every position")
+    if att.scale != 1:  # λ is read from W_Q and W_K alone: a score divisor would change it
+        raise ChecklistStructureError(f"its scores are divided by √{att.scale} (the λ of W_Q, W_K)")
+    h = att.heads[0]
+    if (h.query.out_dim, h.key.out_dim, h.value.out_dim, h.output.in_dim) != (1, 1, 1, 1):
+        raise ChecklistStructureError("its W_Q, W_K, W_V, W_O are not of rank one (1 row/column)")
+    if len(ffn.layers) < 2:
+        raise ChecklistStructureError("its FFN has no hidden layer")
+    found = rank_one_direction(ffn.layers[0])
+    if found is None:
+        raise ChecklistStructureError(
+            "the rows of its FFN's first layer are not multiples of one direction: it reads no "
+            "single context id"
+        )
+    w, factors = found
+    return att, ffn, w, factors
+
+
+def _row(a: Affine) -> list[mpq]:
+    """The one row of a rank-one map as exact rationals (its denominator divided out)."""
+    dense = [mpq(0)] * a.in_dim
+    for c, x in a.rows[0]:
+        dense[c] = mpq(x, a.denominator)
+    return dense
+
+
+def _ratio(row: list[mpq], base: list[mpq]) -> mpq | None:
+    """μ with row = μ·base exactly (base ≠ 0), else None."""
+    pivot = next((i for i, x in enumerate(base) if x), None)
+    if pivot is None:
+        return None
+    mu = row[pivot] / base[pivot]
+    return mu if all(x == mu * y for x, y in zip(row, base, strict=True)) else None
+
+
+def _boltzmann(att: Attention, w: list[int]) -> Check:
+    """The head is the Boltzmann operator of the paper: W_Q = λ·W_K with λ > 0 and W_V = μ·W_K
+    (μ ≠ 0), so token k receives Σ_l s_l e^{λ s_k s_l} / Σ_l e^{λ s_k s_l} (s = W_K z) times
+    μ·W_O, and the ids the FFN reads see it: β = μ·wᵀW_O ≠ 0. Read from the weights, exactly;
+    λ = 0 is plain averaging, which the paper's contextual mapping does not rest on."""
+    h = att.heads[0]
+    key = _row(h.key)
+    lam = _ratio(_row(h.query), key)
+    mu = _ratio(_row(h.value), key)
+    u = [mpq(row[0][1], h.output.denominator) if row else mpq(0) for row in h.output.rows]
+    beta = None if mu is None else mu * sum((a * b for a, b in zip(w, u, strict=True)), mpq(0))
+    bad = []
+    if not any(key):
+        bad.append("W_K = 0: every score is 0")
+    elif lam is None:
+        bad.append("W_Q is not a multiple of W_K: the scores are not λ·s_k·s_l")
+    elif lam <= 0:
+        bad.append(
+            f"W_Q = λ·W_K with λ = {format_rational(lam)}: "
+            + ("plain averaging, no Boltzmann operator" if lam == 0 else "a negative temperature")
+        )
+    if mu is None or mu == 0:
+        bad.append("W_V is not a non-zero multiple of W_K: the values are not the scores' s")
+    elif beta == 0:
+        bad.append("the FFN's id direction w is orthogonal to W_O: the ids never see the head")
+    figures = {
+        "temperature": None if lam is None else format_rational(lam),
+        "beta": None if beta is None else format_rational(beta),
+    }
+    detail = (
+        f"W_Q = λ·W_K with λ = {format_rational(lam)}, W_V = {format_rational(mu)}·W_K, the ids "
+        f"read the head with β = {format_rational(beta)}"
+        if not bad
+        else "; ".join(bad)
+    )
+    return Check("ks24.boltzmann", not bad, detail, figures)
+
+
+def _separation(att: Attention, ds, sep: Separation) -> Check:
+    """The hypothesis, exactly (no zero token, the tokens of a sequence pairwise distinct) and
+    the projection step: s = W_K z takes distinct values on the distinct tokens, so the scores
+    λ s_k s_l tell the tokens apart (the paper's random direction v with |vᵀ(z − z′)| > 0)."""
+    key = _row(att.heads[0].key)
+    seen: dict[mpq, tuple[int, ...]] = {}
+    merged = None
+    for seq in ds.sequences:
+        for t in seq:
+            z = tuple(ds.vocab[t])
+            s = sum((a * b for a, b in zip(key, z, strict=True)), mpq(0))
+            other = seen.setdefault(s, z)
+            if other != z and merged is None:
+                merged = (other, z, s)
+    bad = []
+    if sep.zero_tokens:
+        bad.append(f"vocab[{sep.zero_tokens[0]}] is the zero vector: r_min = 0")
+    if sep.repeats:
+        i, k, j = sep.repeats[0]
+        bad.append(
+            f"sequences[{i}][{j}] and sequences[{i}][{k}] are equal tokens: they receive one "
+            "context id, and a contextual mapping gives every position of a sequence its own"
+        )
+    if merged is not None:
+        a, b, s = merged
+        bad.append(
+            f"W_K projects the distinct tokens {_vec(a)} and {_vec(b)} to one value "
+            f"s = {format_rational(s)}: the scores cannot tell them apart"
+        )
+    detail = (
+        "tokenwise separated: " + sep.describe() + f"; W_K z distinct on the {len(seen)} tokens"
+        if not bad
+        else "; ".join(bad)
+    )
+    return Check("ks24.separation", not bad, detail, sep.figures())
+
+
+def _dataflow(model, ds) -> Check:
+    """``ks24.dataflow``: the output is computed through the FFN's units that read the context
+    id wᵀz (:mod:`exactmem.checks.dataflow`, over the non-zero weights). Every path from the input
+    to
+    the output crosses those units — or, in the residual form F(z) = z + W₂ReLU(W₁z + b₁), a
+    lane of the stream the attention does not write, which the residual adds back: the token's
+    own coordinate, the same in every context — and the output reads at least one of them
+    (W₂ ≠ 0 on what the read-out reads). A read-out that reaches the head's lanes around the
+    FFN, or an FFN that is dead code beside a token-wise read-out, fails. In the residual form
+    the FFN must also be live on the data: with its hidden units knocked out (W₂ = 0, b₂ kept),
+    the read-out alone — then a function of each token, evaluated exactly — must miss a label
+    (:func:`_knocked_out`)."""
+    from exactmem.checks.dataflow import cut_check, graph
+
+    g = graph(model)
+    first = g.hidden[1][0]
+    level = g.levels[first]
+    assert level.deps is not None
+    units = model.sublayers[1].layers[0].out_dim
+    ids = {(first, j) for j in range(units) if level.deps[j]}
+    stream = g.streams[1]
+    after = g.levels[stream].deps
+    assert after is not None
+    own = {(stream, i) for i, d in enumerate(after) if d == (i,)}  # lanes the head leaves be
+    around = cut_check(
+        "ks24.dataflow",
+        model,
+        ids | own,
+        what=f"the FFN's {len(ids)} units reading the id wᵀz (or a token lane the head does "
+        "not write)",
+        g=g,
+        require_use=False,
+    )
+    reached = set(range(g.levels[g.output].width))
+    read_at: dict[int, set[int]] = {}
+    for at in range(g.output, 0, -1):
+        deps = g.levels[at].deps
+        assert deps is not None
+        reached = {c for i in reached for c in deps[i]}
+        read_at[at - 1] = reached
+    used = {j for _, j in ids} & read_at[first]
+    figures = {**around.figures, "id_units": len(ids), "id_units_read": len(used)}
+    bad = [] if around.passed else [around.detail]
+    if not read_at[0]:  # one class: the output is a constant of the weights, nothing to bypass
+        return Check(
+            "ks24.dataflow", True, "the output is a constant (it reads no input lane)", figures
+        )
+    if not used:
+        bad.append(
+            "the output reads none of the FFN's units that read the id wᵀz (W₂ = 0 on what the "
+            "read-out reads): the FFN is dead code"
+        )
+    if not bad and model.sublayers[1].residual:
+        bad += _knocked_out(model, ds)
+    detail = (
+        f"every path from the input to the output crosses the FFN's units reading the id wᵀz "
+        f"({len(used)} of {len(ids)} read)"
+        + (
+            f" or one of the {len(own)} token lanes the head does not write"
+            if own and model.sublayers[1].residual
+            else ""
+        )
+    )
+    return Check("ks24.dataflow", not bad, "; ".join(bad) if bad else detail, figures)
+
+
+def _knocked_out(model, ds) -> list[str]:
+    """The residual FFN's hidden units knocked out: the stream after it is z + b₂, and (the cut
+    passed) the read-out reads only lanes the head does not write, so the outputs are those of
+    the model without its attention and with the FFN reduced to its bias — evaluated exactly by
+    the reference evaluator. Every label coming out means the FFN is dead on the data."""
+    from exactmem.evaluate.reference import run
+
+    if model.unembed is None or model.unembed.out_dim != 1:
+        return []  # one label lane read: the knock-out is judged on it alone
+    ffn = model.sublayers[1]
+    last = ffn.layers[-1]
+    bias_only = Affine(last.out_dim, ((),) * last.out_dim, last.bias, last.denominator)
+    bare = replace(model, sublayers=(MLP((bias_only,), residual=True),))
+    outputs = run(bare, ds.vocab, ds.sequences).outputs
+    for seq, labels in zip(outputs, ds.labels, strict=True):
+        for col, y in zip(seq, labels, strict=True):
+            if col[0] != y:
+                return []
+    return [
+        "with the FFN's hidden units knocked out (W₂ = 0) the read-out alone gives every label "
+        "from the tokens: the FFN is dead on the data"
+    ]
+
+
+def _vec(z) -> str:
+    return "(" + ", ".join(format_rational(x) for x in z) + ")"
+
+
+def paper_delta_exponent(sep: Separation, n: int, d: int) -> str | None:
+    """E of the paper's worst-case margin δ ≈ poly · e^{−E}, E = (|V| + 1)⁴ (2 ln n + 3) π d
+    r_max² / (4 ε r_min) — the form reconstructed from the paper, its constants unverified — as
+    a short decimal (None when ε is not measured)."""
+    if sep.eps2 is None or sep.r_min2 == 0:
+        return None
+    old = ctx.prec
+    ctx.prec = 64
+    try:
+        V = arb(sep.distinct + 1)
+        E = (
+            V**4
+            * (2 * arb(max(n, 1)).log() + 3)
+            * arb.pi()
+            * d
+            * to_ball(sep.r_max2)
+            / (4 * to_ball(sep.eps2).sqrt() * to_ball(sep.r_min2).sqrt())
+        )
+        return brief(ball_bounds(E)[0], up=False)
+    finally:
+        ctx.prec = old
+
+
+def _classes(ds):
+    """Per (sequence, position): the key (multiset of token vectors, token vector)."""
+    keys = []
+    for seq in ds.sequences:
+        toks = [tuple(ds.vocab[t]) for t in seq]
+        ms = tuple(sorted(toks))
+        keys.append([(ms, z) for z in toks])
+    return keys
+
+
+def _bounds(c) -> tuple[mpq, mpq] | None:
+    """Exact (lo, hi) of an id: a rational is its own bounds, a ball its enclosure (None when
+    the ball is not finite)."""
+    if isinstance(c, arb):
+        return ball_bounds(c) if c.is_finite() else None
+    return c, c
+
+
+def _gap(ids, keys):
+    """(certified least gap between classes or None, widest enclosure, collision): the
+    collision names two classes whose ids are the same exact number (certified equal)."""
+    hull: dict = {}
+    where: dict = {}
+    width = mpq(0)
+    for i, (row, krow) in enumerate(zip(ids, keys, strict=True)):
+        for k, (c, key) in enumerate(zip(row, krow, strict=True)):
+            b = _bounds(c)
+            if b is None:
+                return None, None, None
+            lo, hi = b
+            width = max(width, hi - lo)
+            a, b = hull.get(key, (lo, hi))
+            hull[key] = (min(a, lo), max(b, hi))
+            where.setdefault(key, (i, k))
+    ordered = sorted((lo, hi, where[key]) for key, (lo, hi) in hull.items())
+    if len(ordered) < 2:
+        return mpq(0), width, None
+    least = None
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        if a[0] == a[1] == b[0] == b[1]:
+            return None, width, (a[2], b[2], a[0])
+        gap = b[0] - a[1]
+        least = gap if least is None else min(least, gap)
+    return (least if least > 0 else None), width, None
+
+
+def _bits_needed(ids, keys) -> str:
+    """The precision a certified gap would need, estimated from the midpoints: the ids'
+    magnitude over the least midpoint gap between classes, with 16 bits of room."""
+    from exactmem.core.balls import ball_midpoint
+
+    mids: dict = {}
+    for row, krow in zip(ids, keys, strict=True):
+        for c, key in zip(row, krow, strict=True):
+            if c.is_finite():
+                mids.setdefault(key, ball_midpoint(c))
+    values = sorted(mids.values())
+    gaps = [b - a for a, b in zip(values, values[1:], strict=False) if b != a]
+    if not gaps or len(gaps) < len(values) - 1:
+        return " (two classes share a midpoint: their gap may be zero)"
+    top = max(abs(v) for v in values) or mpq(1)
+    ratio = top / min(gaps)
+    bits = int(ratio.numerator).bit_length() - int(ratio.denominator).bit_length() + 16
+    return f"; about {bits} bits would be needed"
+
+
+def _steps_judge(hidden):
+    """(verdict or None, bad items) for 'every last-hidden unit exact in {0, 1}'."""
+    bad, undecided = [], False
+    for i, rows in enumerate(hidden):
+        for k, units in enumerate(rows):
+            if units is None:  # an id beyond the exponent range: nothing decided here
+                undecided = True
+                continue
+            for j, g in enumerate(units):
+                b = _bounds(g)
+                if b is None:
+                    undecided = True
+                    continue
+                lo, hi = b
+                if lo == hi and lo in (0, 1):
+                    continue
+                if hi < 0 or lo > 1 or (0 < lo and hi < 1) or lo == hi:
+                    bad.append(f"sequences[{i}][{k}] unit {j}: {brief(lo, up=False)}…{brief(hi)}")
+                else:
+                    undecided = True
+    if bad:
+        return False, bad
+    return (None if undecided else True), bad
+
+
+def _exact(model, ds, w, hidden: bool):
+    """(ids, last hidden units) evaluated exactly by the reference evaluator, when it can (the
+    attention's scores equal in every column, as with λ = 0; a ReLU FFN), else None."""
+    from exactmem.evaluate.reference import run
+
+    att = model.sublayers[0]
+    try:
+        cols = run(replace(model, sublayers=(att,), unembed=None), ds.vocab, ds.sequences).outputs
+        units = run(_to_last_hidden(model), ds.vocab, ds.sequences).outputs if hidden else None
+    except InconclusiveError:
+        return None
+    ids = [
+        [sum((c * wj for c, wj in zip(col, w, strict=True)), mpq(0)) for col in seq] for seq in cols
+    ]
+    return ids, (None if units is None else [list(seq) for seq in units])
+
+
+def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
+    """The ks24 checklist (module docstring), from the model's weights on ``ds``; a figure
+    left undecided raises :class:`InconclusiveError` only when no check failed."""
+    att, ffn, w, factors = _layers(model)
+    sep = separation(ds)
+    n = len(ds.sequences[0])
+    checks = [_separation(att, ds, sep), _boltzmann(att, w), _dataflow(model, ds)]
+    keys = _classes(ds)
+    state: dict = {}
+    requantizes = len(ffn.layers) > 2  # the construction's form: steps after the ramps
+
+    def judge(result):
+        ids, hidden = result
+        gap, width, collision = _gap(ids, keys)
+        steps, bad = _steps_judge(hidden) if requantizes else (True, [])
+        state.update(gap=gap, width=width, steps=steps, bad=bad, collision=collision)
+        if steps is False or collision:
+            return False
+        return None if gap is None or steps is None else True
+
+    exact = _exact(model, ds, w, requantizes)
+    try:
+        if exact is not None:
+            judge(exact)
+            precision = None
+        else:
+
+            def evaluate(precision):
+                values = _balls(model, ds, precision, ids=w, hidden=requantizes)
+                return values.ids, values.hidden
+
+            _, precision = decide(evaluate, judge, start=min(64, limit), limit=limit)
+    finally:
+        _LAST_RUN.clear()
+    how = "exact" if precision is None else f"Arb, {precision} bits"
+    delta = paper_delta_exponent(sep, n, ds.dim)
+    delta_text = (
+        "paper's worst-case δ: not measured"
+        if delta is None
+        else f"the paper's worst-case δ ≈ e^(−E), E ≥ {delta} (form reconstructed; not targeted)"
+    )
+    figures = {
+        "precision": precision,
+        "classes": len({k for row in keys for k in row}),
+        "paper_delta_exponent": delta,
+    }
+    undecided = []
+    if state["collision"]:
+        (i, k), (j, m), value = state["collision"]
+        checks.append(
+            Check(
+                "ks24.contextual_mapping",
+                False,
+                f"sequences[{i}][{k}] and sequences[{j}][{m}] are of different (multiset, token) "
+                f"classes but share the context id {format_rational(value)} exactly ({how})",
+                figures,
+            )
+        )
+    elif state["gap"] is None:
+        undecided.append(
+            f"ks24.contextual_mapping: the context ids of two classes still overlap at "
+            f"{precision} bits (the precision limit); their gap is not certified"
+            + _bits_needed(_balls(model, ds, min(max(4 * limit, 512), 1 << 16), ids=w).ids, keys)
+        )
+    else:
+        gap, width = state["gap"], state["width"]
+        figures.update(gap_lower_bound=format_rational(gap), max_enclosure=format_rational(width))
+        checks.append(
+            Check(
+                "ks24.contextual_mapping",
+                True,
+                f"{figures['classes']} (multiset, token) classes get context ids ≥ "
+                f"{brief(gap, up=False)} apart (enclosures ≤ {brief(width)} wide; {how}); "
+                f"{delta_text}",
+                figures,
+            )
+        )
+    if requantizes:
+        units = ffn.layers[-2].out_dim
+        steps = state["steps"]
+        if steps is None:
+            undecided.append(f"ks24.requantization: some step units stay undecided ({how})")
+        else:
+            checks.append(
+                Check(
+                    "ks24.requantization",
+                    steps,
+                    f"all {units} step units exact in {{0, 1}} at every token ({how})"
+                    if steps
+                    else "step units off {0, 1}: " + _examples(state["bad"]),
+                    {"units": units, "precision": precision},
+                )
+            )
+    _LAST_RUN.clear()
+    if undecided and all(c.passed for c in checks):
+        raise InconclusiveError("; ".join(undecided))
+    return checks

@@ -1,2 +1,0 @@
-"""The mechanisms each built-in checklist tests: per construction, every check it emits as a
-:class:`~exactmem.checklist.CheckSpec` (paper, result, mechanism) with its breakers."""
