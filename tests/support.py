@@ -119,3 +119,21 @@ def claim_instances(tier: str) -> list:
         for inst in claim.instances
         if inst.tier == tier
     ]
+
+
+def text_windows(
+    text: str,
+    window: int,
+    unit: str = "char",
+    *,
+    positions: str = "auto",
+    source: str = "text",
+    progress=None,
+):
+    """The dataset of ``text``'s windows (:meth:`Dataset.from_text` under the tests' short
+    signature; :func:`exactmem.datasets.text.windows` itself returns the plain record)."""
+    from exactmem.datasets.dataset import Dataset
+
+    return Dataset.from_text(
+        text, window=window, unit=unit, positions=positions, source=source, progress=progress
+    )

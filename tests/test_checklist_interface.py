@@ -20,7 +20,7 @@ from exactmem.core.model import MLP, Affine
 from exactmem.datasets.dataset import Dataset
 
 ROOT = Path(exactmem.__file__).resolve().parent
-NAME_FREE = ("certify.py", "commands/check.py", "proofs.py")
+NAME_FREE = ("checks/certify.py", "commands/check.py", "claims/proofs.py")
 
 
 @pytest.mark.parametrize("module", NAME_FREE)

@@ -37,8 +37,7 @@ from exactmem.datasets.dataset import (
 )
 from exactmem.datasets.sequences import random_sequences, token_array, token_geometry, view
 from exactmem.evaluate.reference import run as reference_run
-from exactmem.files import container
-from exactmem.files import model_files as model_io
+from exactmem.files import container, model_json
 from exactmem.files.dataset_files import load_dataset, save_dataset
 from exactmem.files.model_files import load_model, save_model
 from exactmem.files.model_json import model_hash, model_to_json
@@ -69,7 +68,7 @@ def test_model_hash_is_kept_per_object_and_follows_its_meta(built, tmp_path):
     model, _ = built
     save_model(model, tmp_path / "m.exm")
     loaded, stated = load_model(tmp_path / "m.exm")
-    assert id(loaded) in model_io._HASHED  # hashed while loading, kept for the certificate
+    assert id(loaded) in model_json._HASHED  # hashed while loading, kept for the certificate
     assert model_hash(loaded) == stated == plain_sha256(model_to_json(loaded))
     loaded.meta["note"] = "changed after loading"  # meta dicts are the mutable part
     changed = model_hash(loaded)
@@ -82,12 +81,12 @@ def test_model_hash_of_an_equal_new_object_is_computed_again(built):
     model, _ = built
     first = model_hash(model)
     other = replace(model, meta=dict(model.meta))
-    assert other is not model and id(other) not in model_io._HASHED
+    assert other is not model and id(other) not in model_json._HASHED
     assert model_hash(other) == first
     key = id(other)
     del other
     gc.collect()
-    assert key not in model_io._HASHED or model_io._HASHED[key][0]() is not None
+    assert key not in model_json._HASHED or model_json._HASHED[key][0]() is not None
 
 
 # --------------------------------------------------------------------------- dataset hash

@@ -100,7 +100,7 @@ def test_version_and_program_name(capsys):
 
 def test_the_console_script_is_main():
     text = (ROOT / "pyproject.toml").read_text()
-    assert re.search(r'^exactmem = "exactmem\.cli:main"$', text, re.M)
+    assert re.search(r'^exactmem = "exactmem\.commands\.main:main"$', text, re.M)
 
 
 # --------------------------------------------------------------------------- files

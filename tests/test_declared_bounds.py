@@ -340,7 +340,7 @@ def test_options_are_checked_against_the_construction():
 
 @pytest.fixture(scope="module")
 def budget_files(tmp_path_factory):
-    from exactmem.datasets.dataset import save_dataset
+    from exactmem.files.dataset_files import save_dataset
     from exactmem.files.model_files import save_model
 
     root = tmp_path_factory.mktemp("budget")

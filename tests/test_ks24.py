@@ -178,7 +178,7 @@ def test_wrong_readout_fails_the_labels(built):
 
 def test_labels_within_a_tolerance_and_argmax():
     """The ball label check of seq-to-seq softmax models, with a tolerance."""
-    from exactmem.checks.measures.ks24 import ball_seq2seq_label_check
+    from exactmem.checks.seq2seq_balls import ball_seq2seq_label_check
 
     ds = ks24.random_instance(8, 3, 2, 8, 4, seed=5)
     model, _ = ks24.build(ds, {})

@@ -100,7 +100,7 @@ def test_the_residual_one_hidden_layer_ffn_is_accepted_and_certified(honest, mon
     """Issue 26 point 6: F(z) = z + W₂ReLU(W₁z + b₁) + b₂ is judged, not refused. Its labels are
     exact through the rank-one rearrangement (an active ramp pair's slopes cancel in exact
     rationals); plain ball arithmetic cannot cancel them and stays undecided (docs/ks24.md)."""
-    import exactmem.checks.measures.ks24 as verify_ks24
+    import exactmem.checks.seq2seq_balls as seq2seq_balls
 
     ds, _ = honest
     model, _ = ks24.build(ds, {"ffn": "residual"})
@@ -110,7 +110,7 @@ def test_the_residual_one_hidden_layer_ffn_is_accepted_and_certified(honest, mon
     assert cert.verdict == "verified", [c.detail for c in cert.failed]
     assert "exactly their labels" in cert.checks[0].detail
     assert "ks24.requantization" not in [c.name for c in cert.checks]
-    monkeypatch.setattr(verify_ks24, "shortcut", lambda model: None)
+    monkeypatch.setattr(seq2seq_balls, "shortcut", lambda model: None)
     cert = certify(model, ds, construction="ks24")  # undecided labels: inconclusive
     assert cert.verdict == "inconclusive"
     assert "too wide" in cert.checks[0].detail and cert.checks[0].undecided

@@ -125,11 +125,12 @@ def test_the_chunked_gzip_writes_the_bytes_of_gzip_compress():
 
 
 def test_every_generator_reports_its_items():
+    from support import text_windows as windows
+
     from exactmem.constructions.dana25 import random_associations
     from exactmem.constructions.mahdavi24 import random_instance
     from exactmem.datasets.dataset import random_points
     from exactmem.datasets.sequences import random_sequences
-    from exactmem.datasets.text import windows
 
     runs = {
         "generating points": lambda r: random_points(300, 3, 4, progress=r),

@@ -9,8 +9,8 @@ import random
 import pytest
 from gmpy2 import mpq
 
-from exactmem.checks.measures.ks24 import _LAST_RUN, _balls
 from exactmem.checks.rank_one import shortcut
+from exactmem.checks.seq2seq_balls import _LAST_RUN, _balls
 from exactmem.core.balls import ball_bounds
 from exactmem.core.model import MLP, Affine, Attention, AttentionHead, Transformer
 from exactmem.datasets.dataset import Dataset

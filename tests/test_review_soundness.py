@@ -99,7 +99,7 @@ def test_a_model_changed_after_hashing_is_hashed_afresh():
 def test_a_frozen_model_keeps_its_hash_and_a_replaced_one_gets_its_own():
     from dataclasses import replace
 
-    from exactmem.files.model_files import _HASHED
+    from exactmem.files.model_json import _HASHED
 
     model = _tiny_model((((0, 1),), ((1, 1),)))  # tuples throughout
     first = model_hash(model)
@@ -270,7 +270,7 @@ def test_a_hash_or_array_kept_for_a_dead_object_is_not_given_to_its_successor(tm
     import gc
 
     from exactmem.datasets.sequences import token_array
-    from exactmem.files.model_files import _HASHED
+    from exactmem.files.model_json import _HASHED
 
     gc.collect()
     before = len(_HASHED)  # models other tests of this process still hold

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support import text_windows as windows
 
 from exactmem.checks.certify import certificate_json, certify
 from exactmem.commands.main import main
@@ -21,7 +22,6 @@ from exactmem.core.errors import InputError
 from exactmem.core.exact import parse_rational
 from exactmem.datasets.dataset import dataset_to_json, parse_dataset, random_points
 from exactmem.datasets.sequences import random_sequences
-from exactmem.datasets.text import windows
 from exactmem.files import schemas
 from exactmem.files.dataset_files import load_dataset
 from exactmem.files.model_files import save_certificate, save_model

@@ -13,7 +13,7 @@ from exactmem.datasets.sequences import random_sequences
 def memorizer_calls():
     """The check_memorizer calls of a Theorem 4.1 certification (fast evaluator: the Stage III
     lanes are class-shared)."""
-    from exactmem.checks import certificate as verify
+    from exactmem.checks import memorizer as verify
     from exactmem.checks.certify import certify
 
     ds = random_sequences(3000, 16, 8, 1000, 16, seed=2)
@@ -34,7 +34,7 @@ def memorizer_calls():
 
 
 def _both_paths(monkeypatch, args, kwargs):
-    from exactmem.checks import certificate as verify
+    from exactmem.checks import memorizer as verify
 
     by_class = verify.check_memorizer(*args, **kwargs)
     monkeypatch.setattr(verify, "_class_tables", lambda *a: None)
@@ -44,7 +44,7 @@ def _both_paths(monkeypatch, args, kwargs):
 
 
 def test_stage3_by_class_decides_as_row_by_row(memorizer_calls, monkeypatch):
-    from exactmem.checks import certificate as verify
+    from exactmem.checks import memorizer as verify
 
     used = []
     real = verify._class_tables
@@ -61,7 +61,7 @@ def test_stage3_by_class_decides_as_row_by_row(memorizer_calls, monkeypatch):
 @pytest.mark.parametrize("lane", ["key", "label"])
 def test_stage3_by_class_fails_on_a_tampered_segment(memorizer_calls, monkeypatch, lane):
     """One class's segment changed in the trace: both paths fail Stage III the same way."""
-    from exactmem.checks import certificate as verify
+    from exactmem.checks import memorizer as verify
     from exactmem.core.exact_arrays import Gathered
 
     args, kwargs = next(

@@ -7,6 +7,7 @@ import pytest
 from gmpy2 import mpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import text_windows as windows
 
 from exactmem.checks.certify import certify
 from exactmem.commands.main import main
@@ -15,7 +16,7 @@ from exactmem.core.errors import InputError
 from exactmem.datasets import text as text_mod
 from exactmem.datasets.dataset import Dataset
 from exactmem.datasets.sequences import check_consistency
-from exactmem.datasets.text import _first_clash, read_text, split, windows
+from exactmem.datasets.text import _first_clash, read_text, split
 from exactmem.files.dataset_files import load_dataset
 
 CAT = "the cat sat on the mat. the mat sat on the cat!"

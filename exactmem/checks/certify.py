@@ -685,7 +685,7 @@ def _labels(model, dataset, trace, readout: str, criteria: Criteria) -> Check:
     """The labels check: on the exact outputs when there are, else on Arb balls."""
     seq2seq = dataset.task == "seq2seq"
     if trace is None and seq2seq and readout != "argmax":  # argmax: per-example margins
-        from exactmem.checks.measures.ks24 import ball_seq2seq_label_check
+        from exactmem.checks.seq2seq_balls import ball_seq2seq_label_check
 
         return ball_seq2seq_label_check(
             model, dataset, readout=readout, tolerance=criteria.tolerance
