@@ -88,10 +88,10 @@ def __getattr__(name: str) -> object:
     if name == "certify":
         # the trusted module itself, made callable (_CallableCertify): ``exactmem.certify(...)``
         # and ``exactmem.certify.Criteria`` both read as they always did
-        module = importlib.import_module("exactmem.checks.certify")
-        module.__class__ = _CallableCertify
-        globals()["certify"] = module
-        return module
+        trusted = importlib.import_module("exactmem.checks.certify")
+        trusted.__class__ = _CallableCertify
+        globals()["certify"] = trusted
+        return trusted
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'exactmem' has no attribute {name!r}")

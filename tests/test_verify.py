@@ -144,7 +144,7 @@ def test_label_check_on_numerator_arrays():
     import numpy as np
     from gmpy2 import mpq
 
-    from exactmem.checks.certify import _label_check
+    from exactmem.checks.labels import label_check
     from exactmem.evaluate.records import Outputs
 
     labels = tuple(range(1, 11))
@@ -155,7 +155,7 @@ def test_label_check_on_numerator_arrays():
         got, den = outputs.first_lane()
         if not seq2seq:
             got = got[:, -1:]
-        return _label_check(got, den, labels, None, "seq2seq" if seq2seq else "sequences")
+        return label_check(got, den, labels, None, "seq2seq" if seq2seq else "sequences")
 
     ok = _check(Outputs([numerators], 2, index), labels, seq2seq=False)
     assert ok.passed and ok.detail == "all 10 labels reproduced exactly"

@@ -179,7 +179,7 @@ def _read_toml(path: Path, where: str) -> dict:
 def _claim_options(construction: str, options: dict, where: str) -> dict:
     """Options of a claim or instance, checked by the parsers of ``build --set``; the TOML type
     must be the parsed type (``heads = "3"`` is refused: a string where an integer belongs)."""
-    from exactmem.plugins.options import options_of
+    from exactmem.checks.registry import options_of
 
     known = options_of(construction)
     out = {}
@@ -308,7 +308,7 @@ def load_claim(path: Path) -> Claim:
     defines = obj.get("define", {})
     if len(defines) > MAX_DEFINES:
         raise InputError(f"{where}: define: more than {MAX_DEFINES} defines")
-    from exactmem.plugins.options import options_of
+    from exactmem.checks.registry import options_of
 
     # the construction's options, as the instance sets them (option_heads, …), beside the
     # dataset's figures: Dana's bounds are in H, d_h and the model's width d

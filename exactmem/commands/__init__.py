@@ -1,8 +1,7 @@
-"""The commands of the ``exactmem`` CLI, one module each; :mod:`exactmem.commands.main` holds the
-parser
-and ``main``. Every command returns its exit code, prints its result on stdout (JSON with
-``--json``) and its progress and logs on stderr. Heavy modules are imported inside the commands
-so that ``exactmem --help`` stays fast."""
+"""The commands of the ``exactmem`` CLI, one module each; :mod:`exactmem.commands.parser` builds
+the parser and :mod:`exactmem.commands.main` holds ``main``. Every command returns its exit code,
+prints its result on stdout (JSON with ``--json``) and its progress and logs on stderr. Heavy
+modules are imported inside the commands so that ``exactmem --help`` stays fast."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 "--set states the options a construction was built with; give --construction"
             )
-        from exactmem.plugins.options import parse_options
+        from exactmem.checks.registry import parse_options
 
         options = parse_options(args.construction, args.set)
     if args.certificate:

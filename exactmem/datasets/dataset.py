@@ -574,7 +574,11 @@ def point_conflicts(dataset: Dataset) -> None:
             )
 
 
-def _geometry(vectors, what: str, geometry=None) -> dict:
+def _geometry(
+    vectors: Sequence[Vector],
+    what: str,
+    geometry: Callable[[], tuple[Any, Any]] | None = None,
+) -> dict:
     """The count, r² and δ² of ``vectors``; ``geometry()`` gives (r², δ²) if the caller has
     them (measured once)."""
     if len(vectors) > SEPARATION_LIMIT:

@@ -4,15 +4,13 @@ dataset before any work.
 
 One table per construction serves ``build --set``, :func:`exactmem.build` and the claim files'
 ``[options]``, so the three parse and bound an option by the same code; a plugin's table is its
-:attr:`~exactmem.checks.checklist.Construction.options` (:func:`options_of`).
+:attr:`~exactmem.checks.checklist.Construction.options`
+(:func:`exactmem.checks.registry.options_of`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-
 from exactmem.core.errors import InputError
-from exactmem.core.wording import did_you_mean
 
 CONSTRUCTIONS = {
     "vys": "Vardi, Yehudai & Shamir 2022, Theorem 3.1 / Kajitsuka & Sato 2025, Lemma C.1 "
@@ -50,7 +48,6 @@ CONSTRUCTIONS["madden24"] = (
 
 
 NUMBER_CHARS = 64  # --set numbers: 2⁶⁴ and p/q with p, q < 2⁶⁴ fit, 10⁷-digit strings do not
-VALUE_CHARS = 10_000  # any --set value (paper_direction lists a rational per coordinate)
 
 
 def _choice(*allowed: str):
@@ -257,38 +254,6 @@ def _rational_option(key: str, value: str, zero: bool = False):
         what = "a non-negative" if zero else "a positive"
         raise InputError(f"--set {key}={value}: expected {what} rational")
     return str(q)
-
-
-def options_of(construction: str) -> Mapping[str, tuple[str, Callable[[str, str], object]]]:
-    """The ``--set`` options of a registered construction (:mod:`exactmem.checks.registry`): the
-    built-ins' tables above, or what a plugin declares."""
-    from exactmem.checks import registry
-
-    try:
-        return registry.get(construction).options
-    except KeyError as exc:
-        raise InputError(f"--construction {exc.args[0]}") from None
-
-
-def parse_options(construction: str, items: Sequence[str]) -> dict:
-    """``--set KEY=VALUE`` pairs, checked against the construction's options."""
-    known = options_of(construction)
-    options: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"--set {item[:80]!r}: expected KEY=VALUE")
-        if key not in known:
-            raise InputError(
-                f"--set {key[:80]}: unknown option for {construction!r}; known: {', '.join(known)}"
-                + did_you_mean(key[:80], known)
-            )
-        if key in options:
-            raise InputError(f"--set {key}: given twice; give each option once")
-        if len(value) > VALUE_CHARS:
-            raise InputError(f"--set {key}: the value has more than {VALUE_CHARS} characters")
-        options[key] = known[key][1](key, value)
-    return options
 
 
 def _items(dataset) -> int:
