@@ -22,19 +22,20 @@ import time
 from collections import defaultdict
 
 from exactmem.checks import certify as certify_module
+from exactmem.checks import labels as labels_module
 from exactmem.files.dataset_files import load_dataset
 from exactmem.files.model_files import load_model
 
-WRAPPED = {  # name in exactmem.certify → phase
+WRAPPED = {  # name in exactmem.checks.certify or exactmem.checks.labels → phase
     "dataset_hash": "hashes",
     "model_hash": "hashes",
     "check_consistency": "sequence view",
     "view": "sequence view",
     "resources": "resources",
-    "check_ks25": "checklist",
-    "_checklist": "checklist",
+    "run_checklist": "checklist",
     "lower_bound_checks": "lower bounds",
 }
+MODULES = (certify_module, labels_module)  # the verifier's modules that call them
 EVALUATION = "evaluation"
 
 
@@ -79,11 +80,19 @@ def profile(data: str, model_path: str, construction: str | None, clock: str = "
     model, _ = load_model(model_path)
     t2 = now()
     timer = PhaseTimer(now)
-    saved = {name: getattr(certify_module, name) for name in WRAPPED}
+    saved = {
+        (module, name): getattr(module, name)
+        for name in WRAPPED
+        for module in MODULES
+        if hasattr(module, name)
+    }
+    missing = set(WRAPPED) - {name for _, name in saved}
+    if missing:
+        raise SystemExit(f"the verifier no longer calls {sorted(missing)}: update WRAPPED")
     saved_evaluator = certify_module._evaluator
     try:
-        for name, phase in WRAPPED.items():
-            setattr(certify_module, name, timer.wrap(phase, saved[name]))
+        for (module, name), fn in saved.items():
+            setattr(module, name, timer.wrap(WRAPPED[name], fn))
         certify_module._evaluator = lambda name: timer.wrap(
             EVALUATION, saved_evaluator(name), outermost=True
         )
@@ -91,8 +100,8 @@ def profile(data: str, model_path: str, construction: str | None, clock: str = "
         cert = certify_module.certify(model, ds, construction=construction, jobs=1)
         total = now() - t3
     finally:
-        for name, fn in saved.items():
-            setattr(certify_module, name, fn)
+        for (module, name), fn in saved.items():
+            setattr(module, name, fn)
         certify_module._evaluator = saved_evaluator
     phases = dict(timer.seconds)
     phases["other"] = total - sum(phases.values())
