@@ -76,7 +76,7 @@ MOVED = {
     "mechanisms": "checks.mechanisms",
     "circuit": "constructions.circuit",
     "gadgets": "constructions.gadgets",
-    "options": "plugins.options checks.registry",
+    "options": "plugins.options checks.build_options",
     "proofs": "claims.proofs",
     "generators": "claims.generators",
     "testing": "claims.testing",

@@ -98,8 +98,7 @@ def build(
         InputError: an unknown construction or option, an option out of range, or a dataset
             the construction cannot take (the message names what is wrong).
     """
-    from exactmem.checks.registry import parse_options
-    from exactmem.plugins.options import check_option_limits
+    from exactmem.checks.build_options import check_option_limits, parse_options
 
     known = _constructions()
     if construction not in known:

@@ -336,6 +336,18 @@ def test_options_are_checked_against_the_construction():
         certify(model, dataset, construction="ks25-bit-budget", options={"bit_budget": "four"})
     with pytest.raises(InputError, match="give --construction"):
         certify(model, dataset, options={"bit_budget": 4})
+    # the option limits of `verify --set` and `build` hold here too (and so under recheck): a
+    # value no build could use would loosen a bound that names it
+    with pytest.raises(InputError, match="bit_budget=1000: too large for this dataset"):
+        certify(model, dataset, construction="ks25-bit-budget", options={"bit_budget": 1000})
+    points = random_points(12, 3, 5, seed=7)
+    with pytest.raises(InputError, match=r"direction_bound=10{63}: too large"):
+        certify(
+            build(points, "vys"),
+            points,
+            construction="vys",
+            options={"direction_bound": 10**63},
+        )
 
 
 @pytest.fixture(scope="module")
@@ -414,3 +426,56 @@ def test_an_option_not_given_falls_back_to_the_bound_for_every_value():
     deep = build(dataset, "vys", group_size=12, gadget="tent")
     wrong = certify(deep, dataset, construction="vys", options={**options, "group_size": 1})
     assert "vys.bounds.depth" in {x.name for x in wrong.failed}
+
+
+def _seqs60():
+    return random_sequences(60, 4, 2, 40, 4, 1)
+
+
+def test_groups_wider_than_the_budget_allows_are_refuted(monkeypatch):
+    """Theorem F.1 caps a group at K_B = ⌈B/√log₂ B⌉ slots (3 at B = 4), which caps the packed
+    integers' bits: F2 built with groups of 4 slots (the builder's packing patched) is refuted
+    by ``f2.split.budget``, though every other check and bound holds."""
+    import exactmem.constructions.bit_budget as bit_budget
+    import exactmem.constructions.ks25 as ks25
+
+    dataset = _seqs60()
+    honest = build(dataset, "ks25-bit-budget", bit_budget=4)
+    stated = {"bit_budget": 4}
+    assert certify(honest, dataset, construction="ks25-bit-budget", options=stated).verdict == (
+        "verified"
+    )
+    building: dict = {}
+    pack, split = bit_budget.pack, bit_budget.build_split_memorizer
+
+    def wide_pack(*args, **kwargs):
+        if building.get("label") == "f2":
+            kwargs.update(group_size=4, max_group_size=None)
+        return pack(*args, **kwargs)
+
+    def labelled_split(*args, **kwargs):
+        building["label"] = kwargs.get("label")
+        return split(*args, **kwargs)
+
+    monkeypatch.setattr(bit_budget, "pack", wide_pack)
+    monkeypatch.setattr(ks25, "build_split_memorizer", labelled_split)
+    wide = build(dataset, "ks25-bit-budget", bit_budget=4)
+    cert = certify(wide, dataset, construction="ks25-bit-budget", options=stated)
+    assert cert.verdict == "refuted"
+    assert [c.name for c in cert.failed] == ["f2.split.budget"]
+    assert "groups of 4 slots > K_B" in cert.failed[0].detail
+
+
+def test_an_unsplit_first_memorizer_is_held_to_the_budget():
+    """F1 taken unsplit from a ks25-next-token model (its 9 witness tokens in one network) in
+    place of the split F1 of B = 2: one network is a split into one, and it holds 9 > B² = 4
+    inputs — ``phi.split.budget`` refutes it (it passed when only split F1s were judged)."""
+    from dataclasses import replace
+
+    dataset = random_sequences(30, 4, 2, 12, 4, 1)
+    split = build(dataset, "ks25-bit-budget", bit_budget=2)
+    plain = build(dataset, "ks25-next-token")
+    unsplit = replace(split, sublayers=(plain.sublayers[0], *split.sublayers[1:]))
+    cert = certify(unsplit, dataset, construction="ks25-bit-budget", options={"bit_budget": 2})
+    assert cert.verdict == "refuted"
+    assert [c.name for c in cert.failed] == ["phi.split.budget"]

@@ -329,7 +329,8 @@ def test_token_ids_are_not_advised_positions(tmp_path, capsys):
 
 
 def test_every_integer_option_has_a_limit_and_the_help_names_it():
-    from exactmem.plugins.options import LIMITS_HELP, OPTION_LIMITS, OPTIONS, _positive
+    from exactmem.checks.build_options import LIMITS_HELP, OPTION_LIMITS
+    from exactmem.plugins.options import OPTIONS, _positive
 
     integer = {
         k for opts in OPTIONS.values() for k, (_, parse) in opts.items() if parse is _positive

@@ -182,3 +182,45 @@ def test_changing_one_weight_of_a_block_changes_the_hash():
     changed = replace(model, sublayers=(MLP((b, Affine.from_dense([[1, 1, 1]])), residual=False),))
     assert model_hash(model) != model_hash(changed)
     assert model_hash(changed) == canonical_hash(model_to_json(changed))
+
+
+def test_a_block_is_its_own_copy_of_the_callers_array():
+    """Writing to the array a block was made from afterwards changes nothing (the weights the
+    hash names are the weights evaluated); an array its maker made read-only is not copied."""
+    source = np.array([[1.0, 0.0], [0.0, 3.0]])
+    rows = BlockRows(source, range(2), range(2), 2)
+    source[0, 0] = 0.5
+    assert rows[0] == ((0, 1),) and not rows.block.flags.writeable
+    frozen = np.array([[2.0, 0.0]])
+    frozen.setflags(write=False)
+    assert np.shares_memory(BlockRows(frozen, range(1), range(2), 1).block, frozen)
+    view = np.array([[5.0, 6.0]])[:, :1]  # a read-only view of a writable array is copied
+    view.setflags(write=False)
+    assert not np.shares_memory(BlockRows(view, range(1), range(1), 1).block, view.base)
+
+
+@pytest.mark.parametrize("columns", [1, 3])
+def test_a_zero_weight_times_an_unbounded_ball_is_zero_on_every_path(columns):
+    """0·x = 0 for every real x a ball [±inf] stands for; Arb's matrix product gives [±inf]
+    (0·inf). The block and dense products stand aside for unbounded inputs, so block and
+    tuple maps compute the same balls (a fuzzed GPT checkpoint was inconclusive from memory
+    and refuted from its file)."""
+    from flint import arb
+
+    from exactmem.evaluate import softmax
+
+    dense = [row * 40 for row in [[1, 0, 2], [0, 0, 5]] + [[0, 0, 1]] * 40]  # past DENSE_FROM
+    tuples = Affine.from_dense(dense)
+    block = replace(tuples, rows=block_of(tuples.rows))
+    assert isinstance(block.rows, BlockRows)
+    assert block.in_dim * block.out_dim >= softmax.DENSE_FROM
+    unbounded = arb(0, float("inf"))
+    cols = [[arb(1)] * 120 for _ in range(columns)]
+    for c in cols:
+        c[1] = unbounded  # read only through zero weights
+    for a in (block, tuples):
+        out = softmax._affine_batch(a, cols) if columns > 1 else [softmax._affine(a, cols[0])]
+        assert all(x.is_finite() for col in out for x in col)
+        assert [[x.mid() for x in col] for col in out] == [
+            [sum(row) for row in dense] for _ in cols
+        ]

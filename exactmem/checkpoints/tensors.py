@@ -18,7 +18,7 @@ from exactmem.core.model import (
     Affine,
     PositionalEncoding,
 )
-from exactmem.core.weight_rows import BlockRows, bit_length
+from exactmem.core.weight_rows import BlockRows, bit_length, read_only
 
 _HEAD = re.compile(r"attn\.(0|[1-9][0-9]{0,5})\.(query|key|value|output)\.weight")
 
@@ -102,7 +102,9 @@ def affine_of(t: DyadicTensor, names: tuple[str, ...] = ()) -> Affine:
             block[lo : lo + CHUNK] = np.ldexp(ms.astype(np.float64), shift)
     if np.isfinite(block).all():
         rows_at = np.arange(rows_n)
-        table = BlockRows(block.reshape(rows_n, cols_n), rows_at, np.arange(cols_n), rows_n)
+        table = BlockRows(
+            read_only(block).reshape(rows_n, cols_n), rows_at, np.arange(cols_n), rows_n
+        )
         return Affine(cols_n, table, (0,) * rows_n, 1 << k, names)
     del block
     nz, m, e = _stripped(m, e)
@@ -207,7 +209,9 @@ def _widen(a: Affine, width: int, before: int = 0) -> Affine:
 def _transpose(a: Affine, names: tuple[str, ...]) -> Affine:
     if isinstance(a.rows, BlockRows):
         t = a.rows
-        table = BlockRows(np.ascontiguousarray(t.block.T), t.cols_at, t.rows_at, a.in_dim)
+        table = BlockRows(
+            read_only(np.ascontiguousarray(t.block.T)), t.cols_at, t.rows_at, a.in_dim
+        )
         return Affine(a.out_dim, table, (0,) * a.in_dim, a.denominator, names)
     cols: list[list[tuple[int, int]]] = [[] for _ in range(a.in_dim)]
     for i, row in enumerate(a.rows):
@@ -269,7 +273,7 @@ def _place_block(
         cols_at = np.append(cols_at, one)
     return Affine(
         width,
-        BlockRows(block, t.rows_at + row, cols_at, total),
+        BlockRows(read_only(block), t.rows_at + row, cols_at, total),
         tuple(bias),
         a.denominator,
     )
@@ -288,7 +292,10 @@ def _carrying_one(v: Affine, one: int) -> Affine:
         extra = np.zeros((1, cols_at.size))
         extra[0, q] = float(v.denominator)
         table = BlockRows(
-            np.concatenate([block, extra]), np.append(t.rows_at, v.out_dim), cols_at, v.out_dim + 1
+            read_only(np.concatenate([block, extra])),
+            np.append(t.rows_at, v.out_dim),
+            cols_at,
+            v.out_dim + 1,
         )
         return Affine(v.in_dim, table, (*v.bias, 0), v.denominator)
     return Affine(v.in_dim, (*v.rows, ((one, v.denominator),)), (*v.bias, 0), v.denominator)

@@ -12,6 +12,7 @@ from typing import Any
 
 from gmpy2 import mpq
 
+from exactmem.checks.build_options import check_option_limits
 from exactmem.checks.certificate import (
     Certificate,
     Check,
@@ -139,6 +140,8 @@ def certify(
         bounds=dict(bounds or {}),
         options=dict(options or {}),
     )
+    if criteria.options:  # as `verify --set` and `build` bound them: no looser criteria here
+        check_option_limits(criteria.options, dataset)
     checklist = criteria.checklist
     if checklist is not None and checklist.require is not None:
         checklist.require(dataset, criteria.tolerance)

@@ -121,7 +121,7 @@ def _user_options(construction: str | None, options: Mapping[str, Any]) -> dict[
         return {}
     if construction is None:
         raise InputError("--set: build options are criteria of a construction; give --construction")
-    from exactmem.checks.registry import parse_options
+    from exactmem.checks.build_options import parse_options
 
     items = []
     for key, value in options.items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
+from flint import arb, ctx
 from gmpy2 import mpq
 
 from exactmem.checks.certificate import Check, ChecklistStructureError, _examples
@@ -17,6 +18,7 @@ from exactmem.checks.folds import (
     _lane_counts,
     _match_fold,
 )
+from exactmem.core.errors import InconclusiveError
 from exactmem.core.exact import format_rational
 from exactmem.core.exact_arrays import Gathered, exact, first_seen_ids
 from exactmem.core.model import MLP
@@ -84,14 +86,49 @@ def check_any_memorizer(
         return check_split_memorizer(
             trace, mlp, expected, describe, budget=budget, judge_budget=judge_budget
         )
-    return check_memorizer(trace, mlp, expected, describe)
+    checks = check_memorizer(trace, mlp, expected, describe)
+    if judge_budget:  # one network is a split into one: it too holds at most B² inputs
+        base = f"{mlp.label}." if mlp.label else ""
+        try:
+            K = memorizer_layout(mlp, mlp.meta, base)["group_size"]
+        except ChecklistStructureError:
+            return checks  # its layout check has failed already
+        total = sum(1 for y in expected.values() if y)
+        checks.append(_split_budget(base, total, [total], [K], budget))
+    return checks
 
 
-def _split_budget(base: str, total: int, owned: list[int], budget: int | None) -> Check:
+def _within_group_cap(K: int, B: int) -> bool:
+    """K ≤ K_B = ⌈B/√log₂ B⌉ (log₂ of max(B, 2)), decided exactly: K − 1 < B/√L, i.e.
+    (K − 1)²·L < B². L is an integer when B is a power of two, else irrational — never equal
+    to a rational, so Arb balls at rising precision decide it."""
+    if K <= 1:
+        return True
+    two = max(B, 2)  # the argument of the logarithm
+    lhs = (K - 1) ** 2
+    if two & (two - 1) == 0:
+        return lhs * (two.bit_length() - 1) < B * B
+    old = ctx.prec
+    try:
+        for prec in (64, 256, 1024, 4096, 16384):
+            ctx.prec = prec
+            gap = arb(B * B) - arb(lhs) * arb(two).log() / arb(2).log()
+            if gap > 0 or gap < 0:
+                return bool(gap > 0)
+    finally:
+        ctx.prec = old
+    raise InconclusiveError(f"split.budget: K = {K} against K_B at B = {B} stays undecided")
+
+
+def _split_budget(
+    base: str, total: int, owned: list[int], sizes: list[int], budget: int | None
+) -> Check:
     """Theorem F.1's split at bit budget B (Kajitsuka & Sato 2025, App. F): the ``total``
-    labelled inputs of a memorizer fall into ⌈N/B²⌉ sub-networks of at most B² each —
-    ``owned`` counts the labelled inputs each sub-network matches (read from the evaluated
-    match lanes), B is the user's ``--set bit_budget`` (never the model file's)."""
+    labelled inputs of a memorizer fall into ⌈N/B²⌉ sub-networks of at most B² each, whose
+    groups hold at most K_B = ⌈B/√log₂ B⌉ slots (what caps a packed integer at K_B·max(ρ, c)
+    bits) — ``owned`` counts the labelled inputs each sub-network matches (read from the
+    evaluated match lanes), ``sizes`` its group size (K match lanes, checked against the
+    layout), B is the user's ``--set bit_budget`` (never the model file's)."""
     name = f"{base}split.budget"
     if budget is None:
         return Check(
@@ -105,12 +142,18 @@ def _split_budget(base: str, total: int, owned: list[int], budget: int | None) -
     size = budget * budget
     allowed = -(-total // size)
     over = [j for j, k in enumerate(owned) if k > size]
-    ok = len(owned) <= max(allowed, 1) and not over
+    wide = [K for K in sizes if not _within_group_cap(K, budget)]
+    ok = len(owned) <= max(allowed, 1) and not over and not wide
     largest = max(owned, default=0)
     detail = (
         f"{len(owned)} sub-network(s) for {total} labelled inputs at B = {budget} (at most "
         f"⌈{total}/{size}⌉ = {allowed}), the largest holding {largest} "
-        f"{'>' if over else '≤'} B² = {size}"
+        f"{'>' if over else '≤'} B² = {size}; "
+        + (
+            f"groups of {max(wide)} slots > K_B = ⌈B/√log₂ B⌉"
+            if wide
+            else f"groups of at most {max(sizes, default=0)} slots ≤ K_B = ⌈B/√log₂ B⌉"
+        )
     )
     return Check(name, ok, detail, {"subnetworks": len(owned), "allowed": allowed})
 
@@ -170,7 +213,8 @@ def check_split_memorizer(
     if judge_budget:
         total = sum(1 for y in expected.values() if y)
         owned = [sum(1 for r, y in expected.items() if y and j in claims[r]) for j in range(nets)]
-        checks.append(_split_budget(base, total, owned, budget))
+        sizes = [layout["group_size"] for layout in subs]  # each checked against its lanes
+        checks.append(_split_budget(base, total, owned, sizes, budget))
     for j, layout in enumerate(subs):
         own = {r: (y if claims[r] == [j] else 0) for r, y in expected.items()}
         checks += check_memorizer(trace, mlp, own, describe, layout=layout, prefix=f"{base}net{j}.")

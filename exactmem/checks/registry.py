@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
 from exactmem.checks.checklist import Construction
-from exactmem.core.errors import InputError
-from exactmem.core.wording import did_you_mean
 
 __all__ = [
     "GROUP",
@@ -38,8 +35,6 @@ __all__ = [
     "get",
     "loaded",
     "names",
-    "options_of",
-    "parse_options",
 ]
 
 GROUP = "exactmem.constructions"
@@ -215,36 +210,3 @@ def cache_clear() -> None:
 
 
 constructions.cache_clear = cache_clear  # type: ignore[attr-defined]  # the earlier API
-
-
-VALUE_CHARS = 10_000  # any --set value (paper_direction lists a rational per coordinate)
-
-
-def options_of(construction: str) -> Mapping[str, tuple[str, Callable[[str, str], object]]]:
-    """The ``--set`` options of a registered construction (:mod:`exactmem.checks.registry`): the
-    built-ins' tables above, or what a plugin declares."""
-    try:
-        return get(construction).options
-    except KeyError as exc:
-        raise InputError(f"--construction {exc.args[0]}") from None
-
-
-def parse_options(construction: str, items: Sequence[str]) -> dict:
-    """``--set KEY=VALUE`` pairs, checked against the construction's options."""
-    known = options_of(construction)
-    options: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"--set {item[:80]!r}: expected KEY=VALUE")
-        if key not in known:
-            raise InputError(
-                f"--set {key[:80]}: unknown option for {construction!r}; known: {', '.join(known)}"
-                + did_you_mean(key[:80], known)
-            )
-        if key in options:
-            raise InputError(f"--set {key}: given twice; give each option once")
-        if len(value) > VALUE_CHARS:
-            raise InputError(f"--set {key}: the value has more than {VALUE_CHARS} characters")
-        options[key] = known[key][1](key, value)
-    return options

@@ -179,7 +179,7 @@ def _read_toml(path: Path, where: str) -> dict:
 def _claim_options(construction: str, options: dict, where: str) -> dict:
     """Options of a claim or instance, checked by the parsers of ``build --set``; the TOML type
     must be the parsed type (``heads = "3"`` is refused: a string where an integer belongs)."""
-    from exactmem.checks.registry import options_of
+    from exactmem.checks.build_options import options_of
 
     known = options_of(construction)
     out = {}
@@ -308,7 +308,7 @@ def load_claim(path: Path) -> Claim:
     defines = obj.get("define", {})
     if len(defines) > MAX_DEFINES:
         raise InputError(f"{where}: define: more than {MAX_DEFINES} defines")
-    from exactmem.checks.registry import options_of
+    from exactmem.checks.build_options import options_of
 
     # the construction's options, as the instance sets them (option_heads, …), beside the
     # dataset's figures: Dana's bounds are in H, d_h and the model's width d
@@ -388,7 +388,7 @@ def formula_names(claim: Claim, data: dict, dataset, options: dict) -> dict:
 def build_instance(claim: Claim, inst: Instance, progress: Callable | None = None) -> tuple:
     """(dataset, options, model) of one instance, with the limits ``build --set`` has;
     ``progress`` hears the generator and the construction."""
-    from exactmem.plugins.options import check_option_limits
+    from exactmem.checks.build_options import check_option_limits
 
     dataset = GENERATORS[inst.generator](inst.params, progress)
     options = {**claim.options, **inst.options, "seed": inst.params.get("seed", 0)}

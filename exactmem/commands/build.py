@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from exactmem.checks.registry import parse_options
+from exactmem.checks.build_options import check_option_limits, parse_options
 from exactmem.commands.suggest import wrong_task
 from exactmem.core.errors import EXIT_VERIFIED, InputError
 from exactmem.core.wording import did_you_mean, plural
-from exactmem.plugins.options import check_option_limits
 from exactmem.runtime.progress import Progress
 
 

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from exactmem.plugins.options import (
-    CONSTRUCTIONS,
-    LIMITS_HELP,
-    OPTIONS,
-)
+from exactmem.checks.build_options import LIMITS_HELP
+from exactmem.plugins.options import CONSTRUCTIONS, OPTIONS
 
 PROG = "exactmem"
 

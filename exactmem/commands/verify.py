@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 "--set states the options a construction was built with; give --construction"
             )
-        from exactmem.checks.registry import parse_options
+        from exactmem.checks.build_options import parse_options
 
         options = parse_options(args.construction, args.set)
     if args.certificate:
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
             reference = read_reference_logits(args.reference_logits, dataset, output_width(model))
     if options:  # what the build would refuse on this dataset cannot have been built
-        from exactmem.plugins.options import check_option_limits
+        from exactmem.checks.build_options import check_option_limits
 
         check_option_limits(options, dataset)
     if args.construction is not None:  # the checklist's tasks, with those that fit the data

@@ -36,6 +36,25 @@ def _index(values, name: str) -> np.ndarray:
     return at
 
 
+def _frozen(a: np.ndarray) -> bool:
+    """Whether nobody can write to ``a``'s numbers: it and every array it views are read-only,
+    down to memory of its own or immutable bytes (a read-only view of a writable array is
+    not: the array it views can still be written)."""
+    base: object = a
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return base is None or isinstance(base, bytes)
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only in place (an array its maker holds alone, handed to
+    :class:`BlockRows` without a copy)."""
+    a.setflags(write=False)
+    return a
+
+
 class BlockRows(Sequence):
     """Read-only rows of integer coefficients: ``block[p, q]`` at row ``rows_at[p]``, column
     ``cols_at[q]`` of a map with ``height`` rows (see the module docstring)."""
@@ -56,8 +75,8 @@ class BlockRows(Sequence):
         # every entry an integer, exactly: the coefficient is int(entry), nothing rounded
         if block.size and not (np.isfinite(block).all() and (block == np.trunc(block)).all()):
             raise ValueError("a block's entries must be finite integers")
-        if block.flags.writeable:
-            block = block.view()
+        if not _frozen(block):  # the caller may still write to it: the weights get a copy
+            block = np.array(block, dtype=np.float64)
             block.setflags(write=False)  # shared by the maps cut from it: nobody may change it
         self.block = block
         self.height = int(height)
@@ -140,7 +159,7 @@ def block_of(rows: Sequence) -> BlockRows | None:
             if int(value) != c:
                 return None
             block[p, where[j]] = value
-    return BlockRows(block, placed, cols, count)
+    return BlockRows(read_only(block), placed, cols, count)
 
 
 # --------------------------------------------------------------------------- bits

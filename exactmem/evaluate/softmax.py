@@ -74,6 +74,14 @@ def _column(a: Affine, t: int) -> list[tuple[int, int]]:
     return hit[1].get(t, [])
 
 
+def _finite(cols) -> bool:
+    """Whether every ball of ``cols`` is finite. An exact zero weight times an unbounded ball
+    is 0 in the reals a ball stands for, but Arb's product gives [±inf] (0·inf): the matrix
+    products below multiply every stored zero, so they run only on finite inputs, and the
+    loops that skip zero weights (the rows' non-zero pairs) take the rest — one function."""
+    return all(x.is_finite() for c in cols for x in c)
+
+
 BLOCK_ENTRIES = 1 << 21  # rows of a block map made into one Arb matrix at a time
 
 
@@ -110,7 +118,8 @@ def _block_column(a: Affine, t: int) -> list[arb]:
 
 
 def _affine(a: Affine, v) -> list[arb]:
-    if isinstance(a.rows, BlockRows):
+    dense_ok = isinstance(v, _OneHotBall) or _finite([v])
+    if isinstance(a.rows, BlockRows) and dense_ok:
         if isinstance(v, _OneHotBall):
             return _block_column(a, v.t)
         return _block_batch(a, [v])[0]
@@ -121,7 +130,7 @@ def _affine(a: Affine, v) -> list[arb]:
         for i, c in _column(a, v.t):
             acc[i] += c
         return [arb(x) / den for x in acc]
-    if not isinstance(v, _OneHotBall) and a.in_dim * a.out_dim >= DENSE_FROM:
+    if dense_ok and not isinstance(v, _OneHotBall) and a.in_dim * a.out_dim >= DENSE_FROM:
         hit = _dense.get(id(a))
         if hit is None:
             dense = [[0] * a.in_dim for _ in range(a.out_dim)]
@@ -146,6 +155,8 @@ BATCH_ENTRIES = 1 << 22  # a dense weight matrix up to this size is multiplied b
 def _affine_batch(a: Affine, cols: list[list[arb]]) -> list[list[arb]]:
     """``a`` on many columns at once: one Arb matrix product (rigorous, in C) instead of a
     Python loop per weight; the same enclosures up to rounding, which stays outward."""
+    if cols and not isinstance(cols[0], _OneHotBall) and not _finite(cols):
+        return [_affine(a, c) for c in cols]  # zero weights skipped (see _finite)
     if isinstance(a.rows, BlockRows) and cols and not isinstance(cols[0], _OneHotBall):
         return _block_batch(a, cols)
     if len(cols) < 2 or a.in_dim * a.out_dim > BATCH_ENTRIES:
@@ -233,7 +244,7 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
     n = len(cols)
     new = [list(c) for c in cols]
     for h in att.heads:
-        if att.score != "hardmax" and _all_blocks(h):
+        if att.score != "hardmax" and _all_blocks(h) and _finite(cols):
             for kq, delta in _block_head(att, h, cols, only_last):
                 new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
             continue
