@@ -479,3 +479,22 @@ def test_an_unsplit_first_memorizer_is_held_to_the_budget():
     cert = certify(unsplit, dataset, construction="ks25-bit-budget", options={"bit_budget": 2})
     assert cert.verdict == "refuted"
     assert [c.name for c in cert.failed] == ["phi.split.budget"]
+
+
+def test_an_option_no_check_reads_is_stated_not_judged():
+    """Options are criteria only where a check reads them or a bound names them: ``gadget``
+    and ``bit_widths`` of vys are neither, so the certificate records them apart
+    (``options_not_judged``) and ``verify`` prints them as stated, not judged — a VERIFIED
+    certificate lists among its criteria only what it was judged by."""
+    points = random_points(12, 3, 5, seed=7)
+    model = build(points, "vys")
+    stated = {"gadget": "tent", "bit_widths": "paper", "group_size": 3}
+    cert = certify(model, points, construction="vys", options=stated)
+    criteria = cert.subject["criteria"]
+    assert criteria["options_not_judged"] == ["gadget", "bit_widths"]
+    assert set(criteria["options"]) == set(stated)
+    plain = certify(model, points, construction="vys", options={"group_size": 3})
+    assert "options_not_judged" not in plain.subject["criteria"]
+    dataset, budgeted = _bit_budget()  # read by the checklist (split.budget) and the bounds
+    cert = certify(budgeted, dataset, construction="ks25-bit-budget", options={"bit_budget": 4})
+    assert "options_not_judged" not in cert.subject["criteria"]

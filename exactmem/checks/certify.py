@@ -24,7 +24,13 @@ from exactmem.checks.checklist import (
     Construction,
     undecided_if_inconclusive,
 )
-from exactmem.checks.criteria import Criteria, checklist_of, hardmax_limit, with_spec
+from exactmem.checks.criteria import (
+    Criteria,
+    checklist_of,
+    hardmax_limit,
+    judged_options,
+    with_spec,
+)
 from exactmem.checks.labels import (
     points_checks,
     sequence_checks,
@@ -141,7 +147,7 @@ def certify(
         options=dict(options or {}),
     )
     if criteria.options:  # as `verify --set` and `build` bound them: no looser criteria here
-        check_option_limits(criteria.options, dataset)
+        check_option_limits(dict(criteria.options), dataset)  # (a copy: not a check's reading)
     checklist = criteria.checklist
     if checklist is not None and checklist.require is not None:
         checklist.require(dataset, criteria.tolerance)
@@ -218,7 +224,12 @@ def certify(
             ),
             "inputs": "token ids" if model.token_inputs else feed,
             **({"bounds": dict(criteria.bounds)} if criteria.bounds else {}),
-            **({"options": _json_options(criteria.options)} if criteria.options else {}),
+            **({"options": _json_options(dict(criteria.options))} if criteria.options else {}),
+            **(
+                {"options_not_judged": unjudged}
+                if (unjudged := _unjudged_options(criteria))
+                else {}
+            ),
             **(
                 {"declared_bounds": dict(checklist.bounds)}
                 if checklist is not None and checklist.bounds
@@ -280,7 +291,7 @@ def _declared_bounds(
             activation,
             prefix=f"{checklist.name}.bounds",
             where=f"construction {checklist.name!r}: bounds",
-            options=criteria.options,
+            options=dict(criteria.options),  # (formulas name what they read: judged_options)
             declared_options=_declared_options(criteria.construction),
             defines=defines,
         )
@@ -290,6 +301,19 @@ def _declared_bounds(
             criteria.bounds, names, res, activation, prefix="bound", where="bounds"
         )
     return checks
+
+
+def _unjudged_options(criteria: Criteria) -> list[str]:
+    """The stated options no check read and no declared bound or define names: recorded apart,
+    so that the certificate lists among its criteria only what it was judged by."""
+    checklist = criteria.checklist
+    texts: list[str] = []
+    if checklist is not None:
+        texts += checklist.bounds.values()
+        for define in checklist.bound_defines.values():
+            texts += define if isinstance(define, tuple) else (define,)
+    judged = judged_options(criteria, texts)
+    return [k for k in criteria.options if k not in judged]
 
 
 def _declared_options(construction: str | None) -> tuple[str, ...]:

@@ -5,7 +5,8 @@ the paper, result and mechanism its :class:`~exactmem.checks.checklist.CheckSpec
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -67,6 +68,46 @@ def checklist_of(construction: str | Checklist | Construction | None) -> Checkli
     return found
 
 
+class StatedOptions(dict):
+    """The build options the user states, recording which of them a check reads (a checklist
+    reads ``Evidence.options``): an option no check and no bound reads is stated, not judged,
+    and the certificate says so rather than list it among the criteria it was judged by."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        super().__init__(options)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return super().__contains__(key)
+
+    def items(self):  # a check that reads them all has read them all
+        self.read.update(self.keys())
+        return super().items()
+
+    def values(self):
+        self.read.update(self.keys())
+        return super().values()
+
+
+def judged_options(criteria: Criteria, texts: Iterable[str]) -> list[str]:
+    """The stated options some check read or some bound formula or define names (``texts``:
+    their formulas, fallbacks included — a name in a formula may decide it)."""
+    options = criteria.options
+    read = options.read if isinstance(options, StatedOptions) else set(options)
+    named = {k for k in options if any(re.search(rf"\b{re.escape(k)}\b", t) for t in texts)}
+    return sorted(k for k in options if k in read or k in named)
+
+
 @dataclass(frozen=True)
 class Criteria:
     """What the user asked the verdict to mean: printed in every certificate.
@@ -108,7 +149,8 @@ class Criteria:
                 )
             if not isinstance(text, str):
                 raise InputError(f"bounds.{metric}: expected a formula string")
-        object.__setattr__(self, "options", _user_options(self.construction, self.options))
+        parsed = _user_options(self.construction, self.options)
+        object.__setattr__(self, "options", StatedOptions(parsed))
 
 
 def _user_options(construction: str | None, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -66,6 +66,9 @@ def print_certificate(cert: dict) -> None:
         + (f", within --tolerance {tol}" if tol is not None else ", exact")
         + f"; inputs: {crit['inputs']}"
     )
+    if crit.get("options_not_judged"):
+        stated = ", ".join(f"{k}={crit['options'][k]}" for k in crit["options_not_judged"])
+        print(f"  stated, not judged: {stated} (no check or bound of this checklist reads them)")
     print(
         f"resources: width {res['width']}, depth {res['depth']}, {res['dense_parameters']} "
         f"dense / {res['nonzero_parameters']} non-zero parameters, max {res['max_bits']} bits "
