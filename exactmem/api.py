@@ -101,6 +101,13 @@ def build(
     from exactmem.checks.build_options import check_option_limits, parse_options
 
     known = _constructions()
+    if isinstance(construction, Dataset):  # (its repr would fill the message: kilobytes)
+        raise InputError(
+            f"build(dataset, construction): got {type(dataset).__name__} and Dataset "
+            "(the arguments swapped?)"
+        )
+    if not isinstance(construction, str):
+        raise InputError(f"construction must be a name, got {type(construction).__name__}")
     if construction not in known:
         raise InputError(f"construction {construction!r} is unknown; available: {', '.join(known)}")
     if isinstance(seed, bool) or not isinstance(seed, int):

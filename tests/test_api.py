@@ -454,3 +454,8 @@ def test_from_text_is_the_text_windows():
         exactmem.Dataset.from_text(STORY, window=2, unit="line")
     with pytest.raises(InputError, match="Dataset.from_text: the windows at line 1, column 1"):
         exactmem.Dataset.from_text("aab aac", window=1)
+
+
+def test_build_with_its_arguments_swapped_says_so_briefly(points):
+    with pytest.raises(InputError, match=r"got str and Dataset \(the arguments swapped\?\)$"):
+        exactmem.build("vys", points)

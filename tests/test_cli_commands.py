@@ -574,3 +574,13 @@ def test_reading_commands_refuse_the_wrong_file(built, tmp_path, capsys, argv):
     assert main([a.format(**paths) for a in argv]) == 2
     said = capsys.readouterr()
     assert said.out == "" and said.err.startswith("error:") and "Traceback" not in said.err
+
+
+@pytest.mark.parametrize("value", ["٣", "１２", "1_000", "3.0", "", "9" * 31])
+def test_integer_flags_take_ascii_digits_only(value, capsys):
+    """``int`` alone reads Arabic-Indic and full-width digits and underscores: every integer
+    flag of the command line takes ASCII digits (at most 30), else exits 2 naming the flag."""
+    with pytest.raises(SystemExit) as stop:
+        main(["generate", "points", "--N", value, "--d", "2", "--C", "2", "--out", "x.json"])
+    assert stop.value.code == 2
+    assert "argument --N: expected an integer in ASCII digits" in capsys.readouterr().err

@@ -4,11 +4,20 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from exactmem.checks.build_options import LIMITS_HELP
 from exactmem.plugins.options import CONSTRUCTIONS, OPTIONS
 
 PROG = "exactmem"
+
+
+def ascii_int(text: str) -> int:
+    """An integer flag's value in ASCII digits (``int`` alone would read ``١٢`` or
+    ``1_000``), at most 30 of them."""
+    if not re.fullmatch(r"[+-]?[0-9]{1,30}", text):
+        raise argparse.ArgumentTypeError(f"expected an integer in ASCII digits, got {text[:40]!r}")
+    return int(text)
 
 
 EPILOG = """exit codes: 0 verified, 1 refuted, 2 usage or invalid input (output paths are
@@ -214,7 +223,7 @@ def _add_inspection(sub) -> None:
     rc.set_defaults(evaluator=None)  # None: the evaluator the certificate records
     rc.add_argument(
         "--max-precision",
-        type=int,
+        type=ascii_int,
         metavar="BITS",
         help="allow a certificate whose max_precision is above 16384 bits, up to BITS (a "
         "large precision can take hours); default: refuse it (exit 2)",
@@ -283,7 +292,7 @@ def _add_import(sub) -> None:
     im.add_argument("--out", required=True, metavar="MODEL", help="model file to write")
     im.add_argument(
         "--heads",
-        type=int,
+        type=ascii_int,
         metavar="H",
         help="number of attention heads of a gpt or nn.MultiheadAttention checkpoint (default: "
         "its __metadata__ n_head)",
@@ -315,7 +324,7 @@ def _add_train(sub) -> None:
         "--experiment", required=True, choices=TRAIN_EXPERIMENTS, help="which paper's experiment"
     )
     tr.add_argument("--quick", action="store_true", help="a small grid (under a minute)")
-    tr.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default 0)")
+    tr.add_argument("--seed", type=ascii_int, default=0, metavar="S", help="seed (default 0)")
     tr.add_argument("--out", required=True, metavar="DIR", help="directory to write")
     tr.add_argument("--quiet", action="store_true", help="no progress on stderr")
     tr.add_argument("--json", action="store_true", help="the results as JSON on stdout")
@@ -398,7 +407,9 @@ def parser() -> argparse.ArgumentParser:
         help="model file to write (.json, .json.gz or .exm; above 10⁵ rows use .exm, for the "
         "dataset too: half the size, faster to write and read)",
     )
-    b.add_argument("--seed", type=int, default=0, help="seed of the random choices (default 0)")
+    b.add_argument(
+        "--seed", type=ascii_int, default=0, help="seed of the random choices (default 0)"
+    )
     b.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="construction option, repeatable"
     )
@@ -450,7 +461,7 @@ def parser() -> argparse.ArgumentParser:
     )
     v.add_argument(
         "--max-precision",
-        type=int,
+        type=ascii_int,
         metavar="BITS",
         help="softmax models are judged on Arb balls, each undecided example at doubling "
         "precision up to BITS (default 16384; 4096 for --tolerance labels); still undecided "
@@ -499,12 +510,14 @@ def parser() -> argparse.ArgumentParser:
         "measured / paper bound and the fitted constants of the claims' tight bounds.",
         epilog=EPILOG,
     )
-    bo.add_argument("--N", type=int, required=True, help="number of sequences / examples")
-    bo.add_argument("--n", type=int, required=True, help="sequence length")
-    bo.add_argument("--d", type=int, default=8, help="token dimension (default 8)")
-    bo.add_argument("--vocab", type=int, default=1000, help="vocabulary size ω (default 1000)")
-    bo.add_argument("--C", type=int, default=10, help="number of classes (default 10)")
-    bo.add_argument("--seed", type=int, default=0, help="seed of the --measure datasets")
+    bo.add_argument("--N", type=ascii_int, required=True, help="number of sequences / examples")
+    bo.add_argument("--n", type=ascii_int, required=True, help="sequence length")
+    bo.add_argument("--d", type=ascii_int, default=8, help="token dimension (default 8)")
+    bo.add_argument(
+        "--vocab", type=ascii_int, default=1000, help="vocabulary size ω (default 1000)"
+    )
+    bo.add_argument("--C", type=ascii_int, default=10, help="number of classes (default 10)")
+    bo.add_argument("--seed", type=ascii_int, default=0, help="seed of the --measure datasets")
     bo.add_argument(
         "--measure",
         action="store_true",
@@ -546,11 +559,11 @@ def parser() -> argparse.ArgumentParser:
         "of Python (next character or word); windows of your own text (text: --file, --window); "
         "contexts: distinct contexts with next-token distributions (targets)",
     )
-    g.add_argument("--N", type=int, help="number of points or sequences")
-    g.add_argument("--n", type=int, help="sequence length (next-token: 16, zen: 32)")
-    g.add_argument("--d", type=int, default=8, help="dimension (default 8)")
-    g.add_argument("--C", type=int, default=10, help="number of classes (default 10)")
-    g.add_argument("--vocab", type=int, help="vocabulary size (next-token, default 500)")
+    g.add_argument("--N", type=ascii_int, help="number of points or sequences")
+    g.add_argument("--n", type=ascii_int, help="sequence length (next-token: 16, zen: 32)")
+    g.add_argument("--d", type=ascii_int, default=8, help="dimension (default 8)")
+    g.add_argument("--C", type=ascii_int, default=10, help="number of classes (default 10)")
+    g.add_argument("--vocab", type=ascii_int, help="vocabulary size (next-token, default 500)")
     g.add_argument(
         "--sequences",
         default="random",
@@ -570,11 +583,13 @@ def parser() -> argparse.ArgumentParser:
         "too; default char)",
     )
     g.add_argument("--file", metavar="TEXT", help="text: a UTF-8 text file (at most 1 MiB)")
-    g.add_argument("--window", type=int, metavar="W", help="text: units per window (W ≥ 1)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the random choices (default 0)")
+    g.add_argument("--window", type=ascii_int, metavar="W", help="text: units per window (W ≥ 1)")
+    g.add_argument(
+        "--seed", type=ascii_int, default=0, help="seed of the random choices (default 0)"
+    )
     g.add_argument(
         "--coord-bound",
-        type=int,
+        type=ascii_int,
         default=1000,
         help="integer coordinates in [-B, B] (default 1000)",
     )
@@ -608,14 +623,18 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     pb.add_argument("--out", required=True, metavar="FILE", help="picture: .png, .svg or .pdf")
-    pb.add_argument("--N-min", type=int, default=10, help="left end of the N axis (default 10)")
     pb.add_argument(
-        "--N-max", type=int, default=10**6, help="right end of the N axis (default 10⁶)"
+        "--N-min", type=ascii_int, default=10, help="left end of the N axis (default 10)"
     )
-    pb.add_argument("--n", type=int, default=16, help="sequence length (default 16)")
-    pb.add_argument("--d", type=int, default=8, help="token dimension (default 8)")
-    pb.add_argument("--vocab", type=int, default=1000, help="vocabulary size ω (default 1000)")
-    pb.add_argument("--C", type=int, default=10, help="number of classes (default 10)")
+    pb.add_argument(
+        "--N-max", type=ascii_int, default=10**6, help="right end of the N axis (default 10⁶)"
+    )
+    pb.add_argument("--n", type=ascii_int, default=16, help="sequence length (default 16)")
+    pb.add_argument("--d", type=ascii_int, default=8, help="token dimension (default 8)")
+    pb.add_argument(
+        "--vocab", type=ascii_int, default=1000, help="vocabulary size ω (default 1000)"
+    )
+    pb.add_argument("--C", type=ascii_int, default=10, help="number of classes (default 10)")
     pb.add_argument(
         "--measure-N",
         type=_measure_sizes,
@@ -624,7 +643,7 @@ def parser() -> argparse.ArgumentParser:
         help="sizes at which vys and ks25-next-token are built (default "
         "100,300,1000,3000,10000; an empty string builds none)",
     )
-    pb.add_argument("--seed", type=int, default=0, help="seed of the random datasets")
+    pb.add_argument("--seed", type=ascii_int, default=0, help="seed of the random datasets")
     _add_plot_common(pb)
     pb.set_defaults(func=_command("plot"))
     pc = figures.add_parser(
