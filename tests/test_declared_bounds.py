@@ -498,3 +498,13 @@ def test_an_option_no_check_reads_is_stated_not_judged():
     dataset, budgeted = _bit_budget()  # read by the checklist (split.budget) and the bounds
     cert = certify(budgeted, dataset, construction="ks25-bit-budget", options={"bit_budget": 4})
     assert "options_not_judged" not in cert.subject["criteria"]
+
+
+def test_explain_takes_the_stated_options(budget_files, capsys):
+    data, path, _ = budget_files
+    base = ["explain", "--model", path, "--data", data, "--construction", "ks25-bit-budget"]
+    assert main([*base, "--set", "bit_budget=4"]) == 0
+    assert main([*base, "--set", "bit_budget=2"]) == 1
+    assert "FAIL f2.split.budget" in capsys.readouterr().out
+    assert main(["explain", "--model", path, "--data", data, "--set", "bit_budget=4"]) == 2
+    assert "give --construction" in capsys.readouterr().err

@@ -17,7 +17,6 @@ from exactmem.core.errors import (
     InconclusiveError,
     InputError,
 )
-from exactmem.plugins.options import CONSTRUCTIONS
 
 
 def _load(args: argparse.Namespace):
@@ -50,11 +49,21 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--model and --data go together")
     if args.certificate is None and args.model is None:
         raise InputError("give a certificate file, or --model and --data (a run to certify)")
-    if args.construction is not None and args.construction not in CONSTRUCTIONS:
-        raise InputError(
-            f"--construction {args.construction!r} is unknown; available: "
-            f"{', '.join(CONSTRUCTIONS)}"
-        )
+    options: dict = {}
+    if args.construction is not None:  # a plugin's name too (the registry)
+        from exactmem.checks.build_options import options_of
+
+        options_of(args.construction)  # unknown: exit 2 naming the known ones
+    if args.set:  # stated build options: criteria of the run certified here, as `verify --set`
+        if args.certificate is not None:
+            raise InputError("--set: a certificate records its own criteria")
+        if args.construction is None:
+            raise InputError(
+                "--set: build options are criteria of a construction; give --construction"
+            )
+        from exactmem.checks.build_options import parse_options
+
+        options = parse_options(args.construction, args.set)
     model = dataset = None
     inconclusive = None
     if args.certificate is not None:
@@ -75,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         model, dataset = _load(args)
         construction = args.construction
         try:
-            certificate = certify(model, dataset, construction=construction)
+            certificate = certify(model, dataset, construction=construction, options=options)
             checks = [c.as_dict() for c in certificate.checks]
             verdict = certificate.verdict
         except InconclusiveError as exc:

@@ -193,6 +193,13 @@ def _add_inspection(sub) -> None:
     ex.add_argument("--data", metavar="FILE", help="dataset (.json, .json.gz or .exm)")
     ex.add_argument("--construction", metavar="NAME", help="without CERT: demand NAME's checklist")
     ex.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="without CERT, with --construction: a build option the model was built with, as "
+        "`verify --set` takes it (repeatable)",
+    )
+    ex.add_argument(
         "--allow-floats",
         action="store_true",
         help="accept JSON floats in the dataset, converted exactly (dyadic)",

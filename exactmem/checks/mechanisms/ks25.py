@@ -388,8 +388,9 @@ def _split_specs() -> list[CheckSpec]:
             "split.budget",
             PAPER,
             "Theorem F.1",
-            "the labelled points split into ⌈N/B²⌉ sub-networks of at most B² points, at the "
-            "bit budget B the user states (--set bit_budget=B)",
+            "the labelled points split into ⌈N/B²⌉ sub-networks of at most B² points (an unsplit "
+            "memorizer is one), groups of at most K_B = ⌈B/√log₂ B⌉ slots, at the bit budget B "
+            "the user states (--set bit_budget=B)",
             (
                 Breaker(
                     "built at half the budget",
