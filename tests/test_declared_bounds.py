@@ -13,6 +13,7 @@ from functools import partial
 
 import pytest
 import sympy
+from gmpy2 import mpq
 
 from exactmem.api import build
 from exactmem.checks import registry
@@ -49,6 +50,11 @@ def _ks25(task: str = "next-token", labels_by: str = "key", extra: tuple = ()) -
     return [(ds, o) for ds in _sequences(task, labels_by) for o in options]
 
 
+def _origin() -> Dataset:
+    """One point at the origin: r = 0, so ρ is 2 whatever the Stage I direction."""
+    return Dataset("points", (1,), 1, points=((mpq(0), mpq(0)),))
+
+
 GRID: dict[str, Grid] = {
     "vys": [
         (partial(random_points, N, d, C, seed), o)
@@ -62,7 +68,21 @@ GRID: dict[str, Grid] = {
             {"direction_bound": 2**64},
             {"bit_widths": "paper", "group_size": 3},
         )
-    ],
+    ]
+    # the bits grow with the keys and the labels (large coordinates over a large denominator,
+    # many classes, the direction bound at its limit, one group of all the points: Stage I's
+    # expression meets the packed integers), and with the direction alone when r = 0
+    + [
+        (partial(random_points, 6, 2, 2**40, 3, coord_bound=10**15, denominator=10**9 + 7), o)
+        for o in (
+            {},
+            {"gadget": "peel", "group_size": 6, "direction_bound": 2**64},
+            {"gadget": "tent", "group_size": 6, "direction_bound": 2**64},
+            {"gadget": "keyed", "group_size": 6, "bit_widths": "paper"},
+            {"gadget": "tent", "group_size": 5, "bit_widths": "paper", "direction_bound": 2**64},
+        )
+    ]
+    + [(_origin, {"gadget": g, "direction_bound": 2**64}) for g in ("peel", "tent", "keyed")],
     "ks25-next-token": _ks25(extra=({"position_aware": True},)),
     "ks25-seq2seq": _ks25("seq2seq"),
     "ks25-token-ids": _ks25(),
@@ -241,6 +261,7 @@ def test_declared_bounds_pass_under_certify(name):
         ("vys", "width"),
         ("vys", "depth"),
         ("vys", "dense_parameters"),
+        ("vys", "max_bits"),
         ("kim23", "depth"),
         ("kim23", "dense_parameters"),
         ("ks25-next-token", "depth"),
@@ -508,3 +529,20 @@ def test_explain_takes_the_stated_options(budget_files, capsys):
     assert "FAIL f2.split.budget" in capsys.readouterr().out
     assert main(["explain", "--model", path, "--data", data, "--set", "bit_budget=4"]) == 2
     assert "give --construction" in capsys.readouterr().err
+
+
+def test_the_bits_bound_needs_its_stage_one_term():
+    """vys's max_bits names e = max(ρ, ⌈log₂(lcd·W)⌉ + 2) beside the packed integers' K(ρ + c):
+    on one point at the origin ρ is 2 whatever the direction, while Stage I's coefficients
+    2·lcd·w_i take the direction's bits — a bound in ρ and c alone would refute this honest
+    model."""
+    dataset = _origin()
+    options = {"gadget": "peel", "direction_bound": 2**64}
+    model = build(dataset, "vys", seed=3, **options)
+    bits = resources(model).max_bits
+    c = registry.get("vys")
+    assert bits > 1 * (2 + 1) + 2 + 8  # K(ρ + c) + ρ + 8 with K = 1, ρ = 2, c = 1
+    cert = certify(model, dataset, construction="vys", options=options)
+    (judged,) = [x for x in cert.checks if x.name == "vys.bounds.max_bits"]
+    assert judged.passed, judged.detail
+    assert c.checklist.bounds["max_bits"] == "bits"

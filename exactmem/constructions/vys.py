@@ -152,7 +152,8 @@ def integer_projection(
     top = bound if bound is not None else max(V * V, 1)
     tiers = [] if bound is not None else [1 << e for e in range(max(top.bit_length() - 1, 0))]
     reach = max((abs(x) for p in integral for x in p), default=0) * d
-    matrix = np.array(integral, dtype=np.int64) if reach * top < 2**62 else None
+    # the direction itself must fit int64 too: with all points at 0 the reach is 0 whatever w
+    matrix = np.array(integral, dtype=np.int64) if max(reach, 1) * top < 2**62 else None
     for B in [*tiers, top]:
         for _ in range(attempts if B == top else 3):
             w = [rng.randint(-B, B) for _ in range(d)]
@@ -643,8 +644,9 @@ def _projected(projection: Projection, points, scale: int, integral: list[list[i
     top = max((abs(x) for row in integral for x in row), default=0)
     # every factor bounded on its own too: a zero direction makes the product 0 whatever the
     # coordinates (one point, 1e20), and the int64 matrix must still hold them
-    reach = top * f * sum(abs(w) for w in projection.direction)
-    if max(reach, top, f, scale) >= LIMIT:
+    spread = sum(abs(w) for w in projection.direction)
+    reach = top * f * spread
+    if max(reach, top, f, scale, spread) >= LIMIT:
         return [projection.key(p) for p in points]
     num = (np.array(integral, np.int64) @ np.array(projection.direction, np.int64)) * f
     off = np.flatnonzero(num % scale)

@@ -2,7 +2,8 @@
 (:attr:`exactmem.checks.checklist.Checklist.bounds`) emits ``NAME.bounds.<metric>``, and the
 breakers
 here are seen to make it fail — a model grown past the bound while computing the same outputs
-(dead hidden units for the width, an identity sub-layer for the depth)."""
+(dead hidden units for the width, an identity sub-layer for the depth, a dead unit with one
+heavy weight for the bits)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,15 @@ from exactmem.checks.checklist import Breaker, CheckSpec
 from exactmem.core.model import MLP, Affine, Transformer, resources
 from exactmem.datasets.dataset import Dataset, radius_and_separation
 
-__all__ = ["bound_specs", "dataset_figures", "deepened", "past", "stream_width", "widened"]
+__all__ = [
+    "bound_specs",
+    "dataset_figures",
+    "deepened",
+    "heavier",
+    "past",
+    "stream_width",
+    "widened",
+]
 
 
 def stream_width(model: Transformer) -> int:
@@ -35,10 +44,10 @@ def _growth(model: Transformer, dataset: Dataset) -> int:
     return 4 * (stream_width(model) + n * dataset.size + dataset.dim + dataset.num_classes) + 16
 
 
-def _identity_mlp(width: int, hidden: int) -> MLP:
-    """A residual MLP adding 0 to the stream: ``hidden`` units reading lane 0, read by no
-    output (two affine layers deep, ``hidden`` wide)."""
-    first = Affine(width, tuple(((0, 1),) for _ in range(hidden)), (0,) * hidden)
+def _identity_mlp(width: int, hidden: int, weight: int = 1) -> MLP:
+    """A residual MLP adding 0 to the stream: ``hidden`` units reading lane 0 with ``weight``,
+    read by no output (two affine layers deep, ``hidden`` wide)."""
+    first = Affine(width, tuple(((0, weight),) for _ in range(hidden)), (0,) * hidden)
     second = Affine(hidden, tuple(() for _ in range(width)), (0,) * width)
     return MLP((first, second), residual=True, label="breaker")
 
@@ -51,15 +60,17 @@ def widened(model: Transformer, dataset: Dataset) -> Transformer:
     return _widen(model, _growth(model, dataset))
 
 
-def _widen(model: Transformer, extra: int) -> Transformer:
-    """``model`` with ``extra`` dead hidden units (see :func:`widened`)."""
+def _widen(model: Transformer, extra: int, weight: int = 1) -> Transformer:
+    """``model`` with ``extra`` dead hidden units (see :func:`widened`), each reading lane 0
+    with ``weight``."""
     subs = list(model.sublayers)
     for i, s in enumerate(subs):
         if isinstance(s, MLP) and len(s.layers) >= 2:
             first, second = s.layers[0], s.layers[1]
+            row = ((0, first.denominator * weight),)
             first = replace(
                 first,
-                rows=first.rows + tuple(((0, first.denominator),) for _ in range(extra)),
+                rows=first.rows + tuple(row for _ in range(extra)),
                 bias=first.bias + (0,) * extra,
                 names=first.names + tuple(f"dead[{k}]" for k in range(extra))
                 if first.names
@@ -68,8 +79,20 @@ def _widen(model: Transformer, extra: int) -> Transformer:
             second = replace(second, in_dim=second.in_dim + extra)
             subs[i] = replace(s, layers=(first, second, *s.layers[2:]))
             return replace(model, sublayers=tuple(subs))
-    subs.append(_identity_mlp(stream_width(model), extra))
+    subs.append(_identity_mlp(stream_width(model), extra, weight))
     return replace(model, sublayers=tuple(subs))
+
+
+def heavier(model: Transformer, dataset: Dataset) -> Transformer:
+    """The model with one dead hidden unit (:func:`widened`) whose weight is 2^4096: the outputs
+    do not change; the largest parameter has 4098 bits, past every constant bits bound."""
+    return _heavy(model, 4096)
+
+
+def _heavy(model: Transformer, bits: int) -> Transformer:
+    """``model`` with one dead unit reading lane 0 with weight 2^bits (bits + 2 bits: the
+    integer's bitlen and the sign, core/exact.parameter_bits)."""
+    return _widen(model, 1, 1 << bits)
 
 
 def deepened(model: Transformer, dataset: Dataset) -> Transformer:
@@ -129,6 +152,8 @@ def past(
         ball = evaluate_ball(parse_formula(formula, names, f"breaker.{metric}"), 128)
         # one above the ball's upper end (exact: the midpoint of a radius-0 ball): past the bound
         limit = int(ball.upper().mid().floor().unique_fmpz()) + 1 if ball is not None else 0
+        if metric == "max_bits":  # one weight 2^limit has limit + 2 bits
+            return _heavy(model, max(limit, 0))
         extra = _growth(model, dataset)
         while True:  # at least one more unit of the metric per dead unit or layer: ends
             broken = _deepen(model, extra) if metric == "depth" else _widen(model, extra)
@@ -136,7 +161,9 @@ def past(
                 return broken
             extra *= 2
 
-    what = "identity sub-layers" if metric == "depth" else "dead hidden units"
+    what = {"depth": "identity sub-layers", "max_bits": "a dead unit's weight"}.get(
+        metric, "dead hidden units"
+    )
     grow.__doc__ = f"{what} until the {metric} exceeds {formula}"
     return grow
 
@@ -146,6 +173,7 @@ BREAKERS: dict[str, tuple[str, Callable[[Transformer, Dataset], Transformer]]] =
     "depth": ("identity sub-layers deepen", deepened),
     "dense_parameters": ("dead units widen", widened),
     "nonzero_parameters": ("dead units widen", widened),
+    "max_bits": ("a dead unit's weight outgrows", heavier),
 }
 
 
@@ -160,7 +188,7 @@ def bound_specs(
     known: Iterable[str] = (),
 ) -> tuple[CheckSpec, ...]:
     """One :class:`CheckSpec` per declared bound of construction ``name``, with a breaker where
-    one is known (width, depth, parameters). ``source`` says where the bound comes from (the
+    one is known (width, depth, parameters, bits). ``source`` says where the bound comes from (the
     claim file and section); ``options``, ``defines`` and ``known`` (the declared options)
     evaluate a bound that names build options, for its breaker (at the example's options)."""
     specs = []
@@ -168,7 +196,7 @@ def bound_specs(
         breakers: tuple[Breaker, ...] = ()
         if metric in BREAKERS:
             what, fn = BREAKERS[metric]
-            if fn is widened or defines or options:  # aimed past this bound, whatever its growth
+            if fn in (widened, heavier) or defines or options:  # aimed past it, whatever its size
                 fn = past(metric, formula, options, defines, tuple(known))
                 what = "identity sub-layers deepen" if metric == "depth" else what
             breakers = (
