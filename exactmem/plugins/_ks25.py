@@ -35,6 +35,48 @@ MEMORIZER_BITS = {
 }
 
 
+# The largest parameter's bits of every variant, for every option value and draw: the model is
+# F1 (Theorem E.1: an embedding table), the uniform attention (weights 0 and 1) and F2, two
+# Lemma C.1 memorizers whose bits plugins/vys.py bounds gadget by gadget: K(ρ + c) + e + 4 for
+# K slots, keys (and |Stage I's shift|) below 2^ρ, c label bits and Stage I coefficients of at
+# most e bits. Here, our reconstruction from constructions/ks25.py, bit_budget.py,
+# memorizer_arrays.py:
+# * K: the builder's group size of least depth (vys.choose_group_size over 1 ≤ K ≤
+#   min(N_m, 4√N_m + 4), N_m labelled points; not an option; a bit budget only caps it, K_B,
+#   on parts of B² ≤ N_m points). With ρ, c the true key and label bits, ℓ = max(ρ, c) and
+#   a = ρ + c + 3, every gadget's Stage III takes between (K − 1)ℓ and K·a + 1 layers
+#   (vys.stage3_layers), so (K − 1)ℓ ≤ depth(K) ≤ depth(K₀) ≤ N_m/K₀ + K₀·a + 2 at
+#   K₀ = ⌈√(N_m/a)⌉ (in range): ≤ 2√(N_m·a) + a + 2; hence
+#   K(ρ + c) ≤ (ρ + c) + 2(K − 1)ℓ ≤ 3(ρ + c) + 4√(N_m·a) + 10, increasing in N_m, ρ, c;
+# * F1 memorizes |A| ≤ N − 1 witness tokens (Lemma B.1); its labels, the weights f, are at most
+#   3√π·N²·|A| + 1 ≤ 6N³ for all three Lemma B.2 schemes (|A| < N also when position_aware
+#   makes up to nω tokens); its keys are the token ids 2·lcd·wᵀ(x − x_min) + 2 over at most nω
+#   tokens (position_aware appends the position k ≤ n: d + 1 coordinates, norm ≤ r + n), with
+#   |w_i| ≤ (nω)² (the Stage I search's last tier), so keys and the shift are at most
+#   4⌈√(d+1)⌉·lcd·(nω)²·(⌈r⌉ + n) + 2 and the coefficients 2·lcd·w_i have ⌈log₂(lcd·(nω)²)⌉ + 2
+#   bits (token_ids=weakened halves both); Theorem E.1's table holds f ≤ 6N³ and ids ≤ ω;
+# * F2 memorizes at most M context ids (f(x), id(x), Σf/n), each coordinate in [0, 6N³] or an
+#   id, over a denominator dividing n, with |w_i| ≤ M², so its keys and shift are at most
+#   2n·M²·(12N³ + T) + 2 and its coefficients 2·n·w_i (deep sets: 2n·1) have
+#   ⌈log₂(n·M²)⌉ + 2 bits; its labels bitlen(C) bits;
+# so max_bits ≤ max over F1, F2 of 3(ρ + c) + 4√(N_m(ρ + c + 3)) + e + 14, N_m ≤ N for F1 and
+# ≤ M for F2 (the attention's 0 and 1, the table's f ≤ 6N³ and ids ≤ ω have fewer bits).
+# These defines are apart from the depth's (MEMORIZER_BITS), which count ω tokens.
+MAX_BITS = {
+    "Fb": "6*N**3",
+    "Tb": "4*ceiling(sqrt(d + 1))*lcd*(n*omega)**2*(ceiling(r) + n) + 2",
+    "rb1": "ceiling(log(Tb, 2)) + 1",
+    "eb1": "Max(rb1, ceiling(log(lcd*(n*omega)**2, 2)) + 2)",
+    "rb2": "ceiling(log(2*n*M**2*(2*Fb + Tb) + 2, 2)) + 1",
+    "eb2": "Max(rb2, ceiling(log(n*M**2, 2)) + 2)",
+    "cb1": "ceiling(log(Fb, 2)) + 1",
+    "cb2": "ceiling(log(C, 2)) + 1",
+    "bits1": "3*(rb1 + cb1) + ceiling(4*sqrt(N*(rb1 + cb1 + 3))) + eb1",
+    "bits2": "3*(rb2 + cb2) + ceiling(4*sqrt(M*(rb2 + cb2 + 3))) + eb2",
+    "bits": "Max(bits1, bits2) + 16",
+}
+
+
 def memorizer_bounds(items: str, width: str) -> tuple[dict[str, str], dict[str, str]]:
     """(defines, bounds) of the depth and dense parameters of a Theorem 4.1 variant whose F2
     memorizes at most ``items`` context ids, beside its fitted ``width``.
@@ -45,12 +87,13 @@ def memorizer_bounds(items: str, width: str) -> tuple[dict[str, str], dict[str, 
     gadget (vys.stage3_layers), and its read-out. The model is F1 (or Theorem E.1's embedding
     table, no layer), one attention layer and F2; each layer has at most ``width`` outputs
     reading at most max(d, width) inputs, and the embedding table 3(ω + 1) parameters."""
-    defines = {"M": items, **MEMORIZER_BITS}
+    defines = {"M": items, **MEMORIZER_BITS, **MAX_BITS}
     defines["layers"] = "Min(omega, N) + rho1 + c1 + 4 + 1 + M + rho2 + c2 + 4"
     bounds = {
         "width": width,
         "depth": "layers",
         "dense_parameters": f"layers*{width}*(Max(d, {width}) + 1) + 3*omega + 3",
+        "max_bits": "bits",
     }
     return defines, bounds
 

@@ -31,7 +31,7 @@ depth only as Õ(N/B):
 
 from __future__ import annotations
 
-from exactmem.plugins._ks25 import ks25_construction
+from exactmem.plugins._ks25 import MAX_BITS, ks25_construction
 
 # the fitted ([tight]) width of proofs/ks25_bit_budget.toml; the depth and dense parameters of
 # every model the builder makes at bit budget B (the derivation above). Every define is an
@@ -47,12 +47,16 @@ DEFINES = {
     "c2": "Max(ceiling(log(C, 2)) + 1, 2)",
     "part1": "Max(B**2 + rho1 + c1 + 1, ceiling(B**2/KB) + KB*(rho1 + c1 + 1))",
     "part2": "Max(B**2 + rho2 + c2 + 1, ceiling(B**2/KB) + KB*(rho2 + c2 + 1))",
+    # the bits (plugins/_ks25.py): for every B, the budget only caps the group size
+    "M": "N",
+    **MAX_BITS,
 }
 BOUNDS = {
     "width": "11",
     "depth": "ceiling(Min(omega, N)/B**2)*part1 + ceiling(N/B**2)*part2 + 3",
     "dense_parameters": "(ceiling(Min(omega, N)/B**2)*part1 + ceiling(N/B**2)*part2 + 3)"
     "*11*(Max(d, 11) + 1)",
+    "max_bits": "bits",
 }
 
 construction = ks25_construction(
@@ -62,6 +66,7 @@ construction = ks25_construction(
     summary="Theorem F.1: Theorem 4.1's checklist, memorizers checked per sub-network",
     bounds=BOUNDS,
     source="width: proofs/ks25_bit_budget.toml, [tight]; depth and parameters: the builder's "
-    "layers at bit budget B (--set bit_budget=B; our reconstruction, the paper states Õ(N/B))",
+    "layers at bit budget B (--set bit_budget=B; our reconstruction, the paper states Õ(N/B)); "
+    "bits: the builder's layout for every option value and draw (our reconstruction)",
     bound_defines=DEFINES,
 )

@@ -18,7 +18,7 @@ construction = ks25_construction(
     bounds=BOUNDS,
     bound_defines=DEFINES,
     source="width: proofs/ks25_deep_sets.toml, [tight]; "
-    "depth and parameters: the builder's layout for "
+    "depth, parameters and bits: the builder's layout for "
     "every option value and draw (our reconstruction)",
     consistency="multiset",
 )

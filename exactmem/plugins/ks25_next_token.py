@@ -19,6 +19,6 @@ construction = ks25_construction(
     bounds=BOUNDS,
     bound_defines=DEFINES,
     source="width: proofs/ks25_theorem_4_1.toml, [tight]; "
-    "depth and parameters: the builder's layout for "
+    "depth, parameters and bits: the builder's layout for "
     "every option value and draw (our reconstruction)",
 )

@@ -18,6 +18,6 @@ construction = ks25_construction(
     bounds=BOUNDS,
     bound_defines=DEFINES,
     source="width: proofs/ks25_token_ids.toml, [tight]; "
-    "depth and parameters: the builder's layout for "
+    "depth, parameters and bits: the builder's layout for "
     "every option value and draw (our reconstruction)",
 )

@@ -30,28 +30,30 @@ NAME = "vys"
 # max_bits: a parameter is one coefficient or constant of a unit's affine expression (the Lin
 # of constructions/circuit.py, folded over the layer's denominator and counted in lowest terms,
 # core/model.py resources): bitlen(|p|) + ⌈log₂ q⌉ + 1 bits. The largest, gadget by gadget:
-# * packed integers: K values each below 2^B (B = max(key bits, label bits)) shifted by s ≤ B
-#   bits each are below 2^{B + s(K−1) + 1} ≤ 2^Q, Q = K(ρ + c) (ρ, c ≥ 1), in both bit_widths
-#   (with paper's swap a key wider than its slot overlaps the next one: OR ≤ sum); so every
-#   u_j, w_j, and every difference u_j − u_{j−1}, w_j − w_{j−1}, lies in (−2^Q, 2^Q);
+# * packed integers: with ρ' = bitlen(largest key), c' = bitlen(C) (the built ones, ≤ ρ, c),
+#   K values each below 2^B (B = max(ρ', c')) shifted by s ≤ B bits each are below
+#   2^{B + s(K−1) + 1} ≤ 2^Q, Q = K(ρ' + c') ≤ K(ρ + c), in both bit_widths (with paper's
+#   swap a key wider than its slot overlaps the next one: OR ≤ sum); so every u_j, w_j, and
+#   every difference u_j − u_{j−1}, w_j − w_{j−1}, lies in (−2^Q, 2^Q);
 # * Stage I (the first layer, and Stage III's first when there is one group, m = 1): the
 #   coefficients 2·lcd·w_i have bitlen ≤ ⌈log₂(lcd·W)⌉ + 2, the shift 2 − 2·p_min has
 #   |shift| ≤ 2 + 2·lcd·W·√d·r ≤ 2^{ρ−1} (ρ's definition); e = max of the two;
-# * Stage II: steps t − a (+1) with a a key < 2^ρ (bias |shift − a + 1| ≤ 2^{ρ+1}); lanes U, W
+# * Stage II: steps t − a (+1) with a a key < 2^ρ' (bias |shift − a + 1| ≤ 2^{e+1}); lanes U, W
 #   start at the constant u_1, w_1 and add (u_j − u_{j−1})·S: below 2^Q;
 # * keyed: steps on U − 2^p·bit, p < Q (bias u_1 − 2^p + 1 when m = 1: |·| ≤ 2^Q), lanes
 #   v, y, vk = 2v + bit (2, ±1), the hat on t − vk (±1), select y − 2^c'(1 − m) with c' the
 #   label bits (≤ Q), the output's sum (1): at most Q + 2 bits;
-# * peel: as keyed, and the match on U − 2^P·t with P = ρ'(K − 1 − k) ≤ Q − ρ: with m = 1
+# * peel: as keyed, and the match on U − 2^P·t with P ≤ (K − 1)·max(ρ', c') ≤ Q: with m = 1
 #   t is Stage I's expression, coefficients 2^P·2·lcd·w_i (bitlen ≤ Q + e) and biases
-#   ±(u_1 − 2^P·shift) − 2^P + 1 (|·| ≤ 2^Q + 2^{P+ρ} ≤ 2^{Q+1}); the AND gates (±1) and the
-#   label weights 2^{c'−i}: at most Q + e + 1 bits;
-# * tent: tent units 4z − 2·2^{Kρ'+1} on z = 2U (+1): coefficients 8(u_j − u_{j−1}), biases
-#   8u_1 + 4 − 2^{Kρ'+2} (|·| < 2^{Q+3}); the read-out (2^i − (z' − z))/2^{i+1}, i ≤ Q: the
-#   coefficients ±2^{−(i+1)} (i + 3 bits), biases ½; the hat on t − v, select as keyed: at most
-#   Q + 4 bits;
+#   ±(u_1 − 2^P·shift) − 2^P + 1 (|·| ≤ 2^Q + 2^{P+e} ≤ 2^{Q+e+1}); the AND gates (±1) and
+#   the label weights 2^{c'−i}: at most Q + e + 2 bits;
+# * tent: tent units 4z − 2·2^{Ks+1} on z = 2U (+1), s the key slot's bits (Ks ≤ Q):
+#   coefficients 8(u_j − u_{j−1}), biases 8u_1 + 4 − 2^{Ks+2} (|·| < 2^{Q+3}); the read-out
+#   (2^i − (z' − z))/2^{i+1}, i ≤ Q: coefficients ±2^{−(i+1)} (i + 3 bits), biases ½; the hat
+#   on t − v, select as keyed: at most Q + 4 bits;
 # so max_bits ≤ Q + e + 4 ≤ K(ρ + c) + e + 8 at the group_size K built, and N(ρ + c) + e + 8 for
-# every group_size ≤ N (the option's limit; the builder's own choice is ≤ N).
+# every group_size ≤ N (the option's limit; the builder's own choice is ≤ N). plugins/_ks25.py
+# uses the lemma max_bits ≤ Q + e + 4 for its two memorizers.
 DEFINES = {
     "W": ("direction_bound", "Max(N**2, 2**64)"),
     "rho": "ceiling(log(4*ceiling(sqrt(d))*lcd*W*ceiling(r) + 2, 2)) + 1",
