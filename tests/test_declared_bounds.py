@@ -137,6 +137,15 @@ GRID: dict[str, Grid] = {
             {"group_size": 12},
             {"functional_bound": 2**64},
         )
+    ]
+    + [
+        (_heavy_sequences(task), o)
+        for task in ("seq2seq", "next-token")
+        for o in (
+            {"gadget": "peel", "group_size": 10, "id_multiplier": 2**64},
+            {"gadget": "tent", "functional_bound": 2**64, "position_aware": True},
+            {"attention": "softmax", "temperature": 2**64},
+        )
     ],
     "ks24": [
         (partial(ks24_example, *size), o)
@@ -311,6 +320,7 @@ def test_declared_bounds_pass_under_certify(name):
         ("vys", "max_bits"),
         ("kim23", "depth"),
         ("kim23", "dense_parameters"),
+        ("kim23", "max_bits"),
         ("ks25-next-token", "depth"),
         ("ks25-seq2seq", "dense_parameters"),
         ("ks25-bit-budget", "width"),

@@ -28,7 +28,18 @@ NAME = "kim23"
 #   size K for every gadget; without --set group_size, for every K ≤ nN (convex in K: at most
 #   nN·(ρ + c + 3) + 2);
 # * each layer has at most 12 outputs reading at most max(d, 12) inputs; the embedding and the
-#   positional table hold at most 7(d + n + 1) more
+#   positional table hold at most 7(d + n + 1) more.
+# max_bits (bits of p/q: bitlen(|p|) + ⌈log₂ q⌉ + 1; every weight here is an integer):
+# * E_in: coefficients lcd·w_i (bitlen ≤ ⌈log₂(lcd·ω²)⌉ + 1), the bias 1 − p_min with
+#   |p_min| ≤ lcd·ω²·√d·r ≤ T; the positional table k·T/n ≤ T;
+# * the rounds: 1, α_r and β_r·n (|·| ≤ n·K'), −L = −(T + 1); under softmax also the
+#   temperature λ (the option, ≤ 2⁶⁴; its default bitlen(4(n − 1)nL) is smaller), 4, 3, 2, and
+#   B = nL: all of at most ρ bits, ρ's argument exceeding n·K'·(T + 1), but λ;
+# * the memorizer: Stage I reads the lanes t and S with coefficients 2 and 2A (≤ 2^ρ) and the
+#   shift −2A·S_min (|S| ≤ n²K'(n(T + 1) + 1), so |shift| ≤ 2^{ρ−1}); its keys have at most ρ
+#   bits and its labels c, so plugins/vys.py's lemma gives at most K(ρ + c) + e + 4 bits at
+#   group size K (e the largest Stage I bitlen): at the stated group_size, else for every
+#   K ≤ nN (the option's limit; the builder's choice is at most the items)
 DEFINES = {
     "T": "n*(2*ceiling(sqrt(d))*lcd*omega**2*ceiling(r) + 1)",
     "Kf": ("functional_bound", "Max(N**2, 2**64)"),
@@ -38,11 +49,15 @@ DEFINES = {
     "a": "rho + c + 3",
     "mem": ("ceiling(n*N/group_size) + group_size*a + 1", "n*N*a + 2"),
     "layers": "5*n + mem",
+    "lam": ("temperature", "2**64"),
+    "e": "Max(rho, ceiling(log(lcd*omega**2, 2)) + 2, ceiling(log(lam, 2)) + 2)",
+    "bits": ("group_size*(rho + c) + e + 8", "n*N*(rho + c) + e + 8"),
 }
 BOUNDS = {
     "width": "12",
     "depth": "layers",
     "dense_parameters": "layers*12*(Max(d, 12) + 1) + 7*(d + n + 1)",
+    "max_bits": "bits",
 }
 
 
@@ -65,8 +80,8 @@ construction = builtin(
     evaluates="hardmax-limit",
     bounds=BOUNDS,
     bound_defines=DEFINES,
-    source="width: proofs/kim23.toml, [tight]; depth and parameters: the builder's layout at "
-    "the stated group_size, functional_bound and id_multiplier (--set; for every value when "
-    "not given; our reconstruction)",
+    source="width: proofs/kim23.toml, [tight]; depth, parameters and bits: the builder's "
+    "layout at the stated group_size, functional_bound, id_multiplier and temperature (--set; "
+    "for every value when not given; our reconstruction)",
     limit_check="kim23.softmax",
 )
