@@ -625,3 +625,18 @@ def test_the_group_of_least_depth_is_small_enough_for_the_ks25_bits():
                     # integers: (K(ρ + c) − 3(ρ + c) − 10)² ≤ 16·N·a when the left side is ≥ 0
                     left = K * (rho + c) - 3 * (rho + c) - 10
                     assert left <= 0 or left * left <= 16 * N * a, (N, rho, c, gadget, K)
+
+
+def test_the_bits_breaker_keeps_the_outputs():
+    """``heavier`` adds one dead unit whose weight 2^4096 has 4098 bits: the outputs stay
+    exactly the honest model's, and only the bits (and the width, by one unit) grow."""
+    from exactmem.api import run
+    from exactmem.checks.mechanisms.resources import heavier
+
+    dataset = random_points(12, 2, 3, 2)
+    model = build(dataset, "vys", seed=3)
+    broken = heavier(model, dataset)
+    assert resources(broken).max_bits == 4098
+    assert resources(broken).width <= resources(model).width + 1
+    honest = run(model, dataset, evaluator="reference")
+    assert run(broken, dataset, evaluator="reference") == honest
