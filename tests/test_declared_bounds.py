@@ -640,3 +640,79 @@ def test_the_bits_breaker_keeps_the_outputs():
     assert resources(broken).width <= resources(model).width + 1
     honest = run(model, dataset, evaluator="reference")
     assert run(broken, dataset, evaluator="reference") == honest
+
+
+@pytest.mark.parametrize("variant", ["ks25-next-token", "ks25-seq2seq", "ks25-token-ids"])
+def test_a_bit_budget_in_any_ks25_variant_is_judged_by_the_split_layers(variant):
+    """Every ks25 variant takes ``--set bit_budget=B`` and then splits both memorizers
+    (Theorem F.1), which deepens it: the depth bound stated is the split one (it refuted the
+    honest model, 101 > 98 layers, when it counted unsplit memorizers only); not stated, the
+    bound is the unsplit build's and says so."""
+    task = "seq2seq" if variant == "ks25-seq2seq" else "next-token"
+    dataset = random_sequences(12, 3, 2, 8, 3, 2, task=task)
+    model = build(dataset, variant, bit_budget=2)
+    stated = certify(model, dataset, construction=variant, options={"bit_budget": 2})
+    assert stated.verdict == "verified"
+    depth = next(c for c in stated.checks if c.name == f"{variant}.bounds.depth")
+    assert "as built without" not in depth.detail
+    unstated = certify(model, dataset, construction=variant)
+    depth = next(c for c in unstated.checks if c.name == f"{variant}.bounds.depth")
+    assert "as built without bit_budget" in depth.detail
+    honest = build(dataset, variant)
+    assert certify(honest, dataset, construction=variant).verdict == "verified"
+
+
+def test_stated_options_see_every_way_a_check_reads_them():
+    from exactmem.checks.criteria import StatedOptions, stated
+
+    ways = {
+        "index": lambda o: o["gadget"],
+        "get": lambda o: o.get("gadget"),
+        "in": lambda o: "gadget" in o,
+        "dict": lambda o: dict(o),
+        "unpack": lambda o: {**o},
+        "copy": lambda o: o.copy(),
+        "equal": lambda o: o == {"gadget": "tent"},
+    }
+    for name, read in ways.items():
+        options = StatedOptions({"gadget": "tent"})
+        assert not options.read and list(options) == ["gadget"]  # listing keys reads nothing
+        read(options)
+        assert options.read == {"gadget"}, name
+    options = StatedOptions({"gadget": "tent"})
+    assert stated(options) == {"gadget": "tent"} and not options.read
+
+
+def test_recheck_compares_the_options_and_what_was_not_judged(tmp_path):
+    """A certificate edited to present a stated option as judged (``options_not_judged``
+    dropped, the file hashed again) no longer re-checks SAME."""
+    from exactmem.checks.recheck import recheck
+    from exactmem.files.dataset_files import save_dataset
+    from exactmem.files.model_files import save_certificate, save_model
+
+    points = random_points(12, 3, 5, seed=7)
+    model = build(points, "vys")
+    cert = certify(model, points, construction="vys", options={"gadget": "tent"})
+    data, path = tmp_path / "p.json", tmp_path / "m.json"
+    save_dataset(points, data)
+    save_model(model, path)
+    content = cert.to_json()
+    del content["subject"]["criteria"]["options_not_judged"]
+    save_certificate(content, tmp_path / "c.json")
+    result = recheck(tmp_path / "c.json", path, data)
+    assert not result.same
+    assert any("criteria.options_not_judged" in d for d in result.differences)
+
+
+def test_show_prints_a_certificate_whatever_its_unjudged_options_name(tmp_path, capsys):
+    from exactmem.files.model_files import save_certificate
+
+    points = random_points(12, 3, 5, seed=7)
+    cert = certify(build(points, "vys"), points, construction="vys", options={"gadget": "tent"})
+    content = cert.to_json()
+    criteria = content["subject"]["criteria"]
+    criteria["options_not_judged"] = ["zzz"]
+    del criteria["options"]
+    save_certificate(content, tmp_path / "c.json")
+    assert main(["show", str(tmp_path / "c.json")]) == 0
+    assert "stated, not judged: zzz=?" in capsys.readouterr().out

@@ -26,7 +26,7 @@ from exactmem.core.model import (
     resources,
     validate,
 )
-from exactmem.core.weight_rows import BlockRows, block_bits, block_of, rows_text
+from exactmem.core.weight_rows import BlockRows, block_bits, block_of, read_only, rows_text
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.softmax import run_balls
 from exactmem.files.model_files import canonical_hash, model_hash, model_to_json
@@ -191,12 +191,18 @@ def test_a_block_is_its_own_copy_of_the_callers_array():
     rows = BlockRows(source, range(2), range(2), 2)
     source[0, 0] = 0.5
     assert rows[0] == ((0, 1),) and not rows.block.flags.writeable
-    frozen = np.array([[2.0, 0.0]])
-    frozen.setflags(write=False)
-    assert np.shares_memory(BlockRows(frozen, range(1), range(2), 1).block, frozen)
+    mine = np.array([[2.0, 0.0]])  # read-only, but its owner may make it writable again
+    mine.setflags(write=False)
+    assert not np.shares_memory(BlockRows(mine, range(1), range(2), 1).block, mine)
+    made = read_only(np.array([[2.0, 0.0]]))  # made read-only by the code that made it
+    assert np.shares_memory(BlockRows(made, range(1), range(2), 1).block, made)
     view = np.array([[5.0, 6.0]])[:, :1]  # a read-only view of a writable array is copied
     view.setflags(write=False)
     assert not np.shares_memory(BlockRows(view, range(1), range(1), 1).block, view.base)
+    cols = np.array([0, 1])  # the index arrays are the block's own too
+    rows = BlockRows(np.array([[1.0, 2.0]]), [0], cols, 1)
+    cols[:] = [1, 0]
+    assert rows[0] == ((0, 1), (1, 2))
 
 
 @pytest.mark.parametrize("columns", [1, 3])

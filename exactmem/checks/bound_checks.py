@@ -19,9 +19,18 @@ from collections.abc import Iterable, Mapping
 import sympy
 
 from exactmem.checks.certificate import Check
+from exactmem.checks.checklist import Unset
 from exactmem.core.model import Resources
 
-__all__ = ["FIGURES", "Define", "bound_checks", "bound_names", "figure_names", "lcd_of", "with_lcd"]
+__all__ = [
+    "FIGURES",
+    "Define",
+    "bound_checks",
+    "bound_names",
+    "figure_names",
+    "lcd_of",
+    "with_lcd",
+]
 
 FIGURES = ("N", "d", "C", "r", "delta", "n", "omega", "lcd")
 """The dataset's figures a declared or user bound may name (``lcd``: the least common
@@ -70,9 +79,9 @@ def figure_names(data: Mapping, dataset) -> dict[str, sympy.Expr]:
     return names
 
 
-Define = str | tuple[str, str]
-"""A bound define: a formula, or (formula, fallback) — the fallback, a bound for every value of
-the options the formula names, is used when one of them is not given."""
+Define = str | tuple[str, str] | Unset
+"""A bound define: a formula; (formula, fallback) — the fallback, a bound for every value of
+the options the formula names, is used when one of them is not given; or :class:`Unset`."""
 
 
 def bound_names(
@@ -82,6 +91,7 @@ def bound_names(
     defines: Mapping[str, Define],
     where: str,
     relaxed: dict[str, set[str]] | None = None,
+    defaulted: dict[str, set[str]] | None = None,
 ) -> tuple[dict[str, sympy.Expr | None], dict[str, set[str]]]:
     """The values a bound formula may name — the dataset's figures (``names``; a figure not
     measured is None), each integer build option the user gave (``options``: the user's
@@ -104,14 +114,30 @@ def bound_names(
             known[key], missing[key] = None, {key}
         elif type(value) is int:
             known[key] = sympy.Integer(value)
+    defaulted = {} if defaulted is None else defaulted
     for key, define in defines.items():
-        text, fallback = define if isinstance(define, tuple) else (define, None)
+        unset = isinstance(define, Unset)
+        fallback: str | None
+        if isinstance(define, Unset):
+            text, fallback = define.given, define.otherwise
+        elif isinstance(define, tuple):
+            text, fallback = define
+        else:
+            text, fallback = define, None
         need = needs(text, missing)
         if need and fallback is not None:
-            relaxed[key] = need | needs(fallback, relaxed)
+            if unset:  # not given: not used by the build
+                defaulted[key] = need | needs(fallback, defaulted)
+                if needs(fallback, relaxed):
+                    relaxed[key] = needs(fallback, relaxed)
+            else:
+                relaxed[key] = need | needs(fallback, relaxed)
             text, need = fallback, needs(fallback, missing)
-        elif needs(text, relaxed):
-            relaxed[key] = needs(text, relaxed)
+        else:
+            if needs(text, relaxed):
+                relaxed[key] = needs(text, relaxed)
+            if needs(text, defaulted):
+                defaulted[key] = needs(text, defaulted)
         if need:
             known[key], missing[key] = None, need
         else:
@@ -171,8 +197,9 @@ def bound_checks(
 
     measured = res.as_dict()
     relaxed: dict[str, set[str]] = {}
+    defaulted: dict[str, set[str]] = {}
     known, missing = bound_names(
-        names, options or {}, declared_options, defines or {}, where, relaxed
+        names, options or {}, declared_options, defines or {}, where, relaxed, defaulted
     )
     checks = []
     for metric, text in table.items():
@@ -220,6 +247,9 @@ def bound_checks(
         loose = sorted(needs(text, relaxed))
         if loose:  # judged by the fallback: a bound for every value of the options not given
             detail += f"; for every {', '.join(loose)} (--set bounds the one built)"
+        unused = sorted(needs(text, defaulted))
+        if unused:  # judged by the bound of a build that did not use them
+            detail += f"; as built without {', '.join(unused)} (--set it if the model used it)"
         figures: dict = {"measured": shown, "bound": bound}
         if ratio and metric != "margin":
             ball = evaluate_ball(expr, 64)

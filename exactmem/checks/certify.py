@@ -22,6 +22,7 @@ from exactmem.checks.certificate import (
 from exactmem.checks.checklist import (
     Checklist,
     Construction,
+    Unset,
     undecided_if_inconclusive,
 )
 from exactmem.checks.criteria import (
@@ -29,6 +30,7 @@ from exactmem.checks.criteria import (
     checklist_of,
     hardmax_limit,
     judged_options,
+    stated,
     with_spec,
 )
 from exactmem.checks.labels import (
@@ -147,7 +149,7 @@ def certify(
         options=dict(options or {}),
     )
     if criteria.options:  # as `verify --set` and `build` bound them: no looser criteria here
-        check_option_limits(dict(criteria.options), dataset)  # (a copy: not a check's reading)
+        check_option_limits(stated(criteria.options), dataset)  # (a copy: not a check's reading)
     checklist = criteria.checklist
     if checklist is not None and checklist.require is not None:
         checklist.require(dataset, criteria.tolerance)
@@ -224,7 +226,7 @@ def certify(
             ),
             "inputs": "token ids" if model.token_inputs else feed,
             **({"bounds": dict(criteria.bounds)} if criteria.bounds else {}),
-            **({"options": _json_options(dict(criteria.options))} if criteria.options else {}),
+            **({"options": _json_options(stated(criteria.options))} if criteria.options else {}),
             **(
                 {"options_not_judged": unjudged}
                 if (unjudged := _unjudged_options(criteria))
@@ -291,7 +293,7 @@ def _declared_bounds(
             activation,
             prefix=f"{checklist.name}.bounds",
             where=f"construction {checklist.name!r}: bounds",
-            options=dict(criteria.options),  # (formulas name what they read: judged_options)
+            options=stated(criteria.options),  # (formulas name what they read: judged_options)
             declared_options=_declared_options(criteria.construction),
             defines=defines,
         )
@@ -311,7 +313,10 @@ def _unjudged_options(criteria: Criteria) -> list[str]:
     if checklist is not None:
         texts += checklist.bounds.values()
         for define in checklist.bound_defines.values():
-            texts += define if isinstance(define, tuple) else (define,)
+            if isinstance(define, Unset):
+                texts += (define.given, define.otherwise)
+            else:
+                texts += define if isinstance(define, tuple) else (define,)
     judged = judged_options(criteria, texts)
     return [k for k in criteria.options if k not in judged]
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from exactmem.evaluate.records import Trace
 
 __all__ = [
+    "Unset",
     "Breaker",
     "CheckSpec",
     "Checklist",
@@ -87,6 +88,16 @@ class Breaker:
     def __post_init__(self) -> None:
         if (self.model is None) == (self.options is None):
             raise ValueError(f"breaker {self.name!r}: give exactly one of model and options")
+
+
+@dataclass(frozen=True)
+class Unset:
+    """A define whose options, not given, mean a build without them: ``given`` is the formula
+    when they are, ``otherwise`` the bound of the build that did not use them (a bit budget
+    not given: the memorizers are not split). A check judged by ``otherwise`` says so."""
+
+    given: str
+    otherwise: str
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ the paper, result and mechanism its :class:`~exactmem.checks.checklist.CheckSpec
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -68,35 +68,41 @@ def checklist_of(construction: str | Checklist | Construction | None) -> Checkli
     return found
 
 
-class StatedOptions(dict):
-    """The build options the user states, recording which of them a check reads (a checklist
-    reads ``Evidence.options``): an option no check and no bound reads is stated, not judged,
-    and the certificate says so rather than list it among the criteria it was judged by."""
+class StatedOptions(Mapping):
+    """The build options the user states, read-only, recording which of them a check reads (a
+    checklist reads ``Evidence.options``): every value is read through ``__getitem__`` —
+    ``get``, ``items``, ``in``, ``dict(...)``, ``{**...}`` and ``==`` too — so an option no
+    check reads is stated, not judged, and the certificate says so rather than list it among
+    the criteria it was judged by. ``stated`` is the plain mapping, for the core's own use
+    (recording, limits), which reads nothing on a check's behalf."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        super().__init__(options)
+        self.stated: dict[str, Any] = dict(options)
         self.read: set[str] = set()
 
     def __getitem__(self, key: str) -> Any:
+        value = self.stated[key]  # (a key not stated is not read)
         self.read.add(key)
-        return super().__getitem__(key)
+        return value
 
-    def get(self, key: str, default: Any = None) -> Any:
-        self.read.add(key)
-        return super().get(key, default)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.stated)
 
-    def __contains__(self, key: object) -> bool:
-        if isinstance(key, str):
-            self.read.add(key)
-        return super().__contains__(key)
+    def __len__(self) -> int:
+        return len(self.stated)
 
-    def items(self):  # a check that reads them all has read them all
-        self.read.update(self.keys())
-        return super().items()
+    def copy(self) -> dict[str, Any]:
+        """A plain copy, whose later reads cannot be seen: every option counts as read."""
+        self.read.update(self.stated)
+        return dict(self.stated)
 
-    def values(self):
-        self.read.update(self.keys())
-        return super().values()
+    def __repr__(self) -> str:
+        return f"StatedOptions({self.stated!r})"
+
+
+def stated(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options as a plain dict, without reading them on a check's behalf."""
+    return dict(options.stated) if isinstance(options, StatedOptions) else dict(options)
 
 
 def judged_options(criteria: Criteria, texts: Iterable[str]) -> list[str]:

@@ -192,6 +192,8 @@ CRITERIA = (
     "inputs",
     "max_precision",
     "bounds",
+    "options",
+    "options_not_judged",
     "declared_bounds",
     "checklist_provider",
 )

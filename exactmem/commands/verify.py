@@ -66,8 +66,10 @@ def print_certificate(cert: dict) -> None:
         + (f", within --tolerance {tol}" if tol is not None else ", exact")
         + f"; inputs: {crit['inputs']}"
     )
-    if crit.get("options_not_judged"):
-        stated = ", ".join(f"{k}={crit['options'][k]}" for k in crit["options_not_judged"])
+    unjudged = crit.get("options_not_judged")
+    if unjudged:  # (a file's: printed as it says, whatever it names)
+        options = crit.get("options") if isinstance(crit.get("options"), dict) else {}
+        stated = ", ".join(f"{k}={options.get(k, '?')}" for k in unjudged)
         print(f"  stated, not judged: {stated} (no check or bound of this checklist reads them)")
     print(
         f"resources: width {res['width']}, depth {res['depth']}, {res['dense_parameters']} "

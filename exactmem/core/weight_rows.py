@@ -21,6 +21,7 @@ path on random models over every IR feature (tests/test_weight_rows.py).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -29,29 +30,36 @@ __all__ = ["BlockRows", "block_bits", "block_of", "rows_text"]
 
 
 def _index(values, name: str) -> np.ndarray:
-    at = np.asarray(values, dtype=np.int64).reshape(-1)
+    at = np.array(values, dtype=np.int64).reshape(-1)  # a copy: the caller's stays theirs
     if at.size and (at[0] < 0 or (np.diff(at) <= 0).any()):
         raise ValueError(f"{name} must be non-negative and strictly increasing")
     at.setflags(write=False)
     return at
 
 
+_MADE_READ_ONLY: dict[int, weakref.ref] = {}  # id → the array read_only() was given
+
+
 def _frozen(a: np.ndarray) -> bool:
     """Whether nobody can write to ``a``'s numbers: it and every array it views are read-only,
-    down to memory of its own or immutable bytes (a read-only view of a writable array is
-    not: the array it views can still be written)."""
+    down to immutable bytes or to an array :func:`read_only` was given by the code that made
+    it (a caller's own read-only array is not: its owner may make it writable again)."""
     base: object = a
+    root = a
     while isinstance(base, np.ndarray):
         if base.flags.writeable:
             return False
-        base = base.base
-    return base is None or isinstance(base, bytes)
+        root, base = base, base.base
+    made = _MADE_READ_ONLY.get(id(root))
+    return isinstance(base, bytes) or (base is None and made is not None and made() is root)
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
-    """``a`` made read-only in place (an array its maker holds alone, handed to
-    :class:`BlockRows` without a copy)."""
+    """``a`` made read-only in place, by the code that made it and holds it alone, and handed
+    to :class:`BlockRows` without a copy."""
     a.setflags(write=False)
+    key = id(a)
+    _MADE_READ_ONLY[key] = weakref.ref(a, lambda _: _MADE_READ_ONLY.pop(key, None))
     return a
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from exactmem.checks.certificate import Check
-from exactmem.checks.checklist import Construction, Evidence
+from exactmem.checks.checklist import Construction, Evidence, Unset
 from exactmem.plugins import builtin
 
 PAPER = "Kajitsuka & Sato 2025"
@@ -77,7 +77,18 @@ MAX_BITS = {
 }
 
 
-def memorizer_bounds(items: str, width: str) -> tuple[dict[str, str], dict[str, str]]:
+# With --set bit_budget=B every variant splits both memorizers as Theorem F.1 does
+# (constructions/ks25.py): the layers are those plugins/ks25_bit_budget.py derives, F2's N
+# context ids read as M; without it the memorizers are not split (bound_checks.Unset).
+SPLIT = {
+    "B": "bit_budget",
+    "KB": "Max(1, ceiling(B/sqrt(log(Max(B, 2), 2))))",
+    "part1": "Max(B**2 + rho1 + c1 + 1, ceiling(B**2/KB) + KB*(rho1 + c1 + 1))",
+    "part2": "Max(B**2 + rho2 + c2 + 1, ceiling(B**2/KB) + KB*(rho2 + c2 + 1))",
+}
+
+
+def memorizer_bounds(items: str, width: str) -> tuple[dict[str, Any], dict[str, str]]:
     """(defines, bounds) of the depth and dense parameters of a Theorem 4.1 variant whose F2
     memorizes at most ``items`` context ids, beside its fitted ``width``.
 
@@ -87,8 +98,11 @@ def memorizer_bounds(items: str, width: str) -> tuple[dict[str, str], dict[str, 
     gadget (vys.stage3_layers), and its read-out. The model is F1 (or Theorem E.1's embedding
     table, no layer), one attention layer and F2; each layer has at most ``width`` outputs
     reading at most max(d, width) inputs, and the embedding table 3(ω + 1) parameters."""
-    defines = {"M": items, **MEMORIZER_BITS, **MAX_BITS}
-    defines["layers"] = "Min(omega, N) + rho1 + c1 + 4 + 1 + M + rho2 + c2 + 4"
+    defines: dict[str, Any] = {"M": items, **MEMORIZER_BITS, **MAX_BITS, **SPLIT}
+    defines["layers"] = Unset(
+        "ceiling(Min(omega, N)/B**2)*part1 + ceiling(M/B**2)*part2 + 3",
+        "Min(omega, N) + rho1 + c1 + 4 + 1 + M + rho2 + c2 + 4",
+    )
     bounds = {
         "width": width,
         "depth": "layers",

@@ -77,8 +77,8 @@ def check_ks25(
     only where the values are proved to fit. ``variant`` is the construction the user demands
     (never read from the model file); a model without the lanes or stages it reads raises
     (the caller refutes the checklist). ``budget``: the bit budget B the user states
-    (``verify --set bit_budget=B``) against which ks25-bit-budget's split is judged
-    (``split.budget``; undecided without it).
+    (``verify --set bit_budget=B``) against which the split is judged (``split.budget``, in
+    every variant when stated; for ks25-bit-budget undecided without it).
     """
     if (variant == "ks25-token-ids") != bool(model.token_inputs):
         raise ChecklistStructureError(
@@ -100,11 +100,10 @@ def check_ks25(
     at = shape.index("Attention")
     phi_mlp = model.sublayers[0] if at == 1 else None
     f2_mlp = model.sublayers[at + 1]
-    if variant == "ks25-bit-budget" and not any(p.name.startswith("net0.") for p in f2_mlp.probes):
-        raise ChecklistStructureError(
-            "Theorem F.1 splits F2 into sub-networks (lanes net0., net1., …); this F2 is one"
-        )
-    judge_budget = variant == "ks25-bit-budget"
+    # Theorem F.1's split is judged whenever a budget is stated (every variant builds it under
+    # --set bit_budget=B), and always for ks25-bit-budget (undecided without B); a memorizer
+    # left unsplit is a split into one network, held to B² inputs like any other
+    judge_budget = variant == "ks25-bit-budget" or budget is not None
     n = len(ds.sequences[0])
     first = trace.streams[at - 1] if at else trace.embedded
     mixed = _exact_lanes(trace.streams[at], ("phi", "tid", "seq"))
