@@ -48,6 +48,7 @@ def test_every_builtin_is_registered_with_a_wired_checklist():
 
 def test_declared_bounds_parse_in_the_claim_grammar():
     from exactmem.checks.bound_checks import FIGURES
+    from exactmem.checks.checklist import Unset
     from exactmem.core.formula import check_formula
 
     for c in registry.constructions().values():
@@ -55,6 +56,8 @@ def test_declared_bounds_parse_in_the_claim_grammar():
         # the figures, the construction's options (as verify --set states them) and its defines
         names = [*FIGURES, *c.options]
         for key, define in c.checklist.bound_defines.items():
+            if isinstance(define, Unset):
+                define = (define.given, define.otherwise)
             for text in define if isinstance(define, tuple) else (define,):
                 check_formula(text, names, f"{c.name}.bound_defines.{key}")
             names.append(key)

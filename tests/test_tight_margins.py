@@ -54,7 +54,7 @@ def test_a_margin_still_loose_at_the_cap_is_said_so(tmp_path):
     assert check.passed  # still certified: the bound is a bound
     assert mpq(check.figures["min_margin_lower_bound"]) < EPS / mpq(101, 100)
     assert check.figures["margins"]["tight"] == "0/1 within 1 %"
-    assert check.figures["margins"]["loose"][0].startswith("sequences[0]: ≥ 4.3")
+    assert check.figures["margins"]["loose"][0].startswith("sequences[0]: ≥ ")
     assert "1 margin(s) not within 1 % at the cap of 64 bits (raise --max-precision)" in (
         check.detail
     )

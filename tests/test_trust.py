@@ -240,10 +240,15 @@ def test_one_checked_network_and_nothing_beside_it(points, attention_data):
     assert "mahdavi24.structure" in failed
 
 
-def test_bit_budget_demands_split_memorizers(sequences):
+def test_bit_budget_holds_an_unsplit_memorizer_to_the_budget(sequences):
+    """An unsplit memorizer is a split into one network: judged against the stated B (refuted
+    past B² inputs), undecided — never passed — without it."""
     ds, model = sequences
     cert = certify(model, ds, construction="ks25-bit-budget")
-    assert "ks25-bit-budget.structure" in {c.name for c in cert.failed}
+    assert cert.verdict == "inconclusive"
+    assert "f2.split.budget" in {c.name for c in cert.undecided}
+    cert = certify(model, ds, construction="ks25-bit-budget", options={"bit_budget": 2})
+    assert "f2.split.budget" in {c.name for c in cert.failed}
 
 
 def test_logits_at_every_position_of_a_seq2seq_dataset():

@@ -158,8 +158,8 @@ def test_block_models_agree_with_tuple_models_on_every_path(n):
             one = run_balls(plain, vocab, sequences, precision=128, positions=positions).outputs
             two = run_balls(blocks, vocab, sequences, precision=128, positions=positions).outputs
             for a, b in zip(np.ravel(one), np.ravel(two), strict=True):
-                assert a.overlaps(b), (seed, a, b)
-                assert all(x.is_finite() for x in (a, b)) or not a.is_finite()
+                # one arithmetic whatever the representation: the same ball, digit for digit
+                assert (a.mid(), a.rad()) == (b.mid(), b.rad()), (seed, a, b)
         if not any(isinstance(s, Attention) and s.score == "hardmax" for s in plain.sublayers):
             np.testing.assert_allclose(
                 float_logits(blocks, vocab, sequences),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from exactmem.checks.checklist import Unset
 from exactmem.core.errors import EXIT_VERIFIED, InputError
 
 
@@ -39,10 +40,7 @@ def describe(construction) -> dict:
             "evaluates": checklist.evaluates,
             "consistency": checklist.consistency,
             "bounds": dict(checklist.bounds),
-            "bound_defines": {
-                k: list(v) if isinstance(v, tuple) else v
-                for k, v in checklist.bound_defines.items()
-            },
+            "bound_defines": {k: _define_json(v) for k, v in checklist.bound_defines.items()},
             "checks": [
                 {
                     "name": spec.name,
@@ -58,6 +56,14 @@ def describe(construction) -> dict:
             ],
         }
     return out
+
+
+def _define_json(define: object) -> object:
+    """A define as JSON: a formula, [formula, fallback for every value of its options not
+    given], or {"given", "otherwise"} (its options not given: not used by the build)."""
+    if isinstance(define, Unset):
+        return {"given": define.given, "otherwise": define.otherwise}
+    return list(define) if isinstance(define, tuple) else define
 
 
 def _print_one(c: dict) -> None:
@@ -83,6 +89,8 @@ def _print_one(c: dict) -> None:
             for key, text in checklist["bound_defines"].items():
                 if isinstance(text, list):  # (formula, fallback when its options are not given)
                     text = f"{text[0]}, or when not given: {text[1]}"
+                elif isinstance(text, dict):  # its options not given: a build without them
+                    text = f"{text['given']}, or built without them: {text['otherwise']}"
                 print(f"    {key} = {text}")
     if not checklist["checks"]:
         print("  checks: none declared")

@@ -29,7 +29,7 @@ from exactmem.core.balls import (
 )
 from exactmem.core.errors import InconclusiveError, InputError
 from exactmem.core.model import MLP, Affine, Attention, LayerNorm, PositionalEncoding, Transformer
-from exactmem.core.weight_rows import BlockRows
+from exactmem.core.weight_rows import BlockRows, block_of, read_only
 from exactmem.evaluate.layernorm import layer_norm_balls
 
 __all__ = [
@@ -72,6 +72,33 @@ def _column(a: Affine, t: int) -> list[tuple[int, int]]:
                 cols.setdefault(j, []).append((i, c))
         hit = _columns[id(a)] = (a, cols)
     return hit[1].get(t, [])
+
+
+_blocks: dict[int, tuple[Affine, Affine | None]] = {}  # id → (map, its canonical block map)
+
+
+def _canonical(a: Affine) -> Affine | None:
+    """``a`` as a block map whose block has no zero row and no zero column — for a block map
+    and for the same map as the IR's tuples alike (None when a coefficient is not a double):
+    one model, one arithmetic, whatever its representation, so an imported checkpoint and the
+    model file it is saved as get the same balls, digit for digit."""
+    hit = _blocks.get(id(a))
+    if hit is None:
+        rows = a.rows
+        table = rows if isinstance(rows, BlockRows) else block_of(rows)
+        if table is not None:
+            nonzero = table.block != 0
+            keep_rows, keep_cols = nonzero.any(axis=1), nonzero.any(axis=0)
+            if not (keep_rows.all() and keep_cols.all()):
+                table = BlockRows(
+                    read_only(np.ascontiguousarray(table.block[keep_rows][:, keep_cols])),
+                    table.rows_at[keep_rows],
+                    table.cols_at[keep_cols],
+                    table.height,
+                )
+        canonical = None if table is None else Affine(a.in_dim, table, a.bias, a.denominator)
+        hit = _blocks[id(a)] = (a, canonical)
+    return hit[1]
 
 
 def _finite(cols) -> bool:
@@ -119,10 +146,11 @@ def _block_column(a: Affine, t: int) -> list[arb]:
 
 def _affine(a: Affine, v) -> list[arb]:
     dense_ok = isinstance(v, _OneHotBall) or _finite([v])
-    if isinstance(a.rows, BlockRows) and dense_ok:
+    block = _canonical(a) if dense_ok else None
+    if block is not None:
         if isinstance(v, _OneHotBall):
-            return _block_column(a, v.t)
-        return _block_batch(a, [v])[0]
+            return _block_column(block, v.t)
+        return _block_batch(block, [v])[0]
     den = arb(a.denominator)
     if isinstance(v, _OneHotBall) and a.in_dim * a.out_dim >= DENSE_FROM:
         # (W e_t + b)/den: column t plus the bias, integers added exactly, one rounding
@@ -157,8 +185,9 @@ def _affine_batch(a: Affine, cols: list[list[arb]]) -> list[list[arb]]:
     Python loop per weight; the same enclosures up to rounding, which stays outward."""
     if cols and not isinstance(cols[0], _OneHotBall) and not _finite(cols):
         return [_affine(a, c) for c in cols]  # zero weights skipped (see _finite)
-    if isinstance(a.rows, BlockRows) and cols and not isinstance(cols[0], _OneHotBall):
-        return _block_batch(a, cols)
+    block = _canonical(a)
+    if block is not None and cols and not isinstance(cols[0], _OneHotBall):
+        return _block_batch(block, cols)
     if len(cols) < 2 or a.in_dim * a.out_dim > BATCH_ENTRIES:
         return [_affine(a, c) for c in cols]
     W = arb_mat(a.out_dim, a.in_dim)
@@ -216,7 +245,7 @@ def _weights(att: Attention, scores: list[arb]) -> list[arb]:
 
 def _all_blocks(h) -> bool:
     maps = (h.query, h.key, h.value, h.output)
-    return all(isinstance(m.rows, BlockRows) and m.out_dim > 0 for m in maps)
+    return all(m.out_dim > 0 and _canonical(m) is not None for m in maps)
 
 
 def _block_head(att: Attention, h, cols: list[list[arb]], only_last: bool):
@@ -250,13 +279,11 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
             continue
         # a block map (an imported checkpoint) on every column at once: one Arb product
         values, keys = (
-            _affine_batch(m, cols)
-            if isinstance(m.rows, BlockRows)
-            else [_affine(m, c) for c in cols]
+            _affine_batch(m, cols) if _canonical(m) is not None else [_affine(m, c) for c in cols]
             for m in (h.value, h.key)
         )
         queries = None
-        if isinstance(h.query.rows, BlockRows):  # the query columns read, at once
+        if _canonical(h.query) is not None:  # the query columns read, at once
             read = cols[n - 1 :] if only_last else cols
             queries = dict(zip(range(n - len(read), n), _affine_batch(h.query, read), strict=True))
         pending: list[tuple[int, list[arb]]] = []
@@ -280,7 +307,7 @@ def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[l
                     sum((values[k][j] * w for k, w in zip(idx, weights, strict=True)), arb(0))
                     for j in range(len(values[0]))
                 ]
-            if isinstance(h.output.rows, BlockRows):  # mapped below, every column at once
+            if _canonical(h.output) is not None:  # mapped below, every column at once
                 pending.append((kq, mixed))
                 continue
             delta = _affine(h.output, mixed)
@@ -481,6 +508,7 @@ def run_balls(
         ctx.prec = old
         _dense.clear()
         _columns.clear()
+        _blocks.clear()
 
 
 def decide(
