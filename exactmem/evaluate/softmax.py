@@ -12,6 +12,7 @@ guesses.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -103,13 +104,15 @@ def _canonical(a: Affine) -> Affine | None:
 
 def _finite(cols) -> bool:
     """Whether every ball of ``cols`` is finite. An exact zero weight times an unbounded ball
-    is 0 in the reals a ball stands for, but Arb's product gives [±inf] (0·inf): the matrix
-    products below multiply every stored zero, so they run only on finite inputs, and the
-    loops that skip zero weights (the rows' non-zero pairs) take the rest — one function."""
+    is 0 in the reals a ball stands for, but Arb's product gives [±inf] (0·inf): a product
+    that multiplies stored zeros (a head's masked keys, a map whose coefficients no double
+    holds) runs only on finite inputs, and the loops that skip zero weights take the rest; a
+    block map sets its unbounded inputs aside itself (:func:`_block_batch`)."""
     return all(x.is_finite() for c in cols for x in c)
 
 
 BLOCK_ENTRIES = 1 << 21  # rows of a block map made into one Arb matrix at a time
+_UNBOUNDED = arb(0, math.inf)  # [±inf]: a sum with an unbounded term
 
 
 def _block_batch(a: Affine, cols: list) -> list[list[arb]]:
@@ -119,7 +122,15 @@ def _block_batch(a: Affine, cols: list) -> list[list[arb]]:
     plus the bias, over the denominator — as the dense product of :func:`_affine`."""
     t = a.rows
     den = arb(a.denominator)
-    inputs = arb_mat([[c[j] for c in cols] for j in t.cols_at.tolist()])
+    entries = [[c[j] for c in cols] for j in t.cols_at.tolist()]
+    # an unbounded input enters as 0 (0·inf is [±inf] in Arb, 0 in the reals it stands for),
+    # and the outputs that read it through a non-zero weight are unbounded, as the sum is
+    unbounded = [
+        (q, k) for q, row in enumerate(entries) for k, x in enumerate(row) if not x.is_finite()
+    ]
+    for q, k in unbounded:
+        entries[q][k] = arb(0)
+    inputs = arb_mat(entries)
     sums: list[list] = [[arb(b) for b in a.bias] for _ in cols]
     step = max(1, BLOCK_ENTRIES // max(1, t.block.shape[1]))
     placed = t.rows_at.tolist()
@@ -128,6 +139,12 @@ def _block_batch(a: Affine, cols: list) -> list[list[arb]]:
         for p, i in enumerate(placed[lo : lo + step]):
             for k, out in enumerate(sums):
                 out[i] = product[p, k] + out[i]
+    by_column: dict[int, list[int]] = {}
+    for q, k in unbounded:
+        by_column.setdefault(k, []).append(q)
+    for k, qs in by_column.items():
+        for p in np.flatnonzero((t.block[:, qs] != 0).any(axis=1)).tolist():
+            sums[k][placed[p]] = _UNBOUNDED
     return [[x / den for x in out] for out in sums]
 
 
@@ -145,12 +162,12 @@ def _block_column(a: Affine, t: int) -> list[arb]:
 
 
 def _affine(a: Affine, v) -> list[arb]:
-    dense_ok = isinstance(v, _OneHotBall) or _finite([v])
-    block = _canonical(a) if dense_ok else None
+    block = _canonical(a)
     if block is not None:
         if isinstance(v, _OneHotBall):
             return _block_column(block, v.t)
         return _block_batch(block, [v])[0]
+    dense_ok = isinstance(v, _OneHotBall) or _finite([v])
     den = arb(a.denominator)
     if isinstance(v, _OneHotBall) and a.in_dim * a.out_dim >= DENSE_FROM:
         # (W e_t + b)/den: column t plus the bias, integers added exactly, one rounding
@@ -183,11 +200,11 @@ BATCH_ENTRIES = 1 << 22  # a dense weight matrix up to this size is multiplied b
 def _affine_batch(a: Affine, cols: list[list[arb]]) -> list[list[arb]]:
     """``a`` on many columns at once: one Arb matrix product (rigorous, in C) instead of a
     Python loop per weight; the same enclosures up to rounding, which stays outward."""
-    if cols and not isinstance(cols[0], _OneHotBall) and not _finite(cols):
-        return [_affine(a, c) for c in cols]  # zero weights skipped (see _finite)
     block = _canonical(a)
     if block is not None and cols and not isinstance(cols[0], _OneHotBall):
         return _block_batch(block, cols)
+    if cols and not isinstance(cols[0], _OneHotBall) and not _finite(cols):
+        return [_affine(a, c) for c in cols]  # zero weights skipped (see _finite)
     if len(cols) < 2 or a.in_dim * a.out_dim > BATCH_ENTRIES:
         return [_affine(a, c) for c in cols]
     W = arb_mat(a.out_dim, a.in_dim)
