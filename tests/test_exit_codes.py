@@ -343,3 +343,14 @@ def test_the_least_bit_budget_is_allowed_on_one_sequence(tmp_path):
     data = _sequences(tmp_path / "s.json", [[0, 1]], [1])
     args = ["build", "--construction", "ks25-bit-budget", "--data", str(data), "--quiet"]
     assert main([*args, "--out", str(tmp_path / "m.json"), "--set", "bit_budget=2"]) == 0
+
+
+def test_a_bit_budget_below_two_is_refused_alike_by_build_and_verify():
+    """B = 1 has log₂ B = 0 (no K_B): ``build`` refused it, ``verify --set`` judged it."""
+    from exactmem.checks.build_options import parse_options
+    from exactmem.core.errors import InputError
+
+    for construction in ("ks25-bit-budget", "ks25-next-token"):
+        with pytest.raises(InputError, match="bit_budget=1: a bit budget B must be ≥ 2"):
+            parse_options(construction, ["bit_budget=1"])
+        assert parse_options(construction, ["bit_budget=2"]) == {"bit_budget": 2}

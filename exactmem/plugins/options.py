@@ -69,6 +69,15 @@ def _positive(key: str, value: str) -> int:
     return int(value)
 
 
+def _budget(key: str, value: str) -> int:
+    """A bit budget B ≥ 2 (the builder's K_B = ⌈B/√log₂ B⌉ needs log₂ B > 0): the same
+    refusal for ``build``, ``verify --set`` and the claim files."""
+    budget = _positive(key, value)
+    if budget < 2:
+        raise InputError(f"--set {key}={value}: a bit budget B must be ≥ 2")
+    return budget
+
+
 def _boolean(key: str, value: str) -> bool:
     if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
         raise InputError(f"--set {key}={value}: expected true or false")
@@ -103,7 +112,7 @@ KS25_OPTIONS = {
     "bit_budget": (
         "B: split each memorizer into sub-networks of B² points whose groups hold at most "
         "⌈B/√log₂B⌉ slots (Theorem F.1)",
-        _positive,
+        _budget,
     ),
     "token_ids": (
         "lemma (default) | weakened: ids one unit apart (Lemma C.2 asks two), or counted from "
