@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 import sympy
 
 from exactmem.checks.certificate import Check
-from exactmem.checks.checklist import Unset
+from exactmem.checks.checklist import Unset, define_texts
 from exactmem.core.model import Resources
 
 __all__ = [
@@ -51,8 +51,7 @@ def lcd_of(dataset) -> int:
 def with_lcd(names: dict, dataset, texts: Iterable) -> dict:
     """``names`` with ``lcd`` added when one of ``texts`` (formulas, or define pairs) names it
     (it reads every coordinate)."""
-    flat = [u for t in texts for u in (t if isinstance(t, tuple) else (t,))]
-    if any("lcd" in _NAME.findall(t) for t in flat if isinstance(t, str)):
+    if any("lcd" in _NAME.findall(u) for t in texts for u in define_texts(t)):
         names["lcd"] = sympy.Integer(lcd_of(dataset))
     return names
 

@@ -22,7 +22,7 @@ from exactmem.checks.certificate import (
 from exactmem.checks.checklist import (
     Checklist,
     Construction,
-    Unset,
+    define_texts,
     undecided_if_inconclusive,
 )
 from exactmem.checks.criteria import (
@@ -313,10 +313,7 @@ def _unjudged_options(criteria: Criteria) -> list[str]:
     if checklist is not None:
         texts += checklist.bounds.values()
         for define in checklist.bound_defines.values():
-            if isinstance(define, Unset):
-                texts += (define.given, define.otherwise)
-            else:
-                texts += define if isinstance(define, tuple) else (define,)
+            texts += define_texts(define)
     judged = judged_options(criteria, texts)
     return [k for k in criteria.options if k not in judged]
 

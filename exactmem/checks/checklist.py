@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Unset",
+    "define_texts",
     "Breaker",
     "CheckSpec",
     "Checklist",
@@ -98,6 +99,14 @@ class Unset:
 
     given: str
     otherwise: str
+
+
+def define_texts(define: object) -> tuple[str, ...]:
+    """The formulas of a bound define — a formula, a (formula, fallback) pair or an
+    :class:`Unset` — for the readers that scan them (the figures and options they name)."""
+    if isinstance(define, Unset):
+        return (define.given, define.otherwise)
+    return tuple(define) if isinstance(define, tuple) else (str(define),)
 
 
 @dataclass(frozen=True)

@@ -289,8 +289,9 @@ def _block_head(att: Attention, h, cols: list[list[arb]], only_last: bool):
 def _attention(att: Attention, cols: list[list[arb]], only_last: bool) -> list[list[arb]]:
     n = len(cols)
     new = [list(c) for c in cols]
+    finite = att.score != "hardmax" and _finite(cols)  # (the same columns for every head)
     for h in att.heads:
-        if att.score != "hardmax" and _all_blocks(h) and _finite(cols):
+        if finite and _all_blocks(h):
             for kq, delta in _block_head(att, h, cols, only_last):
                 new[kq] = [a + b for a, b in zip(new[kq], delta, strict=True)]
             continue
