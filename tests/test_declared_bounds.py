@@ -78,6 +78,18 @@ def _ks25(task: str = "next-token", labels_by: str = "key", extra: tuple = ()) -
     ]
 
 
+def _binary_words(n: int = 5, seed: int = 0) -> Dataset:
+    """Every word of n bits, labelled at random: two tokens, so only position_aware separates
+    the words of one multiset, and the witness tokens (up to nω = 2n) outnumber ω = 2."""
+    import itertools
+    import random
+
+    rng = random.Random(seed)
+    words = tuple(itertools.product(range(2), repeat=n))
+    labels = tuple(rng.randint(1, 2) for _ in words)
+    return Dataset("next-token", labels, 2, vocab=((mpq(0),), (mpq(1),)), sequences=words)
+
+
 def _origin() -> Dataset:
     """One point at the origin: r = 0, so ρ is 2 whatever the Stage I direction."""
     return Dataset("points", (1,), 1, points=((mpq(0), mpq(0)),))
@@ -112,7 +124,8 @@ GRID: dict[str, Grid] = {
     ]
     + [(_origin, {"gadget": g, "direction_bound": 2**64}) for g in ("peel", "tent", "keyed")],
     "ks25-next-token": _ks25(extra=({"position_aware": True},))
-    + [(_heavy_sequences(), {"gadget": "peel", "position_aware": True})],
+    + [(_heavy_sequences(), {"gadget": "peel", "position_aware": True})]
+    + [(_binary_words, {"position_aware": True, "gadget": g}) for g in ("keyed", "tent")],
     "ks25-seq2seq": _ks25("seq2seq"),
     "ks25-token-ids": _ks25(),
     "ks25-deep-sets": _ks25(labels_by="multiset"),
@@ -125,7 +138,8 @@ GRID: dict[str, Grid] = {
     + [
         (_heavy_sequences(), {"bit_budget": B, "gadget": g, "position_aware": True})
         for B, g in ((2, "peel"), (3, "tent"), (10, "keyed"))
-    ],
+    ]
+    + [(_binary_words, {"bit_budget": 2, "position_aware": True})],
     "kim23": [
         (ds, o)
         for ds in _sequences("seq2seq")[:1] + _sequences("next-token")[1:]

@@ -16,18 +16,23 @@ PAPER = "Kajitsuka & Sato 2025"
 
 # The key and label bits of the two memorizers of every variant, for any option value and any
 # random draw of the builder (constructions/ks25.py; our reconstruction, the paper states the
-# depth as Õ(√N)): F1 memorizes the witness tokens (|A| ≤ min(ω, N − 1), Lemma B.1) with the
-# sequence weights as labels, f ≤ 3√π·N²·ω + 1 ≤ 6N²ω = F for all three Lemma B.2 schemes
-# (random: N'²; union: ⌈√|A|⌉·N'²; printed: ⌈N²|S|√π·v⌉ + ⌊2N²|S|√π⌋); its keys are the token
-# ids 2·lcd·wᵀ(x − x_min) + 2 with |w_i| ≤ ω² (the Stage I search's last tier, Lemma C.2) and
-# ‖x − x_min‖₁ ≤ 2√d·r, at most T (Theorem E.1's ids are at most ω ≤ T). F2 memorizes at most
-# M context ids (f(x), id(x), Σf/n) — M = N, or nN for seq-to-seq — at scale n with
-# |w_i| ≤ M², coordinates spread at most 2F + T (deep sets: the sum alone), so its keys are at
-# most 2n·M²·(2F + T) + 2; its labels have bitlen(C) bits. Every define is an integer
-# (ceilings of the logarithms), which keeps the formulas within the grammar's node limit.
+# depth as Õ(√N)), position-aware or not: with ``position_aware`` token k of a sequence becomes
+# (x, k) ∈ Q^{d+1} (datasets/dataset.with_positions), so there are at most nω tokens, of norm at
+# most r + n, and lcd is unchanged (k is an integer). F1 memorizes the witness tokens
+# (|A| ≤ min(nω, N − 1), Lemma B.1; ω without positions) with the sequence weights as labels,
+# f ≤ 3√π·N²·|A| + 1 ≤ 6N²·min(nω, N) = F for all three Lemma B.2 schemes (random: N'²; union:
+# ⌈√|A|⌉·N'²; printed: ⌈N²|S|√π·v⌉ + ⌊2N²|S|√π⌋); its keys are the token ids
+# 2·lcd·wᵀ(x − x_min) + 2 with |w_i| ≤ (nω)² (the Stage I search's last tier over at most nω
+# tokens, Lemma C.2) and ‖x − x_min‖₁ ≤ 2√(d + 1)·(r + n), at most T (Theorem E.1's ids are at
+# most ω ≤ T). F2 memorizes at most M context ids (f(x), id(x), Σf/n) — M = N, or nN for
+# seq-to-seq — at scale n with |w_i| ≤ M², coordinates spread at most 2F + T (deep sets: the
+# sum alone), so its keys are at most 2n·M²·(2F + T) + 2; its labels have bitlen(C) bits. Every
+# define is an integer (ceilings of the logarithms), which keeps the formulas within the
+# grammar's node limit.
 MEMORIZER_BITS = {
-    "F": "6*N**2*omega",
-    "T": "4*ceiling(sqrt(d))*lcd*omega**2*ceiling(r) + 2",
+    "At": "Min(n*omega, N)",
+    "F": "6*N**2*At",
+    "T": "4*ceiling(sqrt(d + 1))*lcd*(n*omega)**2*(ceiling(r) + n) + 2",
     "rho1": "ceiling(log(T, 2)) + 1",
     "c1": "Max(ceiling(log(F, 2)) + 1, 2)",
     "rho2": "ceiling(log(2*n*M**2*(2*F + T) + 2, 2)) + 1",
@@ -97,16 +102,17 @@ def memorizer_bounds(items: str, width: str) -> tuple[dict[str, Any], dict[str, 
     layers of K = 1: N_m − 1 for Stage II, Stage III ρ + max(c, 2) + 2 ≤ ρ + c + 3 for every
     gadget (vys.stage3_layers), and its read-out. The model is F1 (or Theorem E.1's embedding
     table, no layer), one attention layer and F2; each layer has at most ``width`` outputs
-    reading at most max(d, width) inputs, and the embedding table 3(ω + 1) parameters."""
+    reading at most max(d + 1, width) inputs (d + 1 with positions), and the embedding table
+    3(ω + 1) parameters."""
     defines: dict[str, Any] = {"M": items, **MEMORIZER_BITS, **MAX_BITS, **SPLIT}
     defines["layers"] = Unset(
-        "ceiling(Min(omega, N)/B**2)*part1 + ceiling(M/B**2)*part2 + 3",
-        "Min(omega, N) + rho1 + c1 + 4 + 1 + M + rho2 + c2 + 4",
+        "ceiling(At/B**2)*part1 + ceiling(M/B**2)*part2 + 3",
+        "At + rho1 + c1 + 4 + 1 + M + rho2 + c2 + 4",
     )
     bounds = {
         "width": width,
         "depth": "layers",
-        "dense_parameters": f"layers*{width}*(Max(d, {width}) + 1) + 3*omega + 3",
+        "dense_parameters": f"layers*{width}*(Max(d + 1, {width}) + 1) + 3*omega + 3",
         "max_bits": "bits",
     }
     return defines, bounds

@@ -17,45 +17,33 @@ depth only as Õ(N/B):
   its layers are at most those of K = 1 or those of K = K_B, and Stage III of K slots, ρ key
   bits and c label bits takes at most K(ρ + max(c, 2) + 1) + 1 layers for every gadget (the
   tent's count; keyed and peel take fewer);
-* F1 memorizes the witness tokens (|A| ≤ min(ω, N − 1), Lemma B.1) with the sequence weights
-  as labels: f ≤ 3√π·N²·ω + 1 ≤ 6N²ω for all three Lemma B.2 schemes (random: N'²; union:
-  ⌈√|A|⌉·N'²; the printed one: ⌈N²|S|√π·v⌉ + ⌊2N²|S|√π⌋). Its keys are the token ids
-  2·lcd·wᵀ(x − x_min) + 2 with |w_i| ≤ ω² (the Stage I search's last tier, Lemma C.2) and
-  ‖x − x_min‖₁ ≤ 2√d·r: at most T = 4⌈√d⌉·lcd·ω²·⌈r⌉ + 2;
-* F2 memorizes at most N context ids (f(x), id(x), Σf/n) ∈ Q³ with the labels: scale n,
-  |w_i| ≤ N², coordinates spread at most 2F + T, so its keys are at most
-  2n·N²·(2F + T) + 2, and its labels have bitlen(C) bits;
+* the key and label bits of F1 (the witness tokens, at most min(nω, N), with the sequence
+  weights as labels) and F2 (at most N context ids), position-aware or not: plugins/_ks25.py
+  (MEMORIZER_BITS) derives them;
 * the dense parameters: each of those layers has at most 11 outputs (the width bound) reading
-  at most max(d, 11) inputs (the attention's four maps on three lanes fewer).
+  at most max(d + 1, 11) inputs, d + 1 with positions (the attention's four maps on three
+  lanes fewer).
 """
 
 from __future__ import annotations
 
-from exactmem.plugins._ks25 import MAX_BITS, ks25_construction
+from exactmem.plugins._ks25 import MAX_BITS, MEMORIZER_BITS, SPLIT, ks25_construction
 
 # the fitted ([tight]) width of proofs/ks25_bit_budget.toml; the depth and dense parameters of
 # every model the builder makes at bit budget B (the derivation above). Every define is an
 # integer (ceilings of the logarithms), so the formulas stay small for the grammar's node limit
 DEFINES = {
-    "B": "bit_budget",
-    "KB": "Max(1, ceiling(B/sqrt(log(Max(B, 2), 2))))",
-    "F": "6*N**2*omega",
-    "T": "4*ceiling(sqrt(d))*lcd*omega**2*ceiling(r) + 2",
-    "rho1": "ceiling(log(T, 2)) + 1",
-    "c1": "Max(ceiling(log(F, 2)) + 1, 2)",
-    "rho2": "ceiling(log(2*n*N**2*(2*F + T) + 2, 2)) + 1",
-    "c2": "Max(ceiling(log(C, 2)) + 1, 2)",
-    "part1": "Max(B**2 + rho1 + c1 + 1, ceiling(B**2/KB) + KB*(rho1 + c1 + 1))",
-    "part2": "Max(B**2 + rho2 + c2 + 1, ceiling(B**2/KB) + KB*(rho2 + c2 + 1))",
-    # the bits (plugins/_ks25.py): for every B, the budget only caps the group size
     "M": "N",
+    **MEMORIZER_BITS,
+    **SPLIT,
+    # the bits (plugins/_ks25.py): for every B, the budget only caps the group size
     **MAX_BITS,
 }
 BOUNDS = {
     "width": "11",
-    "depth": "ceiling(Min(omega, N)/B**2)*part1 + ceiling(N/B**2)*part2 + 3",
-    "dense_parameters": "(ceiling(Min(omega, N)/B**2)*part1 + ceiling(N/B**2)*part2 + 3)"
-    "*11*(Max(d, 11) + 1)",
+    "depth": "ceiling(At/B**2)*part1 + ceiling(N/B**2)*part2 + 3",
+    "dense_parameters": "(ceiling(At/B**2)*part1 + ceiling(N/B**2)*part2 + 3)"
+    "*11*(Max(d + 1, 11) + 1)",
     "max_bits": "bits",
 }
 
