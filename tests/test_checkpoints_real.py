@@ -383,3 +383,16 @@ def test_a_folder_is_read_as_strictly_as_a_file(tmp_path, capsys):
     assert main(["import", str(path), "--arch", "gpt", "--out", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["arch"] == "gpt" and len(report["notes"]) == 2
+
+
+def test_add_zero_attn_in_the_metadata_is_refused_by_name(tmp_path):
+    """``add_zero_attn`` leaves no tensor: a checkpoint whose ``__metadata__`` says it is on is
+    refused naming it (never read as the attention without the zero column); "false" reads."""
+    tensors = safetensors_numpy.load_file(str(DATA / "mha_mahdavi" / "model.safetensors"))
+    path = tmp_path / "zero.safetensors"
+    for value in ("true", "True", "1"):
+        safetensors_numpy.save_file(tensors, str(path), metadata={"add_zero_attn": value})
+        with pytest.raises(InputError, match="add_zero_attn = '" + value + "'.*not implemented"):
+            import_checkpoint(path, "mahdavi24", heads=2)
+    safetensors_numpy.save_file(tensors, str(path), metadata={"add_zero_attn": "false"})
+    assert largest_excess(import_checkpoint(path, "mahdavi24", heads=2), "mha_mahdavi") <= 0

@@ -408,7 +408,9 @@ def _import(
     elif arch == "gpt2":
         model = _gpt2(ts, meta, config, heads)
     elif arch in ("mahdavi24", "dana25") and _mha_prefix(ts) is not None:
-        from exactmem.checkpoints.mha_import import import_mha
+        from exactmem.checkpoints.mha_import import import_mha, refuse_flags
+
+        refuse_flags(file_meta, ts.where)
 
         model = import_mha(ts, arch, meta, _heads(heads, file_meta, ts.where), _mha_prefix(ts))
     else:

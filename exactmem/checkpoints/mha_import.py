@@ -14,6 +14,9 @@ key and value maps read their biases there, the value map of head 0 carries the 
 through the softmax mixing (whose weights sum to 1) and the output map reads ``out_proj.bias``
 from it, added once. Separate projections (``q_proj_weight``: ``kdim``/``vdim`` ≠ E) and
 ``add_bias_kv`` (``bias_k``, ``bias_v``) are not read (refused naming the tensor).
+``add_zero_attn`` (a zero key and value appended to every sequence) leaves no tensor in the
+state dict: a checkpoint is read as built without it, unless its ``__metadata__`` says
+``add_zero_attn`` is true — refused by name, never read as something else.
 
 ``mahdavi24``: input vectors in Q^E; the query (last) attends to its context; the logits are
 the attention's E outputs (C = E). ``dana25``: ``embed.weight`` ``[N, E]``, ``pos.weight``
@@ -28,7 +31,24 @@ import math
 from exactmem.core.errors import InputError
 from exactmem.core.model import Affine, Attention, AttentionHead, Transformer
 
-__all__ = ["import_mha"]
+__all__ = ["import_mha", "refuse_flags"]
+
+# constructor flags that change the function but leave no tensor: their metadata spellings of
+# "off" (anything else is refused by name)
+_OFF = ("false", "False", "0")
+
+
+def refuse_flags(file_meta: dict, where: str) -> None:
+    """Refuse a checkpoint whose ``__metadata__`` says it was saved from an
+    ``nn.MultiheadAttention(..., add_zero_attn=True)``: the zero key and value column it appends
+    is not part of the IR's attention."""
+    raw = file_meta.get("add_zero_attn")
+    if raw is not None and str(raw) not in _OFF:
+        raise InputError(
+            f"{where}: __metadata__ add_zero_attn = {str(raw)[:20]!r}: a zero key and value "
+            "appended to every sequence (nn.MultiheadAttention's add_zero_attn) is not "
+            "implemented; only add_zero_attn = false is read"
+        )
 
 
 def import_mha(ts, arch: str, meta: dict, heads: int | None, prefix: str) -> Transformer:
