@@ -467,6 +467,10 @@ def test_verify_set_decides_the_bound_and_is_recorded(budget_files, capsys):
     assert main(args) == 4  # B not stated: the depth bound is undecided
     out = capsys.readouterr().out
     assert "give --set bit_budget=VALUE" in out
+    # the table stays in line: every check's name starts in one column, undecided or not
+    rows = [line for line in out.splitlines() if line.startswith(("  ok ", "  undecided "))]
+    assert {r.split()[0] for r in rows} == {"ok", "undecided"}
+    assert {len(r) - len(r[2:].split(" ", 1)[1].lstrip()) for r in rows} == {12}
     assert main([*args, "--set", "bit_budget=4", "--certificate", cert]) == 0
     out = capsys.readouterr().out
     assert "ok   ks25-bit-budget.bounds.depth" in out

@@ -76,9 +76,12 @@ def print_certificate(cert: dict) -> None:
         f"dense / {res['nonzero_parameters']} non-zero parameters, max {res['max_bits']} bits "
         f"per parameter, {res['total_bits']} bits in all"
     )
+    # the status column is as wide as its widest entry: "undecided" does not push its row's
+    # name and detail out of line with the rest
+    wide = max([4, *(len(status(c)) for c in cert["checks"])])
     for c in cert["checks"]:
         name, detail = _printable(c["name"]), _printable(c["detail"])  # labels come from the file
-        print(f"  {status(c):<4} {name:<28} {detail}")
+        print(f"  {status(c):<{wide}} {name:<28} {detail}")
         _print_margins(c)
     act = cert["activation"]
     print(
