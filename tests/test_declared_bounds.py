@@ -20,9 +20,9 @@ from exactmem.checks import registry
 from exactmem.checks.bound_checks import bound_checks, with_lcd
 from exactmem.checks.certify import certify
 from exactmem.checks.mechanisms.ks24 import example as ks24_example
-from exactmem.constructions.ks24 import random_instance as ks24_instance
 from exactmem.checks.mechanisms.resources import dataset_figures
 from exactmem.commands.main import main
+from exactmem.constructions.ks24 import random_instance as ks24_instance
 from exactmem.core.errors import InputError
 from exactmem.core.model import Resources, resources
 from exactmem.datasets.attention_data import random_associations, random_contexts, random_instance
