@@ -367,9 +367,10 @@ def _opt(options: dict, key: str) -> mpq | None:
 def _slope_cap(limit: int, n: int, lcd: int, spread: mpq) -> int:
     """The largest slope M the FFN may take: 2^(limit + SLOPE_ROOM)·n·lcd²·(⌈spread⌉ + 1), with
     ``limit`` the precision option, lcd that of the tokens' coordinates and spread the range of
-    their projections. A certified gap needs far less: inexact ids are certified apart by a gap
-    > 16·radius at most ``limit`` bits, and where the softmax rows are uniform (λ = 0, or
-    s_k = 0) the ids are exact rationals whose gaps are ≥ β/(n·lcd) ≥ 1/(8n·lcd²·spread)."""
+    their projections. A certified gap needs far less: ids that Arb cannot hold exactly have radii
+    of about 2^−precision·|id| and are certified apart by gaps > 16·radius; where the softmax
+    rows are uniform (λ = 0, or s_k = 0) the ids are exact rationals, distinct ones at least
+    β/(n·lcd) ≥ 1/(8n·lcd²·spread) apart."""
     return (1 << (limit + SLOPE_ROOM)) * n * lcd**2 * (math.ceil(spread) + 1)
 
 
