@@ -22,6 +22,7 @@ from exactmem.checks.certify import certify
 from exactmem.checks.mechanisms.ks24 import example as ks24_example
 from exactmem.checks.mechanisms.resources import dataset_figures
 from exactmem.commands.main import main
+from exactmem.constructions.ks24 import random_instance as ks24_instance
 from exactmem.core.errors import InputError
 from exactmem.core.model import Resources, resources
 from exactmem.datasets.attention_data import random_associations, random_contexts, random_instance
@@ -58,6 +59,11 @@ def _heavy_sequences(task: str = "next-token", labels_by: str = "key") -> Callab
         random_sequences, 10, 4, 2, 6, 2**40, 5, coord_bound=10**15, task=task, labels_by=labels_by
     )
     return _over(make, 10**9 + 7)
+
+
+def _ks24_over(denominator: int) -> Callable[[], Dataset]:
+    """The ks24 example with every token coordinate divided by ``denominator``."""
+    return _over(partial(ks24_example, 16, 3, 2, 8, 3, 1), denominator)
 
 
 def _ks25(task: str = "next-token", labels_by: str = "key", extra: tuple = ()) -> Grid:
@@ -165,6 +171,21 @@ GRID: dict[str, Grid] = {
         (partial(ks24_example, *size), o)
         for size in ((6, 2, 2, 6, 2, 1), (16, 3, 2, 8, 3, 1), (20, 3, 3, 10, 4, 2))
         for o in ({}, {"ffn": "residual"}, {"temperature": Fraction(1, 2)})
+    ]
+    # the bits grow with the coordinates' size and denominator, the classes (the residual form's
+    # label − z₀ steps), the temperature (2⁶⁴, and a decimal with a 233-bit denominator) and
+    # the FFN's slope, which a certified gap near the precision limit drives towards 2^precision
+    + [
+        (_ks24_over(10**9 + 7), o)
+        for o in ({}, {"ffn": "residual"}, {"temperature": "1e-70", "ffn": "residual"})
+    ]
+    + [
+        (partial(ks24_instance, 10, 3, 2, 8, C, 5, bound=10**15), {"ffn": f, "precision": 2**16})
+        for C, f in ((2**40, "residual"), (300, "requantized"))
+    ]
+    + [
+        (partial(ks24_example, 6, 2, 2, 6, 2, 1), {"temperature": 2**64}),
+        (partial(ks24_example, 16, 3, 2, 8, 3, 1), {"temperature": "1/2", "precision": 128}),
     ],
     "mahdavi24": [
         (lambda: random_instance(9, 3, 6, 3, 1, shared_context=True), o)
@@ -328,6 +349,7 @@ def test_declared_bounds_pass_under_certify(name):
         ("ks24", "dense_parameters"),
         ("ks24", "width"),
         ("ks24", "depth"),
+        ("ks24", "max_bits"),
         ("vys", "width"),
         ("vys", "depth"),
         ("vys", "dense_parameters"),

@@ -3,6 +3,7 @@ ReLU), the Boltzmann operator checked (λ = 0 refuted; an exact collision refute
 undecided), the projection checked, the one-hidden-layer residual FFN accepted, and the
 builder's smaller defects (a hot temperature, an explicit temperature)."""
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -12,6 +13,8 @@ from exactmem.checks.certify import certify
 from exactmem.checks.mechanisms.ks24 import _merging_key
 from exactmem.commands.main import main
 from exactmem.constructions import ks24
+from exactmem.core.errors import InputError
+from exactmem.datasets.dataset import Dataset
 from exactmem.files.dataset_files import save_dataset
 from exactmem.files.model_files import save_model
 
@@ -94,6 +97,51 @@ def test_a_tiny_gap_does_not_overflow_the_staircase():
     ordered = [(mpq(0), mpq(0), 1), (tiny, tiny, 2)]
     M, thresholds, deltas = ks24._staircase(ordered, mpq(0))
     assert mpq(1, M) <= tiny / 8 and deltas == [1] and 0 < thresholds[0] <= tiny
+
+
+def test_a_slope_past_the_cap_is_refused_naming_the_precision():
+    """Issue 26 point 2: the FFN's slope M is read from a gap measured on Arb balls, which no
+    dataset figure bounds; the builder caps it (plugins/ks24.py's max_bits bound reads the
+    cap) and refuses past it, exit 2 naming --set precision."""
+    ordered = [(mpq(0), mpq(0), 1), (mpq(1, 2**200), mpq(1, 2**200), 2)]
+    cap = ks24._slope_cap(128, 3, 1, mpq(10))
+    M, _, _ = ks24._staircase(ordered, mpq(0), cap=2**210)
+    assert M <= 2**210 and cap > 2**144
+    with pytest.raises(InputError, match=r"--set precision"):
+        ks24._staircase(ordered, mpq(0), cap=2**150)
+
+
+def test_the_lone_threshold_stays_below_the_ids_however_wide_the_lowest_ball():
+    """One label: the ramp below every id is placed from ``below`` when the lowest ball
+    reaches further down (its bias stays bounded by the data)."""
+    M, thresholds, deltas = ks24._staircase([(mpq(-(2**500)), mpq(5), 1)], mpq(0), below=-7)
+    assert deltas == [0] and thresholds == [mpq(math.floor(-8 * M), M)]
+    _, thresholds, _ = ks24._staircase([(mpq(-3), mpq(5), 1)], mpq(0), below=-7)
+    assert thresholds[0] == -4
+
+
+def test_a_temperature_of_a_huge_denominator_is_refused(honest):
+    """A decimal exponent gives a short --set temperature a denominator of thousands of bits
+    (1e-9999): past 256 bits the build refuses it (the bits bound reads the limit)."""
+    ds, _ = honest
+    with pytest.raises(InputError, match="denominator has more than 256 bits"):
+        ks24.build(ds, {"temperature": "1e-100"})
+    near_one = mpq(2**255 + 1, 2**255)  # a denominator of 256 bits: kept as given
+    _, witness = ks24.build(ds, {"temperature": near_one})
+    assert witness.temperature == near_one
+
+
+def test_the_residual_ffn_keeps_the_denominator_of_its_base():
+    """ffn=residual adds label − z₀ of the lowest class as W₂'s bias: its denominator (here 3,
+    the label steps' being 1) was truncated away, every output off by 2/3 (refuted)."""
+    vocab = ((mpq(2, 3), mpq(2)), (mpq(2, 3), mpq(5)), (mpq(5, 3), mpq(-3)))
+    ds = Dataset("seq2seq", ((1, 2), (2, 1)), 2, vocab=vocab, sequences=((0, 1), (1, 2)))
+    model, _ = ks24.build(ds, {"ffn": "residual"})
+    out = model.sublayers[1].layers[1]
+    assert mpq(out.bias[0], out.denominator) == mpq(1) - mpq(5, 3)
+    # z₀ = 2/3 is no binary ball's centre: exact labels stay undecided, within 1/4 certified
+    cert = certify(model, ds, construction="ks24", tolerance=mpq(1, 4))
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
 
 
 def test_the_residual_one_hidden_layer_ffn_is_accepted_and_certified(honest, monkeypatch):

@@ -62,6 +62,12 @@ TEMPERATURE_STEPS = (0, -2, 2)  # λ = 2^j·λ₀: the candidates, in the order 
 START_PRECISION = 128
 DEFAULT_PRECISION_LIMIT = 4096
 DIRECTION_ATTEMPTS = 6
+# A given temperature's denominator has at most this many bits: the option's 64 characters of
+# p/q hold less, a decimal exponent (1e-9999) more; plugins/ks24.py's max_bits bound reads it
+TEMPERATURE_DENOMINATOR_BITS = 256
+# The FFN's slope M is at most 2^(precision + SLOPE_ROOM)·n·lcd²·(⌈spread⌉ + 1) (_slope_cap):
+# what bounds its bits (plugins/ks24.py's max_bits), far above what a certified gap needs
+SLOPE_ROOM = 16
 
 
 @dataclass(frozen=True)
@@ -271,6 +277,11 @@ def build(
     given = _opt(options, "temperature")
     if given is not None and given < 0:
         raise InputError(f"ks24: temperature must be ≥ 0, got {given}")
+    if given is not None and int(given.denominator).bit_length() > TEMPERATURE_DENOMINATOR_BITS:
+        raise InputError(
+            f"ks24: --set temperature: its denominator has more than "
+            f"{TEMPERATURE_DENOMINATOR_BITS} bits (the weights' bits are bounded by it)"
+        )
     found = None
     for attempt in range(DIRECTION_ATTEMPTS):
         if attempt:
@@ -313,7 +324,11 @@ def build(
         )
     lam, precision, ordered, radius, gap = found
     steps.step("the FFN's ramps and re-quantization")
-    M, thresholds, deltas = _staircase(ordered, radius)
+    n = len(dataset.sequences[0])
+    lcd = math.lcm(*(int(x.denominator) for z in vectors for x in z))
+    cap = _slope_cap(limit, n, lcd, spread)
+    below = -2 * math.ceil(max(abs(x) for x in s_of)) - 1  # below every context id
+    M, thresholds, deltas = _staircase(ordered, radius, below=below, cap=cap)
     while _label_error(M, deltas, radius) > mpq(1, 16):  # the label lane needs narrower ids
         precision *= 2
         if precision > limit:
@@ -325,7 +340,7 @@ def build(
         ordered, radius = _hulls(ids, keys, labels)
         if ordered is None:  # the user's λ left classes merged
             ordered, radius = _merge_hulls(ids, keys, labels)
-        M, thresholds, deltas = _staircase(ordered, radius)
+        M, thresholds, deltas = _staircase(ordered, radius, below=below, cap=cap)
     steps.step("assembling the model")
     built = _assemble(
         dataset, options, v, lam, beta, precision, ordered, radius, gap, M, thresholds, deltas
@@ -349,10 +364,23 @@ def _opt(options: dict, key: str) -> mpq | None:
     return mpq(options[key]) if options.get(key) is not None else None
 
 
-def _staircase(ordered, radius):
+def _slope_cap(limit: int, n: int, lcd: int, spread: mpq) -> int:
+    """The largest slope M the FFN may take: 2^(limit + SLOPE_ROOM)·n·lcd²·(⌈spread⌉ + 1), with
+    ``limit`` the precision option, lcd that of the tokens' coordinates and spread the range of
+    their projections. A certified gap needs far less: ids that Arb cannot hold exactly have radii
+    of about 2^−precision·|id| and are certified apart by gaps > 16·radius; where the softmax
+    rows are uniform (λ = 0, or s_k = 0) the ids are exact rationals, distinct ones at least
+    β/(n·lcd) ≥ 1/(8n·lcd²·spread) apart."""
+    return (1 << (limit + SLOPE_ROOM)) * n * lcd**2 * (math.ceil(spread) + 1)
+
+
+def _staircase(ordered, radius, *, below: mpq | None = None, cap: int | None = None):
     """Slope M and the thresholds t_j (multiples of 1/M) between consecutive classes whose
     labels differ, each ≥ 1/M + 2·radius above the lower class and ≥ 2·radius below the upper
-    one (gaps ≥ 16·radius and ≥ 8/M leave an interval ≥ 5/M long), with the label steps Δ_j."""
+    one (gaps ≥ 16·radius and ≥ 8/M leave an interval ≥ 5/M long), with the label steps Δ_j.
+    ``below`` is a number below every context id (the lone threshold of one label sits below it
+    when the lowest ball reaches further down); a slope above ``cap`` is refused (exit 2: its
+    bits would pass the declared bound, plugins/ks24.py)."""
     steps = [(a, b) for a, b in zip(ordered, ordered[1:], strict=False) if a[2] != b[2]]
     least = min((b[0] - a[1] for a, b in steps), default=mpq(1))
     # M a power of two with 1/M ≤ least/8, from bit lengths (a tiny gap, as a hot temperature
@@ -361,14 +389,27 @@ def _staircase(ordered, radius):
     M = 1 << max(0, int(ratio.numerator).bit_length() - int(ratio.denominator).bit_length() + 1)
     while mpq(1, M) > least / 8:
         M *= 2
+    if cap is not None and M > cap:
+        raise InputError(
+            f"ks24: the least gap between differently labelled context ids, about 2^"
+            f"{int(least.numerator).bit_length() - int(least.denominator).bit_length()}, needs "
+            f"an FFN slope 2^{M.bit_length() - 1} above the cap 2^(precision + {SLOPE_ROOM})·"
+            "n·lcd²·(⌈spread⌉ + 1) that bounds the weights' bits; a larger --set precision "
+            "(at most 65536) raises it"
+        )
     thresholds, deltas = [], []
     for a, b in steps:
         t = mpq(math.ceil((a[1] + mpq(1, M) + 2 * radius) * M), M)
-        assert t <= b[0] - 2 * radius
-        thresholds.append(t)
+        if t > b[0] - 2 * radius:  # (gaps > 16·radius leave room: not reached)
+            raise InconclusiveError(
+                "ks24: no threshold fits between two differently labelled context ids at "
+                "this precision"
+            )
+        thresholds.append(t)  # a.hi < t ≤ b.lo: within the ids' range
         deltas.append(b[2] - a[2])
     if not thresholds:  # one label for all: a ramp below every id keeps the layers non-empty
-        thresholds.append(mpq(math.floor((ordered[0][0] - 1) * M), M))
+        low = ordered[0][0] if below is None else max(ordered[0][0], mpq(below))
+        thresholds.append(mpq(math.floor((low - 1) * M), M))
         deltas.append(0)
     return M, thresholds, deltas
 
@@ -414,9 +455,10 @@ def _residual_ffn(d: int, v, M: int, thresholds, deltas, base) -> MLP:
     row = [mpq(0)] * (2 * len(thresholds))
     for j, dj in enumerate(deltas):
         row[2 * j], row[2 * j + 1] = mpq(dj), mpq(-dj)
-    out = Affine.from_rationals([row] + [[mpq(0)] * len(row) for _ in range(d - 1)], len(row))
-    bias = [int(mpq(base) * out.denominator)] + [0] * (d - 1)
-    out = Affine(out.in_dim, out.rows, tuple(bias), out.denominator)
+    base = mpq(base)  # label − z₀ of the lowest class: its denominator joins the map's
+    den = math.lcm(int(base.denominator), *(int(x.denominator) for x in row))
+    dense = [[int(x * den) for x in row]] + [[0] * len(row) for _ in range(d - 1)]
+    out = Affine.from_dense(dense, [int(base * den)] + [0] * (d - 1), den, in_dim=len(row))
     return MLP((ramps, out), residual=True, label="ffn")
 
 
