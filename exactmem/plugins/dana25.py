@@ -36,8 +36,9 @@ NAME = "dana25"
 # * the embedding and the positions k/1000 with 500 ≤ k ≤ 1500, the heads' q, k and W_V k/1000
 #   with |k| ≤ 1000: at most 11 + 10 + 1 = 22 bits (below the above); every bias 0 (1 bit)
 SOURCE = (
-    "the builder's sizes within the option limits, its bits at the stated frac_bits and "
-    "int_bits (for every value when not given); depth: proofs/dana25.toml, [tight]"
+    "width and parameters: the builder's sizes within the option limits; bits: its fixed point "
+    "at the stated frac_bits and int_bits (for every value when not given); depth: "
+    "proofs/dana25.toml, [tight]"
 )
 DEFINES = {
     "F": ("frac_bits", "4096"),

@@ -36,8 +36,9 @@ NAME = "madden24"
 #   denominator in lowest terms are at most z: at most 54 + 54 + 1 = 109 bits; an odd last
 #   coordinate k/n (0 ≤ k < n) has at most 2⌈log₂ n⌉ + 1
 SOURCE = (
-    "the builder's sizes within the option limits, its bits at the stated frac_bits and "
-    "int_bits (for every value when not given); depth: proofs/madden24.toml, [tight]"
+    "width and parameters: the builder's sizes within the option limits; bits: its fixed point "
+    "at the stated frac_bits and int_bits (for every value when not given); depth: "
+    "proofs/madden24.toml, [tight]"
 )
 DEFINES = {
     "F": ("frac_bits", "4096"),
