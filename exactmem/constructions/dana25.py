@@ -228,6 +228,7 @@ def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision,
     T₀ unknowns: the first min(``skip``, T₀) skip coefficients (``skip`` = the rank the last
     tokens give the skip term), then the head features in order; the rest are fixed: head
     coefficients zero, skip coefficients those of ``fixed_M`` (generic)."""
+    F, E = fixed
     old = ctx.prec
     ctx.prec = precision
     try:
@@ -250,7 +251,7 @@ def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision,
         M = [
             [
                 round_fixed(
-                    ball_midpoint(X[i, c]), *fixed, f"dana25: the read-out M[{c + 1}][{i + 1}]"
+                    ball_midpoint(X[i, c]), F, E, f"dana25: the read-out M[{c + 1}][{i + 1}]"
                 )
                 if i < n_skip
                 else fixed_M[c][i]
@@ -285,6 +286,7 @@ def _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options, fixed) -> T
     """The model; W_O^h = P·B_h rounded to the fixed point ``fixed`` = (F, E) (the solve's
     midpoints and P carry hundreds of bits that no margin needs; the verifier certifies the
     rounded weights)."""
+    F, E = fixed
     lanes = tuple(f"x{i}" for i in range(d))
     den = math.lcm(*[int(x.denominator) for col in emb for x in col])
     embed = Affine(
@@ -302,7 +304,8 @@ def _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options, fixed) -> T
             [
                 round_fixed(
                     P[i][0] * B_h[0][j] + P[i][1] * B_h[1][j],
-                    *fixed,
+                    F,
+                    E,
                     f"dana25: head {h + 1}'s output map W_O[{i + 1}][{j + 1}]",
                 )
                 for j in range(d_h)
