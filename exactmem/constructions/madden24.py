@@ -27,7 +27,7 @@ Construction (the lower bound):
    [Φ, 1]·(w_c; b_c) = L_c − L_1 with L = log π (or the one-hot margin 1 without targets),
    solved (Arb's approximate LU at ``precision`` bits) and rounded to the nearest multiple of
    2^−F (``frac_bits``, default 128; :mod:`exactmem.constructions.fixed_point`), the build
-   refused when a weight reaches 2^E (``int_bits``, default 64). Softmax is invariant under a
+   refused when a weight reaches 2^E (``int_bits``, default 128). Softmax is invariant under a
    per-context shift, which is why the bias column counts: m ≥ n − 1 suffices and is needed.
    With m < n − 1 only the first m + 1 contexts are fitted (the verifier refutes).
 
@@ -73,7 +73,7 @@ __all__ = [
 
 ZERO_LOGIT_GAP = 64  # a zero probability: its logit sits this far below the row's least positive
 FRAC_BITS = 128  # the output weights: multiples of 2^-128 (logit error ≤ (m + 1)·max|Φ|·2^-129)
-INT_BITS = 64  # ... of magnitude below 2^64, else the build is refused
+INT_BITS = 128  # ... of magnitude below 2^128 (2^43 at n = 1000), else the build is refused
 POSITION_DENOMINATOR = 10**4  # q = a/b ≈ tan(θ/2) with b ≤ 10⁴ and |q| ≤ 10⁴
 
 
@@ -238,7 +238,7 @@ def build(
     """``build --construction madden24``: options d (default 8), width m (default n: the
     paper's m ≥ n; n − 1 is the least that fits, less is refuted), seed, precision (bits of the
     Arb solve, default 256, doubled on failure), frac_bits F and int_bits E (the output weights
-    are multiples of 2^−F below 2^E in magnitude, default 128 and 64: InputError naming the
+    are multiples of 2^−F below 2^E in magnitude, default 128 each: InputError naming the
     weight past 2^E). ``progress`` hears the named steps (one per draw)."""
     steps = Steps(progress, "building madden24", 3)
     keep = contexts(dataset)

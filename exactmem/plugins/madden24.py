@@ -26,7 +26,7 @@ NAME = "madden24"
 # * W₂ and b₂, the solved output layer: multiples of 2^−F below 2^E in magnitude (the builder
 #   refuses a larger one), so p'/2^{F'} in lowest terms with F' ≤ F and |p'| < 2^{E+F'}: at most
 #   E + 2F + 1 bits (constructions/fixed_point.py), F and E the options frac_bits and int_bits
-#   (≤ 4096, their limit, when not stated; the builder's defaults are 128 and 64);
+#   (≤ 4096, their limit, when not stated; the builder's defaults are 128 and 128);
 # * W₁ and the four attention maps: k/(100·⌊√D⌋) with |k| ≤ 100, so bitlen(|k|) ≤ 7 and
 #   ⌈log₂ q⌉ ≤ ⌈log₂(100·D)⌉ ≤ ⌈log₂ max(8, N)⌉ + 7: at most ⌈log₂ max(8, N)⌉ + 15; the
 #   embedding and b₁ are k/100 (15 bits), every other bias 0 (1 bit);

@@ -258,7 +258,7 @@ OPTIONS["madden24"] = {
     ),
     "precision": ("bits of the Arb output solve (default 256, doubled on failure)", _positive),
     "frac_bits": FIXED_POINT["frac_bits"]("128"),
-    "int_bits": FIXED_POINT["int_bits"]("64"),
+    "int_bits": FIXED_POINT["int_bits"]("128"),
     "tolerance": (
         "allowed |softmax − target| a claim file certifies (the build ignores it; verify takes "
         "--tolerance)",
