@@ -195,3 +195,42 @@ def test_a_head_wider_than_d_counts_d_features(small):
     heads[0] = replace(heads[0], value=wide, output=replace(o, in_dim=3))
     _, checks = checks_of(_with_heads(model, heads), ds)
     assert checks["dana.capacity"].figures["capacity"] == 5 * 2 + 2
+
+
+def test_past_int_bits_the_build_is_refused_naming_the_weight(tmp_path, capsys):
+    """The solved read-out M and the heads' W_O are fixed-point numbers below 2^E
+    (``int_bits``): one that reaches it refuses the build (exit 2), naming it and the option."""
+    from exactmem.commands.main import main
+    from exactmem.files.dataset_files import save_dataset
+
+    data, out = tmp_path / "ds.json", tmp_path / "m.json"
+    save_dataset(dana25.random_associations(10, 2, 42, 2), data)
+    build = ["build", "--construction", "dana25", "--data", str(data), "--out", str(out)]
+    assert main([*build, "--set", "heads=20", "--set", "int_bits=2"]) == 2
+    err = capsys.readouterr().err
+    assert "int_bits" in err and ("M[" in err or "W_O[" in err)
+    assert not out.exists()
+    assert main([*build, "--set", "heads=20", "--set", "frac_bits=4097"]) == 2
+    assert "at most 4096 fractional bits" in capsys.readouterr().err
+
+
+def test_too_few_fractional_bits_are_refuted_not_accepted():
+    """Rounded to multiples of 2^−4 the read-out misses its targets: the labels refute (at
+    F = 12 and above this instance verifies)."""
+    ds = dana25.random_associations(10, 2, 42, 2)
+    coarse, _ = dana25.build(ds, {"d": 2, "heads": 20, "frac_bits": 4})
+    cert, _ = checks_of(coarse, ds)
+    assert cert.verdict == "refuted" and "labels" in {c.name for c in cert.failed}
+    fine, _ = dana25.build(ds, {"d": 2, "heads": 20, "frac_bits": 12})
+    assert checks_of(fine, ds)[0].verdict == "verified"
+
+
+@pytest.mark.parametrize("N", [3, 7, 101, 1001])
+def test_the_circle_points_denominators_are_bounded(N):
+    """An odd N puts one angle at π, where the float tan(θ/2) is about 10¹⁶: clamped to 10⁶, every
+    point is (x/z, y/z) with z < 2⁸⁰ (the bits bound of plugins/dana25.py) and on the circle."""
+    for x, y in dana25.circle_points(N):
+        assert x * x + y * y == 1
+        assert x.denominator < 2**80 and y.denominator < 2**80
+    x, y = dana25.circle_points(N)[(N - 1) // 2] if N % 2 else (mpq(-1), mpq(0))
+    assert x < -1 + mpq(1, 10**11)  # still the point at π, to 10⁻¹¹

@@ -96,6 +96,20 @@ def _binary_words(n: int = 5, seed: int = 0) -> Dataset:
     return Dataset("next-token", labels, 2, vocab=((mpq(0),), (mpq(1),)), sequences=words)
 
 
+def _skewed_targets(ds: Dataset) -> Dataset:
+    """``ds`` with every target row's first probability made 0 and its second 10⁻³⁰ (the rest
+    renormalized; the labels stay the rows' argmax)."""
+    rows = []
+    for row in ds.targets:
+        tiny = mpq(1, 10**30)
+        rest = sum(row[2:])
+        rows.append((mpq(0), tiny, *(p * (1 - tiny) / rest for p in row[2:])))
+    labels = tuple(max(range(len(r)), key=lambda c, r=r: r[c]) + 1 for r in rows)
+    return Dataset(
+        ds.task, labels, ds.num_classes, vocab=ds.vocab, sequences=ds.sequences, targets=tuple(rows)
+    )
+
+
 def _origin() -> Dataset:
     """One point at the origin: r = 0, so ρ is 2 whatever the Stage I direction."""
     return Dataset("points", (1,), 1, points=((mpq(0), mpq(0)),))
@@ -195,11 +209,40 @@ GRID: dict[str, Grid] = {
     "dana25": [
         (lambda: random_associations(6, 2, 8, 1), o)
         for o in ({}, {"d": 8}, {"d": 3, "head_dim": 1}, {"d": 8, "heads": 8, "head_dim": 8})
+    ]
+    # the bits grow with the fixed point (F, E at their limits; F small), with λ_U (the solved
+    # weights scale with it) and with the circle points' denominators: an odd vocabulary puts
+    # one angle at π, where tan(θ/2) is clamped, and a large one makes the others fine
+    + [
+        (partial(random_associations, N, S, T, seed), o)
+        for N, S, T, seed in ((7, 2, 12, 2), (101, 2, 12, 3))
+        for o in (
+            {},
+            {"scale": 2**64},
+            {"frac_bits": 4096, "int_bits": 4096},
+            {"frac_bits": 16, "d": 4, "heads": 4, "head_dim": 3},
+            {"scale": 2**64, "frac_bits": 4096, "int_bits": 80, "over_capacity": True, "heads": 2},
+        )
     ],
     "madden24": [
         (lambda: random_contexts(10, 2, 4, 1), o)
         for o in ({"d": 4}, {"d": 10, "width": 20}, {"d": 2, "width": 9})
-    ],
+    ]
+    # the default d = 8 beyond max(2, N) (the width and parameters), many classes, targets with
+    # a zero and a 10⁻³⁰ probability (logits far apart: larger solved weights), labels only, a
+    # context long enough that the positions' tan(θ/2) is clamped (θ = 355 ≈ 113π), and the
+    # fixed point at its limits
+    + [(lambda: random_contexts(3, 2, 4, 1), {}), (lambda: random_contexts(3, 2, 4, 1), {"d": 2})]
+    + [
+        (make, o)
+        for make in (
+            lambda: random_contexts(12, 2, 40, 5),
+            lambda: _skewed_targets(random_contexts(10, 2, 5, 6)),
+            lambda: random_contexts(8, 2, 3, 7, targets=False),
+        )
+        for o in ({"d": 4}, {"d": 4, "frac_bits": 4096, "int_bits": 4096}, {"frac_bits": 8})
+    ]
+    + [(lambda: random_contexts(2, 360, 2, 8), {"d": 2})],
 }
 
 
@@ -311,7 +354,7 @@ LARGER: dict[str, Grid] = {
     ],
     "madden24": [
         (partial(random_contexts, 40, 2, 8, 2), o)
-        for o in ({"d": 4}, {"d": 40, "width": 80}, {"d": 4, "bits": 512})
+        for o in ({"d": 4}, {"d": 40, "width": 80}, {"d": 4, "frac_bits": 512, "int_bits": 4096})
     ],
 }
 
@@ -346,6 +389,8 @@ def test_declared_bounds_pass_under_certify(name):
         ("mahdavi24", "dense_parameters"),
         ("dana25", "dense_parameters"),
         ("madden24", "dense_parameters"),
+        ("dana25", "max_bits"),
+        ("madden24", "max_bits"),
         ("ks24", "dense_parameters"),
         ("ks24", "width"),
         ("ks24", "depth"),

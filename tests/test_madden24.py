@@ -310,3 +310,58 @@ def test_token_averaging_collides_on_permuted_contexts_exactly():
     assert not check.passed and check.figures["collision"] == [0, 1]
     honest_front, _ = decoder_parts(model)
     assert injectivity_check(honest_front, ds, [0, 1, 2]).passed
+
+
+def test_past_int_bits_the_build_is_refused_naming_the_weight(tmp_path, capsys):
+    """The output weights are fixed-point numbers below 2^E (``int_bits``): a solved weight that
+    reaches it refuses the build (exit 2), naming the weight and the option to raise — never a
+    model whose bits the declared bound does not cover."""
+    from exactmem.files.dataset_files import save_dataset
+
+    data, out = tmp_path / "ds.json", tmp_path / "m.json"
+    save_dataset(madden24.random_contexts(12, 3, 4, 1), data)
+    build = ["build", "--construction", "madden24", "--data", str(data), "--out", str(out)]
+    assert main([*build, "--set", "int_bits=1"]) == 2
+    err = capsys.readouterr().err
+    assert "int_bits" in err and "class" in err and ("W₂" in err or "b₂" in err)
+    assert not out.exists()
+    assert main([*build, "--set", "int_bits=4097"]) == 2
+    assert "at most 4096 integer bits" in capsys.readouterr().err
+    assert main([*build, "--set", "bits=128"]) == 2  # the option frac_bits replaced
+    assert "bits: unknown option" in capsys.readouterr().err
+
+
+def test_too_few_fractional_bits_are_refuted_not_accepted():
+    """Output weights rounded to multiples of 2^−4 keep every label, the injectivity and the
+    rank, and miss the targets: ``madden24.targets`` refutes (proofs/madden24_precision.toml);
+    the bits bound at the stated fixed point holds either way."""
+    ds, model, _ = built(20, 3, 4, d=8, frac_bits=4)
+    cert, checks = checks_of(model, ds, tolerance="1/1000")
+    assert cert.verdict == "refuted"
+    assert {c.name for c in cert.failed} == {"madden24.targets"}
+    assert resources(model).max_bits < resources(built(20, 3, 4, d=8)[1]).max_bits
+
+
+def test_the_output_weights_are_fixed_point_within_the_stated_bits():
+    """Every output weight is a multiple of 2^−F below 2^E, so it costs at most E + 2F + 1 bits
+    (plugins/madden24.py) — here at F = 40, E = 24."""
+    from exactmem.core.exact import parameter_bits
+
+    _, model, _ = built(frac_bits=40, int_bits=24)
+    out = model.sublayers[-1].layers[-1]
+    values = [mpq(v, out.denominator) for row in out.rows for _, v in row]
+    values += [mpq(b, out.denominator) for b in out.bias]
+    assert all((v * 2**40).denominator == 1 and abs(v) < 2**24 for v in values)
+    assert max(map(parameter_bits, values)) <= 24 + 2 * 40 + 1
+
+
+def test_the_positions_tangent_is_clamped_so_their_bits_are_bounded():
+    """θ = 355 ≈ 113π puts tan(θ/2) near −66347: clamped to −10⁴, every coordinate of a context
+    of 400 positions keeps at most 109 bits (plugins/madden24.py) and lies on the circle."""
+    from exactmem.core.exact import parameter_bits
+
+    rows = madden24.rational_positions(400, 2)
+    assert rows[355][0] ** 2 + rows[355][1] ** 2 == 1
+    assert max(parameter_bits(x) for row in rows for x in row) <= 109
+    q = rows[355][1] / (1 + rows[355][0])  # the point's q = tan(θ/2)
+    assert q == -(10**4)

@@ -256,7 +256,8 @@ def _dead_madden(tmp_path, monkeypatch, sequences):
         return orig(tokens, emb, pos, (WQ, WK, WV, [[arb(0)] * len(r) for r in WO]))
 
     monkeypatch.setattr(M, "_last_output", dead)
-    model, _ = M.build(ds, {})
+    # (sequences sharing a last token make the solve ill-conditioned: weights up to 2^256)
+    model, _ = M.build(ds, {"int_bits": 4096})
     subs = list(model.sublayers)
     subs[1] = _zero_outputs(subs[1])
     bad = tmp_path / "dead.json"

@@ -18,7 +18,10 @@ Construction (Theorem 1's proof with ε = 0):
    points, M ∈ Q^{2×d}), so the d coefficients of the skip term are the columns of M — the paper's
    "write e(t_S) + pos_S = W_OV(e′ + pos′)" with the free W_OV moved into the readout. The linear
    system [B, M] F(t) = λ_U w_{g(t)} (T₀ equations per coordinate, H d_h + d unknowns) is solved
-   on balls, and W_O^h = Mᵀ(M Mᵀ)⁻¹ B_h gives M W_O^h = B_h exactly;
+   on balls, and W_O^h = Mᵀ(M Mᵀ)⁻¹ B_h gives M W_O^h = B_h (up to rounding: M's solved
+   coefficients and W_O are rounded to the nearest multiple of 2^−F, ``frac_bits``, default 64,
+   and the build is refused when one reaches 2^E, ``int_bits``, default 128:
+   :mod:`exactmem.constructions.fixed_point`);
 4. the verifier certifies every association's argmax on the evaluated model.
 """
 
@@ -34,6 +37,7 @@ from typing import Any
 from flint import arb_mat, ctx
 from gmpy2 import mpq
 
+from exactmem.constructions.fixed_point import round_fixed
 from exactmem.core.balls import ball_midpoint, softmax_balls, to_ball
 from exactmem.core.errors import InputError
 from exactmem.core.model import Affine, Attention, AttentionHead, PositionalEncoding, Transformer
@@ -51,17 +55,25 @@ __all__ = [
 ]
 
 
-SIGNIFICANT_BITS = 64
+FRAC_BITS = 64  # the solved weights: multiples of 2^-64 ...
+INT_BITS = 128  # ... of magnitude below 2^128 (the targets scale with λ_U ≤ 2^64), else refused
+CIRCLE_DENOMINATOR = 10**6  # q = a/b ≈ tan(θ/2) with b ≤ 10⁶ and |q| ≤ 10⁶
 
 
 def circle_points(N: int) -> list[tuple[mpq, mpq]]:
     """N rational points on the unit circle near angles 2π(j + ½)/N:
     ((1 − q²)/(1 + q²), 2q/(1 + q²)) with q a rational approximation of tan(θ/2). The angles
-    only choose the points (a float picks q); every point is exactly on the circle."""
+    only choose the points (a float picks q); every point is exactly on the circle.
+
+    tan(θ/2) is clamped to [−10⁶, 10⁶] (an odd N puts one angle at π, where the float tan is
+    about 10¹⁶; the clamp gives it the resolution the denominators give near 0), so q = a/b has
+    b ≤ 10⁶ and |a| ≤ b(10⁶ + ½) (limit_denominator is at least as close as the nearest
+    integer): each point is (x/z, y/z) with |x|, |y| ≤ z = a² + b² < 2⁸⁰ (plugins/dana25.py)."""
     pts = []
     for j in range(N):
         theta = 2 * math.pi * (j + 0.5) / N
-        q = mpq(Fraction(math.tan(theta / 2)).limit_denominator(10**6))
+        t = min(max(math.tan(theta / 2), -CIRCLE_DENOMINATOR), CIRCLE_DENOMINATOR)
+        q = mpq(Fraction(t).limit_denominator(CIRCLE_DENOMINATOR))
         pts.append(((1 - q * q) / (1 + q * q), 2 * q / (1 + q * q)))
     return pts
 
@@ -137,7 +149,9 @@ def build(
     """``build --construction dana25``: options d, head_dim, heads (default: the fewest H ≥ 1
     with H·d_h + min(d, k) ≥ T₀, k the number of distinct last tokens), seed, precision, scale
     (λ_U), over_capacity (build with T₀ > H·d_h + d, fitting the first H·d_h + min(d, k)
-    associations: the verifier refutes). The model has exactly H heads. ``progress`` hears
+    associations: the verifier refutes), frac_bits F and int_bits E (the solved weights are
+    multiples of 2^−F below 2^E in magnitude, default 64 and 128: InputError naming the weight
+    past 2^E). The model has exactly H heads. ``progress`` hears
     its steps."""
     pairs = associations(dataset)
     N, S = len(dataset.vocab), len(dataset.sequences[0])
@@ -168,6 +182,7 @@ def build(
     scale = mpq(options.get("scale", 100))
     W_U = circle_points(N)
     precision = options.get("precision", 256)
+    fixed = (options.get("frac_bits", FRAC_BITS), options.get("int_bits", INT_BITS))
     steps = Steps(progress, "building dana25", 3)
     for attempt in range(8):
         if attempt:
@@ -188,7 +203,7 @@ def build(
         # beyond capacity the first H·d_h + skip associations are solved, the rest left over
         fitted = pairs[: H * d_h + skip] if over else pairs
         solved = _solve_readout(
-            fitted, emb, pos, heads, fixed_M, W_U, scale, skip, precision, steps
+            fitted, emb, pos, heads, fixed_M, W_U, scale, skip, precision, fixed, steps
         )
         if solved is not None:
             break
@@ -200,18 +215,20 @@ def build(
         )
     M, B = solved
     steps.step("the model")
-    model = _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options)
+    model = _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options, fixed)
     steps.done()
     return model, DanaWitness(H, d_h, T0, precision, scale)
 
 
-def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision, steps=None):
-    """(M, B) with [B, M] F(t) = λ_U w_{g(t)} for every association, M of rank 2, or None if the
-    features are not certifiably of rank T₀ at this precision.
+def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision, fixed, steps=None):
+    """(M, B) with [B, M] F(t) = λ_U w_{g(t)} for every association, M of rank 2 (its solved
+    coefficients rounded to the fixed point ``fixed`` = (F, E): InputError past 2^E), or None if
+    the features are not certifiably of rank T₀ at this precision.
 
     T₀ unknowns: the first min(``skip``, T₀) skip coefficients (``skip`` = the rank the last
     tokens give the skip term), then the head features in order; the rest are fixed: head
     coefficients zero, skip coefficients those of ``fixed_M`` (generic)."""
+    F, E = fixed
     old = ctx.prec
     ctx.prec = precision
     try:
@@ -232,7 +249,14 @@ def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision,
             return None
         width = len(feats)
         M = [
-            [_short(ball_midpoint(X[i, c])) if i < n_skip else fixed_M[c][i] for i in range(d)]
+            [
+                round_fixed(
+                    ball_midpoint(X[i, c]), F, E, f"dana25: the read-out M[{c + 1}][{i + 1}]"
+                )
+                if i < n_skip
+                else fixed_M[c][i]
+                for i in range(d)
+            ]
             for c in (0, 1)
         ]
         B = [
@@ -244,18 +268,6 @@ def _solve_readout(pairs, emb, pos, heads, fixed_M, W_U, scale, skip, precision,
         return M, B
     finally:
         ctx.prec = old
-
-
-def _short(x: mpq, bits: int = SIGNIFICANT_BITS) -> mpq:
-    """x rounded to ``bits`` significant bits (a dyadic rational): the solve's midpoints and
-    W_O = P·B carry hundreds of bits that no margin needs; the verifier certifies the rounded
-    weights."""
-    if x == 0:
-        return x
-    e = int(abs(x.numerator)).bit_length() - int(x.denominator).bit_length()
-    shift = bits - e
-    scale = mpq(2) ** shift if shift >= 0 else mpq(1, 2 ** (-shift))
-    return mpq(round(x * scale)) / scale
 
 
 def _gram_det(M) -> mpq:
@@ -270,7 +282,11 @@ def _right_inverse(M) -> list[list[mpq]]:
     return [[M[0][i] * inv[0][j] + M[1][i] * inv[1][j] for j in range(2)] for i in range(len(M[0]))]
 
 
-def _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options) -> Transformer:
+def _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options, fixed) -> Transformer:
+    """The model; W_O^h = P·B_h rounded to the fixed point ``fixed`` = (F, E) (the solve's
+    midpoints and P carry hundreds of bits that no margin needs; the verifier certifies the
+    rounded weights)."""
+    F, E = fixed
     lanes = tuple(f"x{i}" for i in range(d))
     den = math.lcm(*[int(x.denominator) for col in emb for x in col])
     embed = Affine(
@@ -285,7 +301,15 @@ def _model(emb, pos, heads, M, B, W_U, scale, d, d_h, N, S, options) -> Transfor
     for h, (q, k, V) in enumerate(heads):
         B_h = [row[h * d_h : (h + 1) * d_h] for row in B]
         W_O = [
-            [_short(P[i][0] * B_h[0][j] + P[i][1] * B_h[1][j]) for j in range(d_h)]
+            [
+                round_fixed(
+                    P[i][0] * B_h[0][j] + P[i][1] * B_h[1][j],
+                    F,
+                    E,
+                    f"dana25: head {h + 1}'s output map W_O[{i + 1}][{j + 1}]",
+                )
+                for j in range(d_h)
+            ]
             for i in range(d)
         ]
         att_heads.append(

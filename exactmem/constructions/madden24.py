@@ -10,7 +10,8 @@ differ, on purpose:
 
 * positions are **rational** sinusoids: each pair of coordinates is the rational point
   ((1 − q²)/(1 + q²), 2q/(1 + q²)) of the unit circle with q ≈ tan(θ/2), θ = k/10000^{2i/d}
-  (the standard encoding's angles; every coordinate exact);
+  (the standard encoding's angles; every coordinate exact; |q| ≤ 10⁴, the denominators' bound,
+  which bounds the coordinates' bits);
 * the attention scores are not divided by √d (the factor is absorbed in the random W_K);
   the maps have no biases and the sub-layer is residual (Z + head(Z)): the IR's attention;
 * zero target probabilities are reachable only as an infimum: they get the logit (log of the
@@ -24,9 +25,10 @@ Construction (the lower bound):
    is real-analytic and not a polynomial, so [Φ, 1] has full row rank n once m + 1 ≥ n;
 3. the output layer: class 1's logit row is 0 and, for every other class c,
    [Φ, 1]·(w_c; b_c) = L_c − L_1 with L = log π (or the one-hot margin 1 without targets),
-   solved (Arb's approximate LU at ``precision`` bits) and rounded to ``bits`` significant
-   bits. Softmax is invariant under a per-context shift, which is why the bias column counts:
-   m ≥ n − 1 suffices and is needed.
+   solved (Arb's approximate LU at ``precision`` bits) and rounded to the nearest multiple of
+   2^−F (``frac_bits``, default 128; :mod:`exactmem.constructions.fixed_point`), the build
+   refused when a weight reaches 2^E (``int_bits``, default 128). Softmax is invariant under a
+   per-context shift, which is why the bias column counts: m ≥ n − 1 suffices and is needed.
    With m < n − 1 only the first m + 1 contexts are fitted (the verifier refutes).
 
 The verifier (``verify --construction madden24``) certifies injectivity, the rank, every
@@ -45,6 +47,7 @@ from typing import Any
 from flint import arb, arb_mat, ctx
 from gmpy2 import mpq
 
+from exactmem.constructions.fixed_point import round_fixed
 from exactmem.core.balls import ball_midpoint, gelu_ball, softmax_balls, to_ball
 from exactmem.core.errors import InputError
 from exactmem.core.model import (
@@ -69,6 +72,9 @@ __all__ = [
 ]
 
 ZERO_LOGIT_GAP = 64  # a zero probability: its logit sits this far below the row's least positive
+FRAC_BITS = 128  # the output weights: multiples of 2^-128 (logit error ≤ (m + 1)·max|Φ|·2^-129)
+INT_BITS = 128  # ... of magnitude below 2^128 (2^43 at n = 1000), else the build is refused
+POSITION_DENOMINATOR = 10**4  # q = a/b ≈ tan(θ/2) with b ≤ 10⁴ and |q| ≤ 10⁴
 
 
 @dataclass(frozen=True)
@@ -90,13 +96,19 @@ def paper_parameters(omega_in: int, S: int, d: int, m: int, omega: int) -> int:
 def rational_positions(S: int, d: int) -> list[list[mpq]]:
     """S rows of d exact rationals: coordinates (2i, 2i + 1) are the rational point of the unit
     circle nearest (in q = tan(θ/2), denominators ≤ 10⁴) to angle θ = k/10000^{2i/d}; an odd
-    last coordinate is k/S. A float only picks q; every point lies exactly on the circle."""
+    last coordinate is k/S. A float only picks q; every point lies exactly on the circle.
+
+    tan(θ/2) is clamped to [−10⁴, 10⁴] (the angles within 2·10⁻⁴ of π: the resolution the
+    denominators give near 0), so q = a/b has b ≤ 10⁴ and |a| ≤ b(10⁴ + ½) (limit_denominator
+    is at least as close as the nearest integer): every coordinate has numerator and
+    denominator at most a² + b² < 2⁵⁴ in lowest terms, at most 109 bits (plugins/madden24.py)."""
     rows = []
     for k in range(S):
         row: list[mpq] = []
         for i in range(d // 2):
             theta = k / 10000 ** (2 * i / d)
-            q = mpq(Fraction(math.tan(theta / 2)).limit_denominator(10**4))
+            t = min(max(math.tan(theta / 2), -POSITION_DENOMINATOR), POSITION_DENOMINATOR)
+            q = mpq(Fraction(t).limit_denominator(POSITION_DENOMINATOR))
             row += [(1 - q * q) / (1 + q * q), 2 * q / (1 + q * q)]
         if d % 2:
             row.append(mpq(k, S))
@@ -176,20 +188,11 @@ def _log_targets(ds: Dataset, rows: list[int], precision: int) -> list[list[arb]
     return out
 
 
-def _short(x: mpq, bits: int) -> mpq:
-    """x rounded to ``bits`` significant bits (a dyadic rational)."""
-    if x == 0:
-        return x
-    e = int(abs(x.numerator)).bit_length() - int(x.denominator).bit_length()
-    shift = bits - e
-    scale = mpq(2) ** shift if shift >= 0 else mpq(1, 2 ** (-shift))
-    return mpq(round(x * scale)) / scale
-
-
-def _solve_output(Phi, L, m, precision, bits):
+def _solve_output(Phi, L, m, fixed: tuple[int, int]):
     """(W₂ rows per class, b₂): class 1 is zero; the others solve [Φ, 1](w; b) = L_c − L_1 on
     the first min(n, m + 1) contexts, with the unknowns Φ's first r − 1 columns and the bias
-    (r = the number of equations). None if the system is not certifiably non-singular."""
+    (r = the number of equations), rounded to the fixed point ``fixed`` = (F, E) (InputError
+    past 2^E). None if the system is not certifiably non-singular."""
     r = min(len(Phi), m + 1)
     A = arb_mat([row[: r - 1] + [arb(1)] for row in Phi[:r]])
     C = len(L[0])
@@ -202,14 +205,19 @@ def _solve_output(Phi, L, m, precision, bits):
         return None
     if not all(X[j, c].is_finite() for j in range(r) for c in range(C - 1)):
         return None
+    F, E = fixed
+
+    def rounded(j: int, c: int, what: str) -> mpq:
+        return round_fixed(ball_midpoint(X[j, c - 1]), F, E, f"madden24: {what} of class {c + 1}")
+
     W2 = [[mpq(0)] * m]
     b2 = [mpq(0)]
     for c in range(1, C):
         W2.append(
-            [_short(ball_midpoint(X[j, c - 1]), bits) for j in range(r - 1)]
+            [rounded(j, c, f"the output weight W₂[{j + 1}]") for j in range(r - 1)]
             + [mpq(0)] * (m - r + 1)
         )
-        b2.append(_short(ball_midpoint(X[r - 1, c - 1]), bits))
+        b2.append(rounded(r - 1, c, "the output bias b₂"))
     return W2, b2
 
 
@@ -229,14 +237,15 @@ def build(
 ) -> tuple[Transformer, MaddenWitness]:
     """``build --construction madden24``: options d (default 8), width m (default n: the
     paper's m ≥ n; n − 1 is the least that fits, less is refuted), seed, precision (bits of the
-    Arb solve, default 256, doubled on failure), bits (significant bits of the output weights,
-    default 128). ``progress`` hears the named steps (one per draw)."""
+    Arb solve, default 256, doubled on failure), frac_bits F and int_bits E (the output weights
+    are multiples of 2^−F below 2^E in magnitude, default 128 each: InputError naming the
+    weight past 2^E). ``progress`` hears the named steps (one per draw)."""
     steps = Steps(progress, "building madden24", 3)
     keep = contexts(dataset)
     n, S, V, C = len(keep), len(dataset.sequences[0]), len(dataset.vocab), dataset.num_classes
     d = options.get("d", 8)
     m = options.get("width", n)
-    bits = options.get("bits", 128)
+    fixed = (options.get("frac_bits", FRAC_BITS), options.get("int_bits", INT_BITS))
     precision = options.get("precision", 256)
     if C < 2:
         raise InputError("madden24 needs at least 2 classes (C ≥ 2)")
@@ -258,7 +267,7 @@ def build(
             H = [_last_output(dataset.sequences[i], emb, pos, balls) for i in keep]
             Phi = _features(H, W1, b1)
             steps.step(f"draw {attempt + 1}: the output layer's solve")
-            solved = _solve_output(Phi, _log_targets(dataset, keep, precision), m, precision, bits)
+            solved = _solve_output(Phi, _log_targets(dataset, keep, precision), m, fixed)
         finally:
             ctx.prec = old
         if solved is not None:

@@ -84,6 +84,17 @@ def _boolean(key: str, value: str) -> bool:
     return value.lower() in ("true", "1", "yes")
 
 
+FIXED_POINT = {  # the solved weights' fixed point (exactmem.constructions.fixed_point)
+    "frac_bits": lambda default: (
+        f"F: every solved weight is rounded to a multiple of 2^-F (default {default})",
+        _positive,
+    ),
+    "int_bits": lambda default: (
+        f"E: the build is refused when a solved weight reaches 2^E in magnitude (default "
+        f"{default})",
+        _positive,
+    ),
+}
 MEMORIZER_OPTIONS = {
     "gadget": (
         "keyed (integer bit-peel with assembled keys, default; fast-evaluable) | peel "
@@ -148,6 +159,8 @@ OPTIONS = {
             "refutes)",
             _boolean,
         ),
+        "frac_bits": FIXED_POINT["frac_bits"]("64"),
+        "int_bits": FIXED_POINT["int_bits"]("128"),
     },
     "kim23": {
         **MEMORIZER_OPTIONS,
@@ -244,7 +257,8 @@ OPTIONS["madden24"] = {
         _positive,
     ),
     "precision": ("bits of the Arb output solve (default 256, doubled on failure)", _positive),
-    "bits": ("significant bits of each output weight (default 128)", _positive),
+    "frac_bits": FIXED_POINT["frac_bits"]("128"),
+    "int_bits": FIXED_POINT["int_bits"]("128"),
     "tolerance": (
         "allowed |softmax − target| a claim file certifies (the build ignores it; verify takes "
         "--tolerance)",
