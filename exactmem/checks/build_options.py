@@ -81,13 +81,16 @@ OPTION_LIMITS = {
     "temperature": (lambda ds: 2**64, "at most 2⁶⁴ (the automatic search stops at 2¹³)"),
     "width": (lambda ds: 2 * ds.size, "a width above 2N = {limit} adds nothing to fit"),
     "bits": (lambda ds: 4096, "at most 4096 significant bits"),
+    "frac_bits": (lambda ds: 4096, "at most 4096 fractional bits"),
+    "int_bits": (lambda ds: 4096, "at most 4096 integer bits"),
 }
 
 
 LIMITS_HELP = """option limits (exit 2 beyond them): group_size ≤ the items to memorize (N, or N·n
 for seq2seq), bit_budget ≤ max(2, items); heads ≤ N; d ≤ max(2, N); head_dim ≤ max(2, N, the
 token dimension); direction_bound, functional_bound ≤ max(N², 2⁶⁴); scale, temperature,
-id_multiplier ≤ 2⁶⁴; precision ≤ 65536; width ≤ 2N; bits ≤ 4096; numbers ≤ 64 characters"""
+id_multiplier ≤ 2⁶⁴; precision ≤ 65536; width ≤ 2N; bits, frac_bits, int_bits ≤ 4096; numbers
+≤ 64 characters"""
 
 
 def check_option_limits(options: dict, dataset) -> None:
