@@ -78,9 +78,12 @@ def _ks25(task: str = "next-token", labels_by: str = "key", extra: tuple = ()) -
     ]
 
 
-def _heavy_instance(T: int, n: int, d: int, C: int, seed: int) -> Callable[[], Dataset]:
+def _heavy_instance(
+    T: int, n: int, d: int, C: int, seed: int, shared_context: bool = False
+) -> Callable[[], Dataset]:
     """Mahdavi et al.'s examples with coordinates up to 10¹⁵ over a denominator of 10⁹ + 7."""
-    return _over(partial(random_instance, T, n, d, C, seed, bound=10**15), 10**9 + 7)
+    make = partial(random_instance, T, n, d, C, seed, bound=10**15, shared_context=shared_context)
+    return _over(make, 10**9 + 7)
 
 
 # the temperature of most bits the builder takes: ≤ 2⁶⁴ (the option's limit), denominator
@@ -189,6 +192,8 @@ GRID: dict[str, Grid] = {
     ]
     + [
         (_heavy_instance(9, 3, 6, 12, 6), {"readout": "classification"}),
+        (_heavy_instance(10, 3, 6, 2**40, 0), {"heads": 4, "over_capacity": True}),
+        (_heavy_instance(9, 3, 6, 2**40, 1, shared_context=True), {"heads": 4}),
         (_heavy_instance(21, 6, 16, 2**40, 7), {"heads": 21, "head_dim": 16}),
         (
             partial(random_instance, 21, 6, 16, 5, 8),
