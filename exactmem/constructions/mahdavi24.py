@@ -430,6 +430,13 @@ def build(
         raise InputError(f"mahdavi24: every sequence must have the length n + 1 = {n + 1}")
     if any(not 1 <= y <= dataset.num_classes for y in dataset.labels):
         raise InputError(f"mahdavi24: every label must lie in 1..C = {dataset.num_classes}")
+    if options.get("temperature") and mpq(options["temperature"]).denominator > (
+        TEMPERATURE_DENOMINATOR
+    ):
+        raise InputError(
+            f"--set temperature={options['temperature']}: its denominator must be at most 2⁶⁴ "
+            "(the key maps' bits grow with it)"
+        )
     seed = options.get("seed", 0)
     score = options.get("score", "hardmax")
     readout = options.get("readout", "regression")
@@ -496,11 +503,6 @@ def build(
         precision = options.get("precision", 256)
         if options.get("temperature"):
             temperature = mpq(options["temperature"])
-            if temperature.denominator > TEMPERATURE_DENOMINATOR:
-                raise InputError(
-                    f"--set temperature={options['temperature']}: its denominator must be at "
-                    "most 2⁶⁴ (the weights' bits are bounded by it)"
-                )
         else:  # the least power of two at which the construction's own check passes
             temperature = _auto_temperature(
                 heads, W_read, queries, contexts, Y, piv, tol, precision, solve, steps, fixed
