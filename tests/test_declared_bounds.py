@@ -110,6 +110,19 @@ def _skewed_targets(ds: Dataset) -> Dataset:
     )
 
 
+def _heavy_instance(
+    T: int, n: int, d: int, C: int, seed: int, shared_context: bool = False
+) -> Callable[[], Dataset]:
+    """Mahdavi et al.'s examples with coordinates up to 10¹⁵ over a denominator of 10⁹ + 7."""
+    make = partial(random_instance, T, n, d, C, seed, bound=10**15, shared_context=shared_context)
+    return _over(make, 10**9 + 7)
+
+
+# the temperature of most bits the builder takes: ≤ 2⁶⁴ (the option's limit), denominator
+# q = 2⁶⁴ − 1 ≤ 2⁶⁴ (the builder's), numerator 2⁶⁴q − 1 (prime to q: lowest terms)
+_WIDEST_TEMPERATURE = f"{2**64 * (2**64 - 1) - 1}/{2**64 - 1}"
+
+
 def _origin() -> Dataset:
     """One point at the origin: r = 0, so ρ is 2 whatever the Stage I direction."""
     return Dataset("points", (1,), 1, points=((mpq(0), mpq(0)),))
@@ -205,7 +218,37 @@ GRID: dict[str, Grid] = {
         (lambda: random_instance(9, 3, 6, 3, 1, shared_context=True), o)
         for o in ({}, {"heads": 9}, {"readout": "classification"}, {"head_dim": 2})
     ]
-    + [(lambda: random_instance(5, 2, 3, 2, 2), {"heads": 5, "head_dim": 3})],
+    + [(lambda: random_instance(5, 2, 3, 2, 2), {"heads": 5, "head_dim": 3})]
+    # the bits grow with the coordinates' size and denominator (the Gram and feature systems'
+    # determinants), the targets (2⁴⁰ classes as regression labels), the examples (the
+    # readout's N×N system) and a given temperature's numerator and denominator (the key maps);
+    # a readout re-solved on balls with the fixed point at its limits
+    + [
+        (_heavy_instance(9, 3, 6, 2**40, 5), o)
+        for o in (
+            {},
+            {"heads": 9, "head_dim": 6},
+            {"head_dim": 2},
+            {"score": "softmax", "temperature": _WIDEST_TEMPERATURE},
+            {
+                "score": "softmax",
+                "readout_solve": "resolve",
+                "temperature": _WIDEST_TEMPERATURE,
+                "frac_bits": 4096,
+                "int_bits": 4096,
+            },
+        )
+    ]
+    + [
+        (_heavy_instance(9, 3, 6, 12, 6), {"readout": "classification"}),
+        (_heavy_instance(10, 3, 6, 2**40, 0), {"heads": 4, "over_capacity": True}),
+        (_heavy_instance(9, 3, 6, 2**40, 1, shared_context=True), {"heads": 4}),
+        (_heavy_instance(21, 6, 16, 2**40, 7), {"heads": 21, "head_dim": 16}),
+        (
+            partial(random_instance, 21, 6, 16, 5, 8),
+            {"heads": 4, "score": "softmax", "readout_solve": "resolve", "temperature": "1"},
+        ),
+    ],
     "dana25": [
         (lambda: random_associations(6, 2, 8, 1), o)
         for o in ({}, {"d": 8}, {"d": 3, "head_dim": 1}, {"d": 8, "heads": 8, "head_dim": 8})
@@ -387,6 +430,7 @@ def test_declared_bounds_pass_under_certify(name):
         ("madden24", "width"),
         ("madden24", "depth"),
         ("mahdavi24", "dense_parameters"),
+        ("mahdavi24", "max_bits"),
         ("dana25", "dense_parameters"),
         ("madden24", "dense_parameters"),
         ("dana25", "max_bits"),
@@ -433,6 +477,90 @@ def test_a_model_past_the_bound_is_refuted(name, metric):
     assert cert.verdict == "refuted"
     failed = {x.name for x in cert.failed}
     assert f"{name}.bounds.{metric}" in failed
+
+
+def _map_bits(model) -> dict[str, int]:
+    """The largest parameter's bits of each kind of map of a mahdavi24 model's heads."""
+    from exactmem.core.exact import parameter_bits
+
+    bits: dict[str, int] = {}
+    for head in model.sublayers[0].heads:
+        for kind in ("query", "key", "value", "output"):
+            affine = getattr(head, kind)
+            values = [mpq(v, affine.denominator) for row in affine.rows for _, v in row]
+            bits[kind] = max([bits.get(kind, 1), *map(parameter_bits, values)])
+    return bits
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"head_dim": 2},
+        {"score": "softmax", "temperature": _WIDEST_TEMPERATURE},
+        {"score": "softmax", "readout_solve": "resolve", "temperature": "1", "frac_bits": 100},
+    ],
+)
+def test_mahdavi24_each_map_within_its_term_of_the_bits_bound(options):
+    """plugins/mahdavi24.py bounds the query and key maps by ``maps`` and the output map by
+    ``solved`` (solved exactly) or E + 2F + 1 (re-solved on balls): each term holds on its own
+    maps, on heavy coordinates over a large denominator with 2⁴⁰ classes."""
+    from exactmem.checks.bound_checks import bound_names
+
+    c = registry.get("mahdavi24")
+    dataset = _heavy_instance(9, 3, 6, 2**40, 5)()
+    defines = c.checklist.bound_defines
+    texts = [*defines.values()]
+    stated = {"frac_bits": 64, "int_bits": 64, **options}
+    known, _ = bound_names(
+        with_lcd(dataset_figures(dataset), dataset, texts), stated, c.options, defines, "test"
+    )
+    bits = _map_bits(build(dataset, "mahdavi24", seed=3, **options))
+    assert max(bits["query"], bits["key"], bits["value"]) <= known["maps"]
+    fixed = known["E"] + 2 * known["F"] + 1
+    assert bits["output"] <= (fixed if "readout_solve" in options else known["solved"]), bits
+
+
+def _mahdavi24_files(tmp_path):
+    from exactmem.files.dataset_files import save_dataset
+
+    data = tmp_path / "mahdavi.json"
+    save_dataset(registry.get("mahdavi24").example(), data)
+    return ["build", "--construction", "mahdavi24", "--data", str(data), "--quiet"]
+
+
+def test_mahdavi24_readout_beyond_int_bits_exits_2_naming_it(tmp_path, capsys):
+    """A readout re-solved on balls is rounded to the fixed point 2^−F and refused once a
+    weight reaches 2^E: on the example at temperature 1 a weight exceeds 4, so int_bits = 2
+    is refused (exit 2, naming the option) and int_bits = 3 builds."""
+    args = _mahdavi24_files(tmp_path)
+    resolve = ["--set", "score=softmax", "--set", "readout_solve=resolve", "--set", "temperature=1"]
+    out = str(tmp_path / "model.json")
+    assert main([*args, *resolve, "--set", "heads=4", "--set", "int_bits=2", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "beyond 2^2" in err and "--set int_bits" in err
+    assert main([*args, *resolve, "--set", "heads=4", "--set", "int_bits=3", "--out", out]) == 0
+    assert main([*args, "--set", "heads=4", "--set", "int_bits=4097", "--out", out]) == 2
+    assert "int_bits=4097: too large" in capsys.readouterr().err
+
+
+def test_mahdavi24_refuses_what_its_bits_bound_does_not_cover():
+    """The builder refuses a temperature whose denominator exceeds 2⁶⁴ (the key maps' bits
+    grow with it, and the option's limit bounds only its value) and labels outside 1..C (the
+    readout's targets), so that the declared max_bits holds for every model it makes."""
+    dataset = registry.get("mahdavi24").example()
+    with pytest.raises(InputError, match="denominator must be at most 2⁶⁴"):
+        build(dataset, "mahdavi24", heads=4, score="softmax", temperature=f"1/{2**64 + 1}")
+    build(dataset, "mahdavi24", heads=4, score="softmax", temperature=f"1/{2**64}")
+    wild = Dataset(
+        dataset.task,
+        (10**30, *dataset.labels[1:]),
+        dataset.num_classes,
+        vocab=dataset.vocab,
+        sequences=dataset.sequences,
+    )
+    with pytest.raises(InputError, match="every label must lie in 1..C"):
+        build(wild, "mahdavi24", heads=4)
 
 
 def test_bound_is_decided_exactly_at_the_edge():

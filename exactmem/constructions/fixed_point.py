@@ -10,7 +10,7 @@ targets judged by an absolute tolerance (relative rounding, a fixed number of si
 does not bound the bits: small weights get long denominators).
 
 The options ``frac_bits`` (F) and ``int_bits`` (E) have this meaning in every construction that
-takes them (madden24, dana25).
+takes them (madden24, dana25, mahdavi24).
 """
 
 from __future__ import annotations

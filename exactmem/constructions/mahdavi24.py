@@ -29,6 +29,13 @@ output is read at the query. With m = min(n, d_h) (``head_dim`` = d_h, default d
 ``score="softmax"`` keeps the weights at a finite λ and re-solves the readout in ball
 arithmetic; its certificate is rigorous (Arb enclosures) with a stated tolerance (regression)
 or an argmax margin (classification).
+
+Every weight has a size the dataset's figures bound (exactmem/plugins/mahdavi24.py derives
+``max_bits``): the exact solves by Cramer's rule and Hadamard's inequality, a given temperature
+p/q by its denominator (refused above 2⁶⁴), and the readout re-solved on balls
+(``readout_solve=resolve``) by its fixed point: each midpoint rounded to the nearest multiple of
+2^−F (``frac_bits``, default 64) and the build refused when one reaches 2^E (``int_bits``,
+default 64).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from typing import Any
 from flint import arb_mat, ctx, fmpq, fmpq_mat
 from gmpy2 import mpq
 
+from exactmem.constructions.fixed_point import round_fixed
 from exactmem.core.balls import ball_bounds, ball_midpoint, softmax_balls, to_ball
 from exactmem.core.errors import InputError
 from exactmem.core.model import Affine, Attention, AttentionHead, Transformer
@@ -296,9 +304,20 @@ def _targets(ds: Dataset, readout: str) -> list[list[mpq]]:
     return [[mpq(1 if c + 1 == y else 0) for c in range(ds.num_classes)] for y in ds.labels]
 
 
-def _solve_balls(Z, piv, Y, precision) -> list[list[mpq]]:
-    """Readout w on the pivot columns from ball features; midpoints become the rational
-    weights (the verifier evaluates the resulting model independently)."""
+FRAC_BITS = 64
+"""F: a readout solved on balls is rounded to multiples of 2^−F (``--set frac_bits``)."""
+INT_BITS = 64
+"""E: a readout solved on balls reaching 2^E in magnitude is refused (``--set int_bits``)."""
+TEMPERATURE_DENOMINATOR = 2**64
+"""The largest denominator of a given temperature (its value is at most 2⁶⁴, the option's
+limit): a temperature p/q then costs the key maps at most log₂(p·q) ≤ 192 bits."""
+
+
+def _solve_balls(Z, piv, Y, precision, fixed=(FRAC_BITS, INT_BITS)) -> list[list[mpq]]:
+    """Readout w on the pivot columns from ball features; midpoints, rounded to the fixed
+    point ``fixed`` = (F, E) (:func:`~exactmem.constructions.fixed_point.round_fixed`: at most
+    E + 2F + 1 bits, exactmem/plugins/mahdavi24.py), become the rational weights (the verifier
+    evaluates the resulting model independently)."""
     old = ctx.prec
     ctx.prec = precision
     try:
@@ -310,7 +329,9 @@ def _solve_balls(Z, piv, Y, precision) -> list[list[mpq]]:
         W_read = [[mpq(0)] * width for _ in range(cols)]
         for i, j in enumerate(piv):
             for c in range(cols):
-                W_read[c][j] = ball_midpoint(X[i, c])
+                W_read[c][j] = round_fixed(
+                    ball_midpoint(X[i, c]), *fixed, f"mahdavi24: readout weight [{c}][{j}]"
+                )
         return W_read
     finally:
         ctx.prec = old
@@ -338,11 +359,23 @@ def solve_of(options: dict) -> str:
 
 
 def _auto_temperature(
-    heads, W_read, queries, contexts, Y, piv, tol, precision, solve, steps: Steps | None = None
+    heads,
+    W_read,
+    queries,
+    contexts,
+    Y,
+    piv,
+    tol,
+    precision,
+    solve,
+    steps: Steps | None = None,
+    fixed=(FRAC_BITS, INT_BITS),
 ) -> mpq:
     """Double the temperature until the outputs are within ``tol`` of the targets (regression)
-    or keep their argmax with margin (classification), checked on Arb balls."""
+    or keep their argmax with margin (classification), checked on Arb balls; a re-solved
+    readout beyond the fixed point's 2^E fails the temperature, not the build."""
     temperature = mpq(1)
+    beyond = ""
     for _ in range(14):
         if steps is not None:
             steps.step(f"temperature {temperature}")
@@ -350,7 +383,12 @@ def _auto_temperature(
         Z = _features(scaled, queries, contexts, "softmax", precision)
         read = W_read
         if solve == "resolve":
-            read = _solve_balls(Z[: len(piv)], piv, Y[: len(piv)], precision)
+            try:
+                read = _solve_balls(Z[: len(piv)], piv, Y[: len(piv)], precision, fixed)
+            except InputError as exc:
+                beyond = f" ({exc})"
+                temperature *= 2
+                continue
         old = ctx.prec
         ctx.prec = precision
         try:
@@ -366,7 +404,7 @@ def _auto_temperature(
         if ok:
             return temperature
         temperature *= 2
-    raise InputError("no temperature up to 2^13 brings the softmax model within tolerance")
+    raise InputError(f"no temperature up to 2^13 brings the softmax model within tolerance{beyond}")
 
 
 def build(
@@ -375,6 +413,19 @@ def build(
     """``build --construction mahdavi24``; ``progress`` hears its steps (one per head)."""
     queries, contexts = examples(dataset)
     T, n, d = len(queries), len(contexts[0]), len(queries[0])
+    # what the bits bound reads (exactmem/plugins/mahdavi24.py): n context tokens in every
+    # example (a dataset file's rule, also for a Dataset made in Python) and labels in 1..C
+    if any(len(c) != n for c in contexts):
+        raise InputError(f"mahdavi24: every sequence must have the length n + 1 = {n + 1}")
+    if any(not 1 <= y <= dataset.num_classes for y in dataset.labels):
+        raise InputError(f"mahdavi24: every label must lie in 1..C = {dataset.num_classes}")
+    if options.get("temperature") and mpq(options["temperature"]).denominator > (
+        TEMPERATURE_DENOMINATOR
+    ):
+        raise InputError(
+            f"--set temperature={options['temperature']}: its denominator must be at most 2⁶⁴ "
+            "(the key maps' bits grow with it)"
+        )
     seed = options.get("seed", 0)
     score = options.get("score", "hardmax")
     readout = options.get("readout", "regression")
@@ -435,6 +486,7 @@ def build(
     temperature = mpq(1)
     precision = 0
     solve = solve_of(options)
+    fixed = (options.get("frac_bits", FRAC_BITS), options.get("int_bits", INT_BITS))
     if score == "softmax":
         tol = mpq(options.get("tolerance", "1/1000"))
         precision = options.get("precision", 256)
@@ -442,14 +494,16 @@ def build(
             temperature = mpq(options["temperature"])
         else:  # the least power of two at which the construction's own check passes
             temperature = _auto_temperature(
-                heads, W_read, queries, contexts, Y, piv, tol, precision, solve, steps
+                heads, W_read, queries, contexts, Y, piv, tol, precision, solve, steps, fixed
             )
         if solve == "resolve":
             steps.step("readout on balls")
             scaled = [(_scale(W, temperature), lam * temperature, u, v) for W, lam, u, v in heads]
             Zs = _features(scaled, queries, contexts, "softmax", precision)
             rows = list(range(min(T, len(piv))))
-            W_read = _solve_balls([Zs[t] for t in rows], piv, [Y[t] for t in rows], precision)
+            W_read = _solve_balls(
+                [Zs[t] for t in rows], piv, [Y[t] for t in rows], precision, fixed
+            )
     meta = {
         "construction": "mahdavi24",
         "theorem": "Mahdavi, Liao & Thrampoulidis 2024, Theorem 1 (reconstruction)",

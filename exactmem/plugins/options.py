@@ -222,6 +222,16 @@ OPTIONS = {
             _boolean,
         ),
         "head_dim": ("d_h, 2 ≤ d_h ≤ d (default d): capacity H(min(n, d_h) − 1) + 1", _positive),
+        "frac_bits": (
+            "F: a readout re-solved on balls (readout_solve=resolve) is rounded to multiples "
+            "of 2^-F (default 64)",
+            _positive,
+        ),
+        "int_bits": (
+            "E: the build is refused when a readout weight re-solved on balls reaches 2^E in "
+            "magnitude (default 64)",
+            _positive,
+        ),
     },
     "ks24": {
         "temperature": (
