@@ -46,6 +46,7 @@ from exactmem.core.model import (
     Transformer,
     has_gelu,
     resources,
+    validate,
 )
 from exactmem.datasets.dataset import (
     Dataset,
@@ -140,6 +141,9 @@ def certify(
     of
     this dataset) adds the check ``reference_logits``: every one within float32 rounding
     (τ·(1 + |x|), τ printed; ``reference_tolerance`` replaces it) of its certified enclosure."""
+    if (problem := validate(model)) is not None:  # a model made in memory: as a file's loader
+        where, message = problem
+        raise InputError(f"the model's {where}: {message}")
     criteria = Criteria(
         construction if isinstance(construction, str) else None,
         None if tolerance is None else mpq(tolerance),

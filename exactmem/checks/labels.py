@@ -92,6 +92,11 @@ def unevaluable_points_checks(model, dataset, criteria: Criteria, res):
 
 
 def points_checks(model, dataset, progress, jobs, run, criteria: Criteria, readout: str, res=None):
+    if model.token_inputs:  # its input_dim counts table rows: a point would be read as an index
+        raise InputError(
+            f"the model's embedding table has {model.input_dim} tokens (token-id inputs), the "
+            "dataset has points"
+        )
     require_dim(model, dataset.dim, "points")
     point_conflicts(dataset)
     if model.has_attention:

@@ -10,7 +10,9 @@ lower and the least upper bound of those leads. An example is
 
 * *certified* when m̲ > 0, and its margin is *tight* when moreover m̄ ≤ (1 + 1/100)·m̲: then
   m̲ ≥ m/1.01, the certified margin lies within 1 % of the true one;
-* *refuted* when m̄ ≤ 0 (some other logit is certainly at least the target's);
+* *refuted* when m̄ ≤ 0 (some other logit is certainly at least the target's) — at once, with
+  m = 0, when the read-out gives the target's class and another the same row and bias
+  (:func:`tied_classes`: equal for every input, which balls could never decide);
 * *undecided* otherwise.
 
 Undecided examples and certified ones whose margin is not yet tight are evaluated again at a
@@ -43,7 +45,14 @@ from exactmem.core.exact import format_rational
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.softmax import MAX_PRECISION, ball_bounds, run_balls
 
-__all__ = ["START_PRECISION", "TIGHT", "ExampleMargin", "argmax_margins", "margin_check"]
+__all__ = [
+    "START_PRECISION",
+    "TIGHT",
+    "ExampleMargin",
+    "argmax_margins",
+    "margin_check",
+    "tied_classes",
+]
 
 START_PRECISION = 64
 TIGHT = mpq(1, 100)  # a certified margin is tight when m̄ ≤ (1 + TIGHT)·m̲
@@ -108,6 +117,23 @@ def _next_precision(precision: int, low: mpq | None, high: mpq | None) -> int:
     return precision + -(-step // 16) * 16
 
 
+def tied_classes(model) -> set[int]:
+    """The 0-based classes whose logit equals another's for every input, read off the weights:
+    two rows of the read-out map with the same coefficients and bias. Their lead is exactly 0
+    — no strict argmax — which balls, enclosing each logit apart, could never decide (the
+    ladder would climb to the cap on every example)."""
+    unembed = model.unembed
+    if unembed is None or not isinstance(unembed.rows, tuple):
+        return set()
+    first: dict[tuple, int] = {}
+    tied: set[int] = set()
+    for c, (row, bias) in enumerate(zip(unembed.rows, unembed.bias, strict=True)):
+        j = first.setdefault((tuple(row), bias), c)
+        if j != c:
+            tied |= {j, c}
+    return tied
+
+
 def argmax_margins(
     model,
     vocab: Sequence,
@@ -123,7 +149,14 @@ def argmax_margins(
     of the loosely certified examples only (module docstring), from ``start`` up to
     ``limit`` bits."""
     results: dict[int, ExampleMargin] = {}
-    pending = {i: min(start, limit) for i in range(len(sequences))}
+    twins = tied_classes(model)
+    pending = {}
+    for i in range(len(sequences)):
+        targets = [y - 1 for y in labels[i]] if seq2seq else [labels[i] - 1]
+        if any(t in twins for t in targets):  # a tie for every input: m = 0 exactly
+            results[i] = ExampleMargin(i, "refuted", mpq(0), 0, mpq(0))
+        else:
+            pending[i] = min(start, limit)
     while pending:
         precision = min(pending.values())
         batch = [i for i, p in pending.items() if p == precision]
@@ -264,6 +297,9 @@ def margin_check(model, ds, *, limit: int = MAX_PRECISION) -> Check:
         bad = [
             f"sequences[{r.index}]: another logit is ≥ the target's (lead ≤ "
             f"{brief(r.margin)}, {r.precision} bits)"
+            if r.precision
+            else f"sequences[{r.index}]: the read-out gives the target's class the row of "
+            "another (lead = 0 for every input)"
             for r in refuted
         ]
         return Check("labels", False, _examples(bad) + float_text, figures)

@@ -385,8 +385,6 @@ def compare(recorded: dict, rederived: dict, evaluator: bool = True) -> list[str
             )
     old_c, new_c = old_s["criteria"], new_s["criteria"]
     for key in CRITERIA:
-        if key == "checklist_provider" and key not in old_c:
-            continue  # a certificate written before the provider was recorded
         if old_c.get(key) != new_c.get(key):
             out.append(
                 f"criteria.{key}: recorded {_text(old_c.get(key))}, re-derived "

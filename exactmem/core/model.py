@@ -13,6 +13,7 @@ margins at named lanes of the evaluated network.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -665,10 +666,72 @@ def shape_problem(
 
 
 def validate(model: Transformer) -> Problem | None:
-    """:func:`shape_problem` of a built model."""
+    """:func:`shape_problem`, then :func:`number_problem`, of a built model: what a model file's
+    loader checks, for a model made in memory (a plugin's, a caller's)."""
     return shape_problem(
         model.input_dim, model.sublayers, model.embed, model.unembed, model.token_inputs
-    )
+    ) or number_problem(model)
+
+
+def _is_integer(v: object) -> bool:  # int, gmpy2's mpz, NumPy's integers; not a bool
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_rational(v: object) -> bool:  # and mpq, Fraction; never a float
+    return isinstance(v, numbers.Rational) and not isinstance(v, bool)
+
+
+def _map_number_problem(a: Affine, path: str) -> Problem | None:
+    if not _is_integer(a.denominator):
+        return f"{path}.denominator", f"{type(a.denominator).__name__}, not an integer"
+    for i, b in enumerate(a.bias):
+        if not _is_integer(b):
+            return f"{path}.bias[{i}]", f"{b!r} is a {type(b).__name__}, not an integer"
+    if isinstance(a.rows, BlockRows):  # integer arrays by construction
+        return None
+    for i, row in enumerate(a.rows):
+        for c, v in row:
+            if not (_is_integer(c) and _is_integer(v)):
+                return f"{path}.rows[{i}]", f"entry ({c!r}, {v!r}) is not a pair of integers"
+    return None
+
+
+def number_problem(model: Transformer) -> Problem | None:
+    """The first number of ``model`` that is not what the evaluators compute with, or None:
+    a map's coefficients, biases and denominator are integers, a positional table's and a layer
+    norm's entries rationals — never a float (its arithmetic would decide the verdict) or a
+    bool. A model file's loader gives nothing else; a model made in memory may."""
+    for a, path in _maps_with_paths(model):
+        if problem := _map_number_problem(a, path):
+            return problem
+    for i, s in enumerate(model.sublayers):
+        if isinstance(s, PositionalEncoding):
+            entries = [(f"table[{k}]", v) for k, row in enumerate(s.table) for v in row]
+        elif isinstance(s, LayerNorm):
+            entries = [("gain", v) for v in s.gain] + [("bias", v) for v in s.bias]
+            entries.append(("eps", s.eps))
+        else:
+            continue
+        for where, v in entries:
+            if not _is_rational(v):
+                return f"sublayers[{i}].{where}", f"{v!r} is a {type(v).__name__}, not a rational"
+    return None
+
+
+def _maps_with_paths(model: Transformer) -> Iterator[tuple[Affine, str]]:
+    """Every affine map with its path in a model file."""
+    if model.embed is not None:
+        yield model.embed, "embed"
+    for i, s in enumerate(model.sublayers):
+        if isinstance(s, MLP):
+            for j, layer in enumerate(s.layers):
+                yield layer, f"sublayers[{i}].layers[{j}]"
+        elif isinstance(s, Attention):
+            for j, h in enumerate(s.heads):
+                for part in ("query", "key", "value", "output"):
+                    yield getattr(h, part), f"sublayers[{i}].heads[{j}].{part}"
+    if model.unembed is not None:
+        yield model.unembed, "unembed"
 
 
 # What the core reads from a model's ``meta``: only labels it prints beside the verdict (the

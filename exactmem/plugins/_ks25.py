@@ -110,7 +110,9 @@ def memorizer_bounds(items: str, width: str) -> tuple[dict[str, Any], dict[str, 
         "At + rho1 + c1 + 4 + 1 + M + rho2 + c2 + 4",
     )
     bounds = {
-        "width": width,
+        # the input stream: d lanes (d + 1 with positions); every layer after it has at most
+        # ``width`` outputs
+        "width": f"Max(d + 1, {width})",
         "depth": "layers",
         "dense_parameters": f"layers*{width}*(Max(d + 1, {width}) + 1) + 3*omega + 3",
         "max_bits": "bits",

@@ -40,7 +40,7 @@ DEFINES = {
     **MAX_BITS,
 }
 BOUNDS = {
-    "width": "11",
+    "width": "Max(d + 1, 11)",  # the input stream (d + 1 lanes with positions), then ≤ 11
     "depth": "ceiling(At/B**2)*part1 + ceiling(N/B**2)*part2 + 3",
     "dense_parameters": "(ceiling(At/B**2)*part1 + ceiling(N/B**2)*part2 + 3)"
     "*11*(Max(d + 1, 11) + 1)",

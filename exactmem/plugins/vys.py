@@ -64,7 +64,7 @@ DEFINES = {
     "bits": ("group_size*(rho + c) + e + 8", "N*(rho + c) + e + 8"),
 }
 BOUNDS = {
-    "width": "11",
+    "width": "Max(d, 11)",  # the input stream of d lanes, then layers of at most 11 outputs
     "depth": "layers",
     "dense_parameters": "layers*11*(Max(d, 11) + 1)",
     "max_bits": "bits",
