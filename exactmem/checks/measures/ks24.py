@@ -19,6 +19,10 @@ structure the checklist reads).
   not what the model is held to; two classes with one exact id refute;
 * ``ks24.requantization`` (an FFN of two hidden layers or more, the construction's form): every
   unit of the FFN's last hidden layer takes an exact value in {0, 1} at every token.
+* ``ks24.dataflow``: the output depends on the context only through the FFN's units that read
+  the id (a cut over the non-zero weights: past the attention only lanes no head writes may go
+  around them), some of them reach the output without cancelling in every margin, and with
+  them knocked out (W₂ = 0) the model misses a label (:func:`_dataflow`).
 
 Every value comes from the trusted evaluators on the model as its file defines it: exactly
 (:func:`exactmem.evaluate.reference.run`) where the head's scores are equal in every column, as
@@ -298,9 +302,11 @@ def _dataflow(model, ds, tolerance: mpq | None = None) -> Check:
         bad += _knocked_out(model, ds, tolerance)
     detail = (
         f"every path from the input to the output crosses the FFN's units reading the id wᵀz "
-        f"({len(deciding)} of {len(ids)} reach it and decide)"
+        f"({len(read)} of {len(ids)} read"
+        + (f", {len(deciding)} not cancelling" if len(ffn.layers) == 2 else "")
+        + ")"
         + (f" or one of the {len(tokens)} token lanes no head writes" if ffn.residual else "")
-        + "; with them knocked out (W₂ = 0) some label is missed"
+        + "; with them knocked out (W₂ = 0) the model misses a label"
     )
     return Check("ks24.dataflow", not bad, "; ".join(bad) if bad else detail, figures)
 
