@@ -113,3 +113,17 @@ def test_a_label_readout_unit_of_zero_weight_cancels():
     one = replace(model, unembed=Affine(2, (((0, 1),),), (0,)))  # reads lane 0, W₂ writes lane 1
     assert _cancels(one, ffn, 0)
     assert not _cancels(replace(model, unembed=Affine(2, (((1, 1),),), (0,))), ffn, 0)
+
+
+def test_the_knock_out_is_judged_at_the_users_tolerance():
+    """Labels read within a tolerance: ks24_dead.json's FFN (ε·ReLU(id) onto the token lane 1)
+    under a one-output read-out lane 1 + 1/100. Knocked out, the outputs b + 1/100 are not the
+    labels exactly but are within the tolerance 1/10 — the FFN is dead as the labels are judged."""
+    base = exactmem.load_model(DATA / "ks24_dead.json")
+    ds = exactmem.load_dataset(DATA / "ks24_tok.json")
+    model = replace(base, unembed=Affine(2, (((1, 100),),), (1,), 100))
+    cert = certify(model, ds, construction="ks24", tolerance=mpq(1, 10))
+    assert cert.verdict == "refuted"
+    assert "labels" not in [c.name for c in cert.failed]
+    flow = _dataflow(cert)
+    assert not flow.passed and "dead on the data" in flow.detail, flow.detail
