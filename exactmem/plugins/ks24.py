@@ -59,7 +59,7 @@ BOUNDS = {
 def run(evidence: Evidence) -> list[Check]:
     from exactmem.checks.measures.ks24 import check_ks24
 
-    return check_ks24(evidence.model, evidence.dataset)
+    return check_ks24(evidence.model, evidence.dataset, tolerance=evidence.tolerance)
 
 
 construction = builtin(

@@ -19,6 +19,10 @@ structure the checklist reads).
   not what the model is held to; two classes with one exact id refute;
 * ``ks24.requantization`` (an FFN of two hidden layers or more, the construction's form): every
   unit of the FFN's last hidden layer takes an exact value in {0, 1} at every token.
+* ``ks24.dataflow``: the output depends on the context only through the FFN's units that read
+  the id (a cut over the non-zero weights: past the attention only lanes no head writes may go
+  around them), some of them reach the output without cancelling in every margin, and with
+  them knocked out (W₂ = 0) the model misses a label (:func:`_dataflow`).
 
 Every value comes from the trusted evaluators on the model as its file defines it: exactly
 (:func:`exactmem.evaluate.reference.run`) where the head's scores are equal in every column, as
@@ -189,36 +193,71 @@ def _separation(att: Attention, ds, sep: Separation) -> Check:
     return Check("ks24.separation", not bad, detail, sep.figures())
 
 
-def _dataflow(model, ds) -> Check:
-    """``ks24.dataflow``: the output is computed through the FFN's units that read the context
-    id wᵀz (:mod:`exactmem.checks.dataflow`, over the non-zero weights). Every path from the input
-    to
-    the output crosses those units — or, in the residual form F(z) = z + W₂ReLU(W₁z + b₁), a
-    lane of the stream the attention does not write, which the residual adds back: the token's
-    own coordinate, the same in every context — and the output reads at least one of them
-    (W₂ ≠ 0 on what the read-out reads). A read-out that reaches the head's lanes around the
-    FFN, or an FFN that is dead code beside a token-wise read-out, fails. In the residual form
-    the FFN must also be live on the data: with its hidden units knocked out (W₂ = 0, b₂ kept),
-    the read-out alone — then a function of each token, evaluated exactly — must miss a label
-    (:func:`_knocked_out`)."""
+def _head_lanes(att: Attention) -> set[int]:
+    """The lanes the head may write: every row of W_O with a weight (W_O W_V ≠ 0 or not — a
+    superset is the safe side: a lane counted as written is never a token lane)."""
+    return {i for h in att.heads for i, row in enumerate(h.output.rows) if row}
+
+
+def _dense(a: Affine) -> list[list[mpq]]:
+    m = [[mpq(0)] * a.in_dim for _ in range(a.out_dim)]
+    for i, row in enumerate(a.rows):
+        for j, x in row:
+            m[i][j] = mpq(x, a.denominator)
+    return m
+
+
+def _cancels(model, ffn: MLP, j: int) -> bool:
+    """Whether hidden unit ``j`` of a one-hidden-layer FFN reaches the output only in a way that
+    decides nothing: its contribution ReLU(·)·U·W₂[:, j] (U the read-out, the identity without
+    one) is 0, or — C logits read by argmax — the same in every logit, so it cancels in every
+    margin. Exact, from the weights."""
+    w2 = _dense(ffn.layers[-1])
+    column = [row[j] for row in w2]
+    if model.unembed is None:
+        out = column
+    else:
+        out = [sum((u * c for u, c in zip(row, column, strict=True)), mpq(0))
+               for row in _dense(model.unembed)]  # fmt: skip
+    if len(out) == 1:  # the label itself
+        return out[0] == 0
+    return all(x == out[0] for x in out)  # logits: a multiple of (1, …, 1)
+
+
+def _dataflow(model, ds, tolerance: mpq | None = None) -> Check:
+    """``ks24.dataflow``: the output depends on the context only through the FFN's units that
+    read the context id wᵀz — the units that map the ids to labels — and those units matter.
+
+    (i) A cut over the non-zero weights (:mod:`exactmem.checks.dataflow`): every path from the
+    input to the output crosses those units or a *token lane* after the attention — a lane no
+    head writes (no weight in that row of any W_O), which is the token's own coordinate z_i,
+    the same in every context (in the residual form F(z) = z + W₂ReLU(W₁z + b₁) + b₂ the
+    residual adds it back). A lane the head writes reaching the output around the FFN (through
+    the residual) fails, even if the head reads only that lane.
+    (ii) Some of the units reach the output in a way that decides something: W₂ ≠ 0 on what the
+    read-out reads and, for an FFN of one hidden layer, the unit's column through the read-out
+    neither 0 nor — argmax over C logits — the same in every logit (it would cancel in every
+    margin) (:func:`_cancels`).
+    (iii) The knock-out (:func:`_knocked_out`): with the units' outgoing weights zeroed, the
+    model must miss a label — judged as the labels are, at the user's tolerance or by a strict
+    argmax. Else the FFN is dead on the data."""
     from exactmem.checks.dataflow import cut_check, graph
 
     g = graph(model)
+    att, ffn = model.sublayers
     first = g.hidden[1][0]
     level = g.levels[first]
     assert level.deps is not None
-    units = model.sublayers[1].layers[0].out_dim
+    units = ffn.layers[0].out_dim
     ids = {(first, j) for j in range(units) if level.deps[j]}
     stream = g.streams[1]
-    after = g.levels[stream].deps
-    assert after is not None
-    own = {(stream, i) for i, d in enumerate(after) if d == (i,)}  # lanes the head leaves be
+    written = _head_lanes(att)
+    tokens = {(stream, i) for i in range(g.levels[stream].width) if i not in written}
     around = cut_check(
         "ks24.dataflow",
         model,
-        ids | own,
-        what=f"the FFN's {len(ids)} units reading the id wᵀz (or a token lane the head does "
-        "not write)",
+        ids | tokens,
+        what=f"the FFN's {len(ids)} units reading the id wᵀz (or a token lane no head writes)",
         g=g,
         require_use=False,
     )
@@ -229,53 +268,78 @@ def _dataflow(model, ds) -> Check:
         assert deps is not None
         reached = {c for i in reached for c in deps[i]}
         read_at[at - 1] = reached
-    used = {j for _, j in ids} & read_at[first]
-    figures = {**around.figures, "id_units": len(ids), "id_units_read": len(used)}
-    bad = [] if around.passed else [around.detail]
+    read = {j for _, j in ids} & read_at[first]
+    deciding = {j for j in read if len(ffn.layers) > 2 or not _cancels(model, ffn, j)}
+    figures = {
+        **around.figures,
+        "id_units": len(ids),
+        "id_units_read": len(read),
+        "id_units_deciding": len(deciding),
+        "head_lanes": len(written),
+    }
     if not read_at[0]:  # one class: the output is a constant of the weights, nothing to bypass
         return Check(
             "ks24.dataflow", True, "the output is a constant (it reads no input lane)", figures
         )
-    if not used:
+    bad = []
+    if not around.passed:
+        bad.append(
+            "the context reaches the output around the FFN's units (a lane the head writes is "
+            "read past them): " + around.detail
+        )
+    if not read:
         bad.append(
             "the output reads none of the FFN's units that read the id wᵀz (W₂ = 0 on what the "
             "read-out reads): the FFN is dead code"
         )
-    if not bad and model.sublayers[1].residual:
-        bad += _knocked_out(model, ds)
+    elif not deciding:
+        bad.append(
+            f"each of the {len(read)} FFN units the output reads reaches it by the same amount "
+            "in every logit (or not at all): its contribution cancels in every margin, the FFN "
+            "decides nothing"
+        )
+    if not bad:
+        bad += _knocked_out(model, ds, tolerance)
     detail = (
         f"every path from the input to the output crosses the FFN's units reading the id wᵀz "
-        f"({len(used)} of {len(ids)} read)"
-        + (
-            f" or one of the {len(own)} token lanes the head does not write"
-            if own and model.sublayers[1].residual
-            else ""
-        )
+        f"({len(read)} of {len(ids)} read"
+        + (f", {len(deciding)} not cancelling" if len(ffn.layers) == 2 else "")
+        + ")"
+        + (f" or one of the {len(tokens)} token lanes no head writes" if ffn.residual else "")
+        + "; with them knocked out (W₂ = 0) the model misses a label"
     )
     return Check("ks24.dataflow", not bad, "; ".join(bad) if bad else detail, figures)
 
 
-def _knocked_out(model, ds) -> list[str]:
-    """The residual FFN's hidden units knocked out: the stream after it is z + b₂, and (the cut
-    passed) the read-out reads only lanes the head does not write, so the outputs are those of
-    the model without its attention and with the FFN reduced to its bias — evaluated exactly by
-    the reference evaluator. Every label coming out means the FFN is dead on the data."""
+def _knocked_out(model, ds, tolerance: mpq | None) -> list[str]:
+    """The FFN's units reading the id knocked out: its second layer reduced to its bias, so the
+    output no longer reads them. The cut passed, so every path from the input to the output then
+    runs through token lanes no head writes (the residual's z_i) — the output is that of the
+    model without its attention, a function of each token evaluated exactly by the reference
+    evaluator (a constant for the plain FFN). Judged as the labels are: within ``tolerance``
+    (exactly without one) for one output, the target logit strictly above the others for C.
+    Every label coming out means the FFN is dead on the data."""
+    from exactmem.checks.attention import exact_classification_check
     from exactmem.evaluate.reference import run
 
-    if model.unembed is None or model.unembed.out_dim != 1:
-        return []  # one label lane read: the knock-out is judged on it alone
     ffn = model.sublayers[1]
-    last = ffn.layers[-1]
-    bias_only = Affine(last.out_dim, ((),) * last.out_dim, last.bias, last.denominator)
-    bare = replace(model, sublayers=(MLP((bias_only,), residual=True),))
+    second = ffn.layers[1]
+    bias_only = Affine(second.in_dim, ((),) * second.out_dim, second.bias, second.denominator)
+    knocked = replace(ffn, layers=(ffn.layers[0], bias_only, *ffn.layers[2:]))
+    bare = replace(model, sublayers=(knocked,))
     outputs = run(bare, ds.vocab, ds.sequences).outputs
-    for seq, labels in zip(outputs, ds.labels, strict=True):
-        for col, y in zip(seq, labels, strict=True):
-            if col[0] != y:
-                return []
+    if len(outputs[0][0]) > 1:  # C logits, argmax
+        if not exact_classification_check(outputs, ds.labels).passed:
+            return []
+    else:
+        tol = mpq(0) if tolerance is None else mpq(tolerance)
+        for seq, labels in zip(outputs, ds.labels, strict=True):
+            for col, y in zip(seq, labels, strict=True):
+                if abs(col[0] - y) > tol:
+                    return []
     return [
-        "with the FFN's hidden units knocked out (W₂ = 0) the read-out alone gives every label "
-        "from the tokens: the FFN is dead on the data"
+        "with the FFN's units knocked out (W₂ = 0, b₂ kept) the model without them — a function "
+        "of each token — gives every label: the FFN is dead on the data"
     ]
 
 
@@ -414,13 +478,16 @@ def _exact(model, ds, w, hidden: bool):
     return ids, (None if units is None else [list(seq) for seq in units])
 
 
-def check_ks24(model, ds, *, limit: int = MAX_PRECISION) -> list[Check]:
+def check_ks24(
+    model, ds, *, limit: int = MAX_PRECISION, tolerance: mpq | None = None
+) -> list[Check]:
     """The ks24 checklist (module docstring), from the model's weights on ``ds``; a figure
-    left undecided raises :class:`InconclusiveError` only when no check failed."""
+    left undecided raises :class:`InconclusiveError` only when no check failed. ``tolerance``:
+    the user's, judging one output as the labels check does (the knock-out of ks24.dataflow)."""
     att, ffn, w, factors = _layers(model)
     sep = separation(ds)
     n = len(ds.sequences[0])
-    checks = [_separation(att, ds, sep), _boltzmann(att, w), _dataflow(model, ds)]
+    checks = [_separation(att, ds, sep), _boltzmann(att, w), _dataflow(model, ds, tolerance)]
     keys = _classes(ds)
     state: dict = {}
     requantizes = len(ffn.layers) > 2  # the construction's form: steps after the ramps

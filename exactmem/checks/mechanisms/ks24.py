@@ -146,6 +146,35 @@ def _around_ffn(model: Transformer, ds: Dataset) -> Transformer:
     return _bypass(model, True, "head")
 
 
+def _head_lane_bypass(model: Transformer, ds: Dataset) -> Transformer:
+    """The reviewer's bypass (issue 26): the head reads and writes one lane j only (W_Q = W_K =
+    W_V = e_jᵀ, W_O = e_j), C logits read by argmax take the label from lane j — the head's
+    output, through the residual, around the FFN — and the FFN's one unit ReLU(z_j) writes lane
+    k ≠ j, which every logit reads with weight 1: its contribution cancels in every margin. The
+    FFN's role, mapping the context ids to labels, is gone; the head still writes the lane."""
+    att, ffn = _parts(model)
+    d = model.input_dim
+    j, k = 0, 1 % d
+    lane = Affine(d, (((j, 1),),), (0,))
+    head = replace(
+        att.heads[0], query=lane, key=lane, value=lane, output=Affine(1, tuple(
+            ((0, 1),) if i == j else () for i in range(d)), (0,) * d)
+    )  # fmt: skip
+    w2 = Affine(1, tuple(((0, 1),) if i == k else () for i in range(d)), (0,) * d)
+    logits = Affine(
+        d, tuple(tuple(sorted({j: c, k: 1}.items())) for c in range(1, ds.num_classes + 1)),
+        (0,) * ds.num_classes,
+    )  # fmt: skip
+    return replace(
+        model,
+        sublayers=(
+            replace(att, heads=(head,)),
+            MLP((lane, w2), residual=True, label=ffn.label),
+        ),
+        unembed=logits,
+    )
+
+
 CHECKS: dict[str, tuple[CheckSpec, ...]] = {
     "ks24": (
         CheckSpec(
@@ -220,8 +249,9 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             PAPER,
             "the FFN on the context ids memorizes the labels",
             "every path from the input to the output crosses the FFN's units reading the id "
-            "wᵀz (or, in the residual form, a token lane the head does not write), and the "
-            "output reads at least one of those units (W₂ ≠ 0 on what the read-out reads)",
+            "wᵀz (or, in the residual form, a token lane no head writes), at least one of those "
+            "units reaches the output without cancelling in every margin, and with them "
+            "knocked out (W₂ = 0) some label is missed",
             (
                 Breaker(
                     "mechanism read-out zeroed, bypass added",
@@ -234,6 +264,12 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
                     "the FFN as the only path from the head to the output",
                     "ks24.dataflow",
                     model=_around_ffn,
+                ),
+                Breaker(
+                    "head lane read around the FFN, its unit cancelling",
+                    "the FFN as the map from context ids to labels",
+                    "ks24.dataflow",
+                    model=_head_lane_bypass,
                 ),
             ),
         ),

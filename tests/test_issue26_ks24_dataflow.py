@@ -1,0 +1,129 @@
+"""Issue 26 (points 2 and 4): a hostile reviewer's false VERIFIED in ks24's checklist, as tests.
+
+The reviewer's files (``tests/data/issue26_ks24/``, made by their ``mk_ks24_bypass.py`` and
+``mk_ks24_dead.py`` against exactmem at the time):
+
+* ``ks24_bypass.json`` on ``ks24_ctx.json``: labels that depend on the context, a threshold on
+  lane 0, which the head reads and writes alone and the argmax read-out reads directly — around
+  the FFN, whose only unit reaches both logits with the same weight (it cancels in every
+  margin). ``ks24.dataflow`` took lane 0 for a lane "the head does not write";
+* ``ks24_bypass_knocked.json``: the same with W₂ = 0;
+* ``ks24_dead.json`` on ``ks24_tok.json``: labels that are a function of each token, read from a
+  token lane no head writes; the FFN adds ε·ReLU(id) to it. The knock-out test was skipped for
+  an argmax read-out.
+
+Each must be REFUTED with ``ks24.dataflow`` failing
+(:func:`exactmem.checks.measures.ks24._dataflow`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from gmpy2 import mpq
+
+import exactmem
+from exactmem.checks.certify import certify
+from exactmem.checks.measures.ks24 import _cancels
+from exactmem.commands.main import main
+from exactmem.core.model import MLP, Affine
+from exactmem.datasets.dataset import Dataset
+
+DATA = Path(__file__).resolve().parent / "data" / "issue26_ks24"
+
+
+def _dataflow(cert):
+    (flow,) = [c for c in cert.checks if c.name == "ks24.dataflow"]
+    return flow
+
+
+def _verify(model: str, data: str) -> int:
+    return main(["verify", str(DATA / model), "--data", str(DATA / data), "--construction",
+                 "ks24", "--quiet"])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "data", "why"),
+    [
+        ("ks24_bypass.json", "ks24_ctx.json", "around the FFN's units"),
+        ("ks24_bypass_knocked.json", "ks24_ctx.json", "around the FFN's units"),
+        ("ks24_dead.json", "ks24_tok.json", "dead on the data"),
+    ],
+)
+def test_the_reviewers_models_are_refuted_by_the_dataflow_check(model, data, why):
+    m, ds = exactmem.load_model(DATA / model), exactmem.load_dataset(DATA / data)
+    cert = certify(m, ds, construction="ks24")
+    assert cert.verdict == "refuted"
+    assert "labels" not in [c.name for c in cert.failed]  # the labels come out: only the flow tells
+    flow = _dataflow(cert)
+    assert not flow.passed and why in flow.detail, flow.detail
+    assert _verify(model, data) == 1
+
+
+def test_the_bypass_unit_is_seen_to_cancel_in_every_margin():
+    """The bypass's FFN unit reaches both logits with weight 1: it decides no margin."""
+    m = exactmem.load_model(DATA / "ks24_bypass.json")
+    cert = certify(m, exactmem.load_dataset(DATA / "ks24_ctx.json"), construction="ks24")
+    flow = _dataflow(cert)
+    assert "cancels in every margin" in flow.detail
+    assert flow.figures["id_units_read"] == 1 and flow.figures["id_units_deciding"] == 0
+    assert flow.figures["head_lanes"] == 1
+
+
+def _three_lanes(ds: Dataset) -> Dataset:
+    """ks24_tok.json with a third coordinate, lane 2 = the label b (lane 1 = 0)."""
+    vocab = tuple((z[0], mpq(0), z[1]) for z in ds.vocab)
+    return replace(ds, vocab=vocab)
+
+
+def test_a_cancelling_unit_beside_token_lanes_is_refuted():
+    """The cut passes (the read-out reads token lanes only, and the FFN's unit through lane 1)
+    but the unit reaches both logits equally: refuted by the cancellation alone."""
+    base = exactmem.load_model(DATA / "ks24_dead.json")
+    ds = _three_lanes(exactmem.load_dataset(DATA / "ks24_tok.json"))
+    att, _ = base.sublayers
+    head = att.heads[0]
+    widen = lambda a: Affine(3, a.rows, a.bias, a.denominator)  # noqa: E731
+    output = Affine(1, (((0, 1),), (), ()), (0, 0, 0))
+    att = replace(att, heads=(replace(head, query=widen(head.query), key=widen(head.key),
+                                      value=widen(head.value), output=output),))  # fmt: skip
+    first = Affine(3, (((0, 1),),), (0,))
+    w2 = Affine(1, ((), ((0, 1),), ()), (0, 0, 0), 1000)
+    # logits 3/2 − z₂ + lane1 and z₂ − 3/2 + lane1: lane 1 (the FFN's) cancels in the margin
+    unembed = Affine(3, (((1, 2), (2, -2)), ((1, 2), (2, 2))), (3, -3), 2)
+    model = replace(base, input_dim=3, sublayers=(att, MLP((first, w2), residual=True)),
+                    unembed=unembed)  # fmt: skip
+    cert = certify(model, ds, construction="ks24")
+    assert cert.verdict == "refuted"
+    assert "labels" not in [c.name for c in cert.failed]
+    flow = _dataflow(cert)
+    assert not flow.passed and "cancels in every margin" in flow.detail, flow.detail
+    assert "around" not in flow.detail  # the cut itself passes
+    assert _cancels(model, model.sublayers[1], 0)
+    # the same unit read with opposite signs decides: it does not cancel
+    turned = replace(model, unembed=Affine(3, (((1, -2), (2, -2)), ((1, 2), (2, 2))), (3, -3), 2))
+    assert not _cancels(turned, turned.sublayers[1], 0)
+
+
+def test_a_label_readout_unit_of_zero_weight_cancels():
+    model = exactmem.load_model(DATA / "ks24_dead.json")
+    ffn = model.sublayers[1]
+    one = replace(model, unembed=Affine(2, (((0, 1),),), (0,)))  # reads lane 0, W₂ writes lane 1
+    assert _cancels(one, ffn, 0)
+    assert not _cancels(replace(model, unembed=Affine(2, (((1, 1),),), (0,))), ffn, 0)
+
+
+def test_the_knock_out_is_judged_at_the_users_tolerance():
+    """Labels read within a tolerance: ks24_dead.json's FFN (ε·ReLU(id) onto the token lane 1)
+    under a one-output read-out lane 1 + 1/100. Knocked out, the outputs b + 1/100 are not the
+    labels exactly but are within the tolerance 1/10 — the FFN is dead as the labels are judged."""
+    base = exactmem.load_model(DATA / "ks24_dead.json")
+    ds = exactmem.load_dataset(DATA / "ks24_tok.json")
+    model = replace(base, unembed=Affine(2, (((1, 100),),), (1,), 100))
+    cert = certify(model, ds, construction="ks24", tolerance=mpq(1, 10))
+    assert cert.verdict == "refuted"
+    assert "labels" not in [c.name for c in cert.failed]
+    flow = _dataflow(cert)
+    assert not flow.passed and "dead on the data" in flow.detail, flow.detail
