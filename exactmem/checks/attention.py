@@ -514,7 +514,11 @@ def _measured_feature_rank(model, att, ds, run, limit: int = 1024) -> tuple[int,
     raising the precision up to ``limit`` bits until a full-rank minor is certified."""
     read = read_value_coordinates(model, att)
     heads = sum(1 for ks in read if ks)
-    which = f"the value vectors of the {heads} of {len(read)} heads the output reads"
+    which = (
+        f"the value vectors of all {heads} heads"
+        if heads == len(read)
+        else f"the value vectors of {heads} of the {len(read)} heads, the others read by nothing"
+    )
     if not heads:
         return 0, True, "no head writes anything the output reads"
     derived = _read_features_model(model, att, read)

@@ -383,11 +383,15 @@ def feature_rank_check(
     if not verdict:
         return Check("madden24.feature_rank", False, f"{which} is exactly singular", figures)
     some = f"the first {n} of " if len(cols) < len(live) else ""
+    if len(live) == m:
+        of = f"its m = {m} features (all read by the output layer)"
+    else:
+        of = f"the {len(live)} of its m = {m} features the output layer reads"
     return Check(
         "madden24.feature_rank",
         True,
-        f"{which} on {some}the {len(live)} of m = {m} features the output layer reads "
-        f"({n} × {n}) has full row rank {n}: its determinant excludes 0 (Arb, {precision} bits)",
+        f"{which} ({n} × {n}) on {some}{of} has full row rank {n}: its determinant excludes 0 "
+        f"(Arb, {precision} bits)",
         figures,
     )
 
