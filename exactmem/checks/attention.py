@@ -34,6 +34,7 @@ __all__ = [
     "exact_classification_check",
     "head_map",
     "mahdavi_checks",
+    "read_value_coordinates",
 ]
 
 
