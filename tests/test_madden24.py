@@ -365,3 +365,73 @@ def test_the_positions_tangent_is_clamped_so_their_bits_are_bounded():
     assert max(parameter_bits(x) for row in rows for x in row) <= 109
     q = rows[355][1] / (1 + rows[355][0])  # the point's q = tan(θ/2)
     assert q == -(10**4)
+
+
+def _own_targets(model, ds):
+    """The model's own next-token distributions on ``ds``, rounded to 10⁻⁹ (the last class
+    takes the rest), with their argmax labels: a dataset the model fits by construction."""
+    from exactmem.core.balls import ball_midpoint, softmax_balls
+    from exactmem.evaluate.softmax import run_balls
+
+    trace = run_balls(model, ds.vocab, ds.sequences, precision=256, positions="last")
+    targets, labels = [], []
+    for out in trace.outputs:
+        p = [mpq(round(ball_midpoint(x) * 10**9), 10**9) for x in softmax_balls(out[-1])]
+        p[-1] = 1 - sum(p[:-1])
+        targets.append(tuple(p))
+        labels.append(1 + max(range(len(p)), key=lambda c: p[c]))
+    return replace(ds, targets=tuple(targets), labels=tuple(labels))
+
+
+def _w2_reading(model, keep, fill=None):
+    """W₂ reading feature ``keep`` alone: its other columns dropped (``fill`` None) or set to
+    ``fill`` for every logit (a per-context shift softmax ignores)."""
+    *front, fnn = model.sublayers
+    w2 = fnn.layers[1]
+    rows = tuple(
+        tuple((j, v) for j, v in row if j == keep)
+        if fill is None
+        else tuple(
+            sorted(
+                [(j, v) for j, v in row if j == keep]
+                + [(j, fill) for j in range(w2.in_dim) if j != keep]
+            )
+        )
+        for row in w2.rows
+    )
+    fnn2 = replace(fnn, layers=(fnn.layers[0], replace(w2, rows=rows)))
+    return replace(model, sublayers=(*front, fnn2))
+
+
+@pytest.mark.parametrize("fill", [None, 7], ids=["zeroed", "constant"])
+def test_features_the_output_does_not_read_add_no_rank(fill):
+    """Issue 26 (hostile review A4): W₂ zeroed but for unit 0 (or its other columns the same
+    for every logit), the targets the model's own distributions. Every unit is computed and Φ
+    has full rank, but the output reads one feature: [Φ, 1] restricted to what it reads has 2
+    columns for 8 contexts, and the verdict is REFUTED with the feature rank failing (it was
+    VERIFIED with "Φ (8 × 8) has full row rank 8")."""
+    ds, model, _ = built(8, 3, 4, seed=1)
+    dead = _w2_reading(model, 0, fill)
+    own = _own_targets(dead, ds)
+    cert, checks = checks_of(dead, own, tolerance="1/1000")
+    assert cert.verdict == "refuted"
+    assert [c.name for c in cert.failed] == ["madden24.feature_rank"]
+    rank = checks["madden24.feature_rank"]
+    assert rank.figures["read_features"] == 1 and "reads 1 of the m = 8" in rank.detail
+    assert checks["madden24.targets"].passed and checks["labels"].passed
+    # the honest model on its own distributions reads n − 1 = 7 features and verifies
+    cert, checks = checks_of(model, _own_targets(model, ds), tolerance="1/1000")
+    assert cert.verdict == "verified", [c.detail for c in cert.failed]
+    assert checks["madden24.feature_rank"].figures["read_features"] == 7
+
+
+def test_a_constant_dataset_reads_no_feature_and_is_refuted():
+    """Every context with the same target distribution: the honest solve gives W₂ = 0 (the
+    bias alone fits), so the output reads no feature and the rank is not the model's
+    mechanism — refuted on the feature rank, the only failure."""
+    ds = madden24.random_contexts(6, 3, 4, 1, targets=True)
+    same = replace(ds, targets=(ds.targets[0],) * 6, labels=(ds.labels[0],) * 6)
+    model, _ = madden24.build(same, {})
+    cert, checks = checks_of(model, same, tolerance="1/1000")
+    assert [c.name for c in cert.failed] == ["madden24.feature_rank"]
+    assert checks["madden24.feature_rank"].figures["read_features"] == 0

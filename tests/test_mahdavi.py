@@ -249,3 +249,59 @@ def test_value_maps_carry_the_readout(shared):
     cert = certify(with_heads(model, (heads[0], bent) + heads[2:]), ds, construction="mahdavi24")
     assert "labels" in failed(cert)
     assert checks(cert)["mahdavi.feature_rank"].passed
+
+
+def _own_labels(model, ds):
+    """The labels the model predicts (argmax of its outputs at the query, on Arb balls)."""
+    from exactmem.core.balls import ball_midpoint
+    from exactmem.evaluate.softmax import run_balls
+
+    trace = run_balls(model, ds.vocab, ds.sequences, precision=256, positions="last")
+    mids = [[ball_midpoint(x) for x in out[-1]] for out in trace.outputs]
+    return replace(ds, labels=tuple(1 + max(range(len(m)), key=m.__getitem__) for m in mids))
+
+
+@pytest.mark.parametrize("score", ["hardmax", "softmax"])
+def test_a_head_nothing_reads_adds_no_feature_rank(score):
+    """Issue 26 (hostile review A5): two heads of d_h = 3 for T = 5 (both read by the honest
+    read-out), head 1's W_O zeroed and the labels the model's own predictions. Head 1 still
+    attends and mixes, but nothing reads it: the features the output reads are head 0's
+    value vector, of rank 3 < T = 5, and the verdict is REFUTED with the feature rank failing
+    (measured before W_V and W_O it was 5 = T: VERIFIED). The capacity still counts the H = 2
+    heads of the model, as Theorem 1 does."""
+    ds = mahdavi24.random_instance(5, 4, 8, 3, seed=2)
+    options = {"heads": 2, "head_dim": 3, "readout": "classification", "score": score}
+    model, _ = mahdavi24.build(ds, options)
+    att = model.sublayers[0]
+    assert all(any(h.output.rows) for h in att.heads)  # the honest read-out reads both heads
+    o = att.heads[1].output
+    dead_out = Affine(o.in_dim, ((),) * o.out_dim, (0,) * o.out_dim)
+    dead = with_heads(model, [att.heads[0], replace(att.heads[1], output=dead_out)])
+    own = _own_labels(dead, ds)
+    cert = certify(dead, own, construction="mahdavi24")
+    c = checks(cert)
+    assert cert.verdict == "refuted" and "mahdavi.feature_rank" in failed(cert)
+    assert c["mahdavi.feature_rank"].figures["rank"] == 3 < 5
+    assert "1 of the 2 heads, the others read by nothing" in c["mahdavi.feature_rank"].detail
+    assert c["mahdavi.capacity"].passed and c["mahdavi.capacity"].figures["heads"] == 2
+    honest = certify(model, ds, construction="mahdavi24")
+    assert honest.verdict == "verified", [x.detail for x in honest.failed]
+
+
+def test_a_head_the_honest_read_out_leaves_unread_is_not_needed():
+    """The reviewer's literal A5 (``generate`` T = 5, n = 3, d = 6, C = 2, seed 1; two heads of
+    d_h = d): the honest build reads head 0 alone (its 5 value coordinates span the features),
+    so zeroing head 1's W_O changes nothing — the features the output reads have rank 5 = T
+    and the model verifies."""
+    from exactmem.datasets.attention_data import random_instance
+
+    ds = random_instance(5, 3, 6, 2, seed=1)
+    model, _ = mahdavi24.build(ds, {"heads": 2, "readout": "classification"})
+    att = model.sublayers[0]
+    assert not any(att.heads[1].output.rows)  # the honest read-out needs head 0 only
+    cert = certify(model, ds, construction="mahdavi24")
+    assert cert.verdict == "verified", [x.detail for x in cert.failed]
+    rank = checks(cert)["mahdavi.feature_rank"]
+    assert (
+        rank.figures["rank"] == 5 and "1 of the 2 heads, the others read by nothing" in rank.detail
+    )

@@ -34,6 +34,7 @@ __all__ = [
     "exact_classification_check",
     "head_map",
     "mahdavi_checks",
+    "read_value_coordinates",
 ]
 
 
@@ -229,10 +230,12 @@ def mahdavi_checks(model, ds, run=None) -> list[Check]:
 
     * ``mahdavi.assumptions``: n < d, A2 and A1, exact, on the columns the attention reads
       (the data through the model's own embedding): a violation fails the check;
-    * ``mahdavi.feature_rank``: the features Z (row t: the attention-weighted columns
-      Σ_j a_hj^(t) X_j of every head h, the quantity the value maps read) have rank T, so that
-      every label vector is reachable by some readout — exact for hardmax, for softmax a
-      nonsingular T × T minor certified on Arb balls;
+    * ``mahdavi.feature_rank``: the features the output reads (row t: the value vectors
+      W_V^h Σ_j a_hj^(t) X_j of the heads h whose U·W_O^h is not zero — nor, for argmax
+      logits, the same for every logit; U the read-out: :func:`read_value_coordinates`) have
+      rank T, so that every label vector is reachable by some readout on them — exact for
+      hardmax, for softmax a nonsingular T × T minor certified on Arb balls. Features taken
+      before W_V^h and W_O^h would credit a head whose output nothing reads (issue 26);
     * ``mahdavi.rank_ceiling`` (one context shared by all examples, Proposition 2): the measured
       rank stays within H·(n − 1) + 1 (no attention does better) and T does too;
     * ``mahdavi.capacity``: T ≤ Σ_h (min(n, d_h) − 1) + 1 = H(min(n, d_h) − 1) + 1, with d_h
@@ -285,14 +288,14 @@ def mahdavi_checks(model, ds, run=None) -> list[Check]:
     rank, exact, how = _measured_feature_rank(model, att, ds, run)
     ok = rank == T
     if ok:
-        detail = f"the features of the model's attention have rank {rank} = T ({how})"
+        detail = f"the attention features the output reads have rank {rank} = T ({how})"
     elif exact:
         detail = (
-            f"the features of the model's attention have rank {rank} < T = {T} ({how}): some "
-            "labels cannot be fitted by any readout on this attention"
+            f"the attention features the output reads have rank {rank} < T = {T} ({how}): "
+            "some labels cannot be fitted by any readout on them"
         )
     else:
-        detail = f"no nonsingular {T} × {T} minor of the features certified ({how})"
+        detail = f"no nonsingular {T} × {T} minor of the read features certified ({how})"
     checks.append(Check("mahdavi.feature_rank", ok, detail, {"rank": rank, "exact": exact, "T": T}))
     ceiling = shared_context_rank_ceiling(contexts, H)
     if ceiling is not None:
@@ -424,18 +427,60 @@ def _attention_inputs(model, att, ds, run) -> list[list[tuple[mpq, ...]]]:
     return [list(trace.outputs[i]) for i in range(len(ds.sequences))]
 
 
-def _mixtures_exact(model, att, ds, run) -> list[list[mpq]]:
-    """Z exactly (hardmax or uniform weights): row t = [Σ_j a_hj X_j]_h, the output of
-    :func:`~exactmem.checks.mixtures.mixture_model` at the query, by the exact evaluator."""
-    derived = mixture_model(model, att, values=False, keep_stream=False)
+def read_value_coordinates(model, att) -> list[list[int]]:
+    """Per head h, the coordinates of its value vector W_V^h Σ_j a_hj X_j credited as read:
+    all of them when the output reads the head — some column of U·W_O^h (exact; U the
+    read-out, the identity without one) is not zero, and, with several outputs (logits read by
+    argmax), not the same for every output: such a column adds the same value to every logit,
+    a per-example shift argmax ignores — and none when it does not. A head nothing reads
+    carries nothing, however well it attends (issue 26).
+
+    Heads, not single coordinates: W_O^h holds the solved readout weights, and a weight
+    solved exactly 0 (the labels in the span of the other features, which structured data
+    such as a shared context gives the honest builder) is the readout's choice on a feature it
+    reads, indistinguishable in the weights from a coordinate cut off."""
+    w = stream_width(model)
+    U = _dense(model.unembed) if model.unembed is not None else None
+    outs = len(U) if U is not None else w
+    read = []
+    for h in att.heads:
+        O = _dense(h.output)
+        cols = range(h.output.in_dim)
+        M = (
+            O
+            if U is None
+            else [
+                [sum((u[i] * O[i][k] for i in range(w) if u[i]), mpq(0)) for k in cols] for u in U
+            ]
+        )
+        seen = any(len({r[k] for r in M}) > 1 if outs > 1 else M[0][k] != 0 for k in cols)
+        read.append(list(range(h.value.out_dim)) if seen else [])
+    return read
+
+
+def _read_features_model(model, att, read: list[list[int]]):
+    """The model whose output at the query is, per head h, the read coordinates ``read[h]`` of
+    W_V^h Σ_j a_hj X_j (:func:`~exactmem.checks.mixtures.mixture_model` with the value maps,
+    before W_O^h): the features the output is a linear function of."""
+    derived = mixture_model(model, att, values=True, keep_stream=False)
+    width, at, lanes = derived.unembed.in_dim, stream_width(model), []
+    for h, ks in zip(att.heads, read, strict=True):
+        lanes += [at + k for k in ks]
+        at += h.value.out_dim
+    return replace(
+        derived, unembed=Affine(width, tuple(((j, 1),) for j in lanes), (0,) * len(lanes))
+    )
+
+
+def _mixtures_exact(derived, ds, run) -> list[list[mpq]]:
+    """The read features exactly (hardmax or uniform weights), by the exact evaluator."""
     trace = run(derived, ds.vocab, ds.sequences, positions="last")
     return [list(trace.outputs[i][-1]) for i in range(len(ds.sequences))]
 
 
-def _mixtures_balls(model, att, ds, precision: int):
-    """Z on Arb balls at ``precision`` bits: the model's softmax weights, enclosed by the ball
-    evaluator on :func:`~exactmem.checks.mixtures.mixture_model`."""
-    derived = mixture_model(model, att, values=False, keep_stream=False)
+def _mixtures_balls(derived, ds, precision: int):
+    """The read features on Arb balls at ``precision`` bits: the model's softmax weights,
+    enclosed by the ball evaluator."""
     trace = run_balls(derived, ds.vocab, ds.sequences, precision=precision, positions="last")
     return [list(out[-1]) for out in trace.outputs]
 
@@ -465,21 +510,35 @@ def _certified_rank(Z, precision: int) -> int:
 
 
 def _measured_feature_rank(model, att, ds, run, limit: int = 1024) -> tuple[int, bool, str]:
-    """The rank of Z as the model's attention produces it: exact for hardmax and uniform
-    weights; for softmax a certified lower bound, raising the precision up to ``limit`` bits
-    until a full-rank minor is certified."""
+    """The rank of the read features (:func:`read_value_coordinates`) as the model's attention
+    produces them: exact for hardmax and uniform weights; for softmax a certified lower bound,
+    raising the precision up to ``limit`` bits until a full-rank minor is certified."""
+    read = read_value_coordinates(model, att)
+    heads = sum(1 for ks in read if ks)
+    which = (
+        f"the value vectors of all {heads} heads"
+        if heads == len(read)
+        else f"the value vectors of {heads} of the {len(read)} heads, the others read by nothing"
+    )
+    if not heads:
+        return 0, True, "no head writes anything the output reads"
+    derived = _read_features_model(model, att, read)
     if att.score != "softmax":
-        Z = _mixtures_exact(model, att, ds, run)
-        return rank_of(Z), True, f"exact, {att.score} weights"
+        Z = _mixtures_exact(derived, ds, run)
+        return rank_of(Z), True, f"{which}; exact, {att.score} weights"
     T = len(ds.sequences)
     precision, best = 128, 0
     while precision <= limit:
-        best = max(best, _certified_rank(_mixtures_balls(model, att, ds, precision), precision))
+        best = max(best, _certified_rank(_mixtures_balls(derived, ds, precision), precision))
         if best == T:
             break
         precision *= 2
     bits = min(precision, limit)
-    return best, False, f"softmax weights; rank ≥ {best} certified on Arb balls, {bits} bits"
+    return (
+        best,
+        False,
+        f"{which}; softmax weights, rank ≥ {best} certified on Arb balls, {bits} bits",
+    )
 
 
 def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) -> list[Check]:

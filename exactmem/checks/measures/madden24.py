@@ -12,10 +12,13 @@ logits. On the n distinct contexts of the dataset:
   decoder has no residual connection (its h(x) is the attention's output), and a head with
   W_O = 0 leaves h(x) = e(x_S) + p_S, a unigram model that separates contexts with distinct
   last tokens without any attention (review r1, F4);
-* ``madden24.feature_rank``: Φ = GELU(W₁h + b₁) (n × m) has full row rank n (m ≥ n), or
-  [Φ, 1] has (m = n − 1; the output bias column): a non-zero n × n determinant on balls. With
-  m < n − 1 the rank is at most m + 1 < n and the check fails: softmax is invariant under a
-  per-context shift, so n contexts need m + 1 ≥ n (the lower bound's width, reconstructed);
+* ``madden24.feature_rank``: Φ = GELU(W₁h + b₁) (n × m), restricted to the features the
+  output layer reads (the columns of W₂ not the same for every logit), has full row rank n, or
+  [Φ, 1] has (the output bias column): a non-zero n × n determinant on balls. With m < n − 1
+  the rank is at most m + 1 < n and the check fails: softmax is invariant under a per-context
+  shift, so n contexts need m + 1 ≥ n (the lower bound's width, reconstructed). A feature W₂
+  does not read (or adds to every logit alike: a shift) carries nothing, so it adds no rank
+  (issue 26);
 * ``madden24.targets`` (datasets with ``targets``): |softmax(logits_i)_c − π_ic| ≤ the user's
   ``--tolerance`` for every context and class;
 * ``madden24.dimension_count`` (datasets with ``targets`` only): the upper bound, a property
@@ -50,6 +53,7 @@ __all__ = [
     "feature_rank_check",
     "injectivity_check",
     "madden_checks",
+    "read_features",
     "require_tolerance",
     "targets_check",
 ]
@@ -287,11 +291,29 @@ def _dead_columns(Phi: list[list[arb]]) -> set[int]:
     return {j for j in range(len(Phi[0])) if all(row[j].is_exact() and row[j] == 0 for row in Phi)}
 
 
+def read_features(fnn: MLP) -> list[int]:
+    """The features the output layer reads: the columns j of W₂ (exact) that are not constant
+    over the C logits. A column proportional to the all-ones vector, the zero column included,
+    adds the same value Φ_j·w to every logit of a context — a per-context shift, which softmax
+    and argmax ignore — so that feature reaches no output (issue 26: the checked features must
+    be the ones the output reads). The bias column of [Φ, 1] is not a feature: it is the
+    per-class offset b₂, always available to the solve."""
+    last = fnn.layers[-1]
+    columns: dict[int, list[int]] = {}
+    for c, row in enumerate(last.rows):
+        for j, v in row:
+            columns.setdefault(j, [0] * len(last.rows))[c] = v
+    return sorted(j for j, col in columns.items() if len(set(col)) > 1)
+
+
 def feature_rank_check(
     front: Transformer, fnn: MLP, dataset, rows: list[int], collision=None
 ) -> Check:
-    """[Φ, 1] has full row rank n: a non-zero n × n determinant on balls, over the first n
-    features that are not identically 0 on the contexts (the bias column when fewer).
+    """[Φ_R, 1] has full row rank n, with Φ_R the features the output layer reads
+    (:func:`read_features`; features exactly 0 on every context dropped too): a non-zero
+    n × n determinant on balls over the first n of them (the bias column when fewer). A
+    feature W₂ does not read carries nothing to the logits, so a model whose W₂ reads fewer
+    than n − 1 features is refuted however many units it computes (issue 26).
     ``collision``: two contexts whose h(x) the injectivity check found exactly equal — their
     rows of Φ are then equal and the rank is < n (balls could only leave it undecided)."""
     n, m = len(rows), fnn.layers[0].out_dim
@@ -313,15 +335,23 @@ def feature_rank_check(
             f"targets cannot all be fitted (width m = {m} < n − 1 = {n - 1})",
             figures,
         )
+    read = read_features(fnn)
     dead = _dead_columns(_feature_matrix(front, fnn, dataset, rows, START))
-    live = [j for j in range(m) if j not in dead]
-    figures["dead_features"] = len(dead)
+    live = [j for j in read if j not in dead]
+    figures.update(read_features=len(read), dead_features=len(dead))
     if len(live) + 1 < n:
+        unread = m - len(read)
+        why = []
+        if unread:
+            why.append(f"the output layer reads {len(read)} of the m = {m} features")
+        if len(live) < len(read):
+            why.append(f"{len(read) - len(live)} read features are exactly 0 on every context")
         return Check(
             "madden24.feature_rank",
             False,
-            f"{len(dead)} of the m = {m} features are exactly 0 on every context: [Φ, 1] has "
-            f"{len(live) + 1} live columns for n = {n} contexts, rank < n",
+            f"{'; '.join(why)}: [Φ, 1] restricted to what the output reads has "
+            f"{len(live) + 1} columns for n = {n} contexts, rank < n (a column of W₂ that is "
+            "zero or the same for every logit carries nothing through softmax)",
             figures,
         )
     cols = live[:n]
@@ -352,15 +382,16 @@ def feature_rank_check(
         )
     if not verdict:
         return Check("madden24.feature_rank", False, f"{which} is exactly singular", figures)
-    if dead:
-        of = f"its live columns {cols[:3]}…" if len(cols) > 3 else f"its live columns {cols}"
+    some = f"the first {n} of " if len(cols) < len(live) else ""
+    if len(live) == m:
+        of = f"its m = {m} features (all read by the output layer)"
     else:
-        of = f"its first {n} columns" if m > n else "it"
+        of = f"the {len(live)} of its m = {m} features the output layer reads"
     return Check(
         "madden24.feature_rank",
         True,
-        f"{which} ({n} × {m if m >= n else m + 1}) has full row rank {n}: the determinant of "
-        f"{of} excludes 0 (Arb, {precision} bits)",
+        f"{which} ({n} × {n}) on {some}{of} has full row rank {n}: its determinant excludes 0 "
+        f"(Arb, {precision} bits)",
         figures,
     )
 

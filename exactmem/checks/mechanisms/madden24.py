@@ -5,9 +5,10 @@ Every breaker changes the honest built decoder on the IR so that one mechanism i
 injectivity of the attention's last-position output (the head's output map zeroed: h(x) is the
 last token's embedding plus its position, so contexts ending alike collide; or the head writing
 only a lane the FNN does not read), the rank of the GELU features (two FNN units silenced:
-[Φ, 1] loses rank), the interpolation of the targets (a class's output bias shifted), the
-dimension count (the FNN narrowed to one unit: k below n(ω − 1)), the decoder's architecture
-(ReLU for GELU, the causal mask opened).
+[Φ, 1] loses rank; or W₂ reading one feature, its other columns the same for every logit),
+the interpolation of the targets (a class's output bias shifted), the dimension count (the FNN
+narrowed to one unit: k below n(ω − 1)), the decoder's architecture (ReLU for GELU, the causal
+mask opened).
 """
 
 from __future__ import annotations
@@ -87,6 +88,20 @@ def silence_units(model: Transformer, dataset: Dataset) -> Transformer:
     return _with(model, att, replace(fnn, layers=(first, *fnn.layers[1:])))
 
 
+def read_one_feature(model: Transformer, dataset: Dataset) -> Transformer:
+    """W₂ reads one feature: every column of W₂ but the first set to the same value for every
+    logit (1: a per-context shift, which softmax ignores). The m units are all still computed,
+    Φ keeps its full rank, but the output reads feature 1 alone (issue 26)."""
+    att, fnn = _parts(model)
+    w2 = fnn.layers[-1]
+    rows = tuple(
+        tuple((j, v) for j, v in row if j == 0)
+        + tuple((j, w2.denominator) for j in range(1, w2.in_dim))
+        for row in w2.rows
+    )
+    return _with(model, att, replace(fnn, layers=(*fnn.layers[:-1], replace(w2, rows=rows))))
+
+
 def shift_target(model: Transformer, dataset: Dataset) -> Transformer:
     """Class 2's output bias raised by 1: its probability moves off the target everywhere."""
     att, fnn = _parts(model)
@@ -148,14 +163,21 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             "madden24.feature_rank",
             PAPER,
             "the lower bound: generic full rank of the analytic FNN features, m ≥ n − 1",
-            "[Φ, 1] with Φ = GELU(W₁h + b₁) has full row rank n on the contexts (a non-zero "
-            "determinant over the features not identically 0, on balls)",
+            "[Φ, 1] with Φ = GELU(W₁h + b₁) has full row rank n on the contexts, over the "
+            "features the output layer reads (W₂'s columns not the same for every logit) that "
+            "are not identically 0 (a non-zero determinant on balls)",
             (
                 Breaker(
                     "two FNN units silenced",
                     "two of the m features (exact zeros)",
                     "madden24.feature_rank",
                     model=silence_units,
+                ),
+                Breaker(
+                    "W₂ reads one feature",
+                    "the features the output reads: W₂'s other columns the same for every logit",
+                    "madden24.feature_rank",
+                    model=read_one_feature,
                 ),
             ),
         ),

@@ -4,7 +4,8 @@ each check with its breakers.
 Every breaker changes the honest built model on the IR (:mod:`exactmem.core.model`) so that exactly
 one mechanism of Theorem 1 / Proposition 2 is gone: a head's key map zeroed (it attends
 uniformly: its block of the features is one fixed point), a head duplicated (two equal blocks),
-a head removed (H − 1 heads: below the capacity and Proposition 2's ceiling), a head's score
+a head's W_O zeroed (its features read by nothing), a head removed (H − 1 heads: below the
+capacity and Proposition 2's ceiling), a head's score
 form cut to rank one (d_h = 1: the head designs nothing), the embedding projected so that the
 contexts the attention reads lose rank (A2), the mask opened or a layer appended (not Theorem
 1's model), every W_O zeroed, with or without a bypass through the skip connection (the output
@@ -89,6 +90,17 @@ def _zero_outputs(heads) -> tuple[AttentionHead, ...]:
     )
 
 
+def silence_read_head(model: Transformer, dataset: Dataset) -> Transformer:
+    """The last head with a non-zero W_O has it zeroed: the head still attends and mixes its
+    value vector, but nothing reads it — its features no longer reach the output (issue 26).
+    The others are untouched; the honest build leaves a head unwritten only when the read-out
+    needs none of its coordinates."""
+    heads = list(_attention(model).heads)
+    last = max(i for i, h in enumerate(heads) if any(h.output.rows))
+    heads[last] = _zero_outputs([heads[last]])[0]
+    return _with_heads(model, heads)
+
+
 def dead_heads(model: Transformer, dataset: Dataset) -> Transformer:
     """W_O := 0 for every head: the attention adds nothing, the read lanes stay constant."""
     return _with_heads(model, _zero_outputs(_attention(model).heads))
@@ -142,8 +154,9 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             "mahdavi.feature_rank",
             PAPER,
             "Theorem 1 (the proof's high-rank representation)",
-            "the features Z (row t: Σ_j a_hj^(t) X_j per head h, from the model's own attention) "
-            "have rank T, so every label vector is reachable by a linear readout",
+            "the features the output reads (row t: the value vectors W_V^h Σ_j a_hj^(t) X_j "
+            "of the heads h whose U·W_O^h reaches the output, from the model's own attention) "
+            "have rank T, so every label vector is reachable by a linear readout on them",
             (
                 Breaker(
                     "head 0's key map zeroed",
@@ -156,6 +169,12 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
                     "the heads' allocation of examples (two equal blocks)",
                     "mahdavi.feature_rank",
                     model=duplicate_head,
+                ),
+                Breaker(
+                    "a head's W_O zeroed",
+                    "the features the output reads: the last head it reads writes nothing",
+                    "mahdavi.feature_rank",
+                    model=silence_read_head,
                 ),
             ),
         ),
