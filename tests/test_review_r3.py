@@ -165,3 +165,27 @@ def test_two_classes_with_one_read_out_row_are_refuted_without_the_ladder():
     cert = certify(model, Dataset("next-token", (1, 2), 3, vocab=vocab, sequences=seqs))
     assert cert.verdict == "refuted"
     assert "the row of another" in {c.name: c for c in cert.checks}["labels"].detail
+
+
+@pytest.mark.parametrize("name", ["ks24", "madden24", "dana25"])
+def test_a_precision_below_two_bits_is_refused_by_the_parser(name):
+    """Arb refuses a working precision below 2: ``--set precision=1`` crashed three builders
+    (exit 3); the option parser refuses it (exit 2), for build and verify alike."""
+    from exactmem.checks.build_options import parse_options
+
+    with pytest.raises(InputError, match="precision must be at least 2 bits"):
+        parse_options(name, ["precision=1"])
+    assert parse_options(name, ["precision=2"]) == {"precision": 2}
+
+
+def test_dana25_builds_a_vocabulary_of_two_tokens():
+    """N = 2 took two antipodal circle points: one line, M's solved row 0 and every draw refused
+    ("stayed singular … raise --set precision", which could not help)."""
+    from exactmem.constructions.dana25 import circle_points
+    from exactmem.datasets.attention_data import random_associations
+
+    (x0, y0), (x1, y1) = circle_points(2)
+    assert x0 * y1 - x1 * y0 != 0  # not on one line through the origin
+    dataset = random_associations(2, 3, 4, 1)
+    model = exactmem.build(dataset, "dana25")
+    assert certify(model, dataset, construction="dana25").verdict == "verified"

@@ -61,7 +61,7 @@ CIRCLE_DENOMINATOR = 10**6  # q = a/b ≈ tan(θ/2) with b ≤ 10⁶ and |q| ≤
 
 
 def circle_points(N: int) -> list[tuple[mpq, mpq]]:
-    """N rational points on the unit circle near angles 2π(j + ½)/N:
+    """N rational points on the unit circle near angles 2π(j + ½)/N (/3 for N = 2):
     ((1 − q²)/(1 + q²), 2q/(1 + q²)) with q a rational approximation of tan(θ/2). The angles
     only choose the points (a float picks q); every point is exactly on the circle.
 
@@ -71,7 +71,9 @@ def circle_points(N: int) -> list[tuple[mpq, mpq]]:
     integer): each point is (x/z, y/z) with |x|, |y| ≤ z = a² + b² < 2⁸⁰ (plugins/dana25.py)."""
     pts = []
     for j in range(N):
-        theta = 2 * math.pi * (j + 0.5) / N
+        # N = 2 at angles 2π(j + ½)/3: two antipodal points would span one line, and M its
+        # solved row 0 (the Gram determinant 0 in every draw)
+        theta = 2 * math.pi * (j + 0.5) / max(N, 3)
         t = min(max(math.tan(theta / 2), -CIRCLE_DENOMINATOR), CIRCLE_DENOMINATOR)
         q = mpq(Fraction(t).limit_denominator(CIRCLE_DENOMINATOR))
         pts.append(((1 - q * q) / (1 + q * q), 2 * q / (1 + q * q)))

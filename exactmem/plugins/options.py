@@ -78,6 +78,14 @@ def _budget(key: str, value: str) -> int:
     return budget
 
 
+def _precision(key: str, value: str) -> int:
+    """Bits of an Arb computation: at least 2 (Arb refuses less; 1 crashed three builders)."""
+    bits = _positive(key, value)
+    if bits < 2:
+        raise InputError(f"--set {key}={value}: a precision must be at least 2 bits")
+    return bits
+
+
 def _boolean(key: str, value: str) -> bool:
     if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
         raise InputError(f"--set {key}={value}: expected true or false")
@@ -153,7 +161,10 @@ OPTIONS = {
             _positive,
         ),
         "scale": ("λ_U: the target residual is λ_U·w_g (default 100)", _positive),
-        "precision": ("bits of the Arb readout solve (default 256, doubled on failure)", _positive),
+        "precision": (
+            "bits of the Arb readout solve (default 256, doubled on failure)",
+            _precision,
+        ),
         "over_capacity": (
             "true: build even when T₀ > H·d_h + d, fitting the first H·d_h + d (the verifier "
             "refutes)",
@@ -246,7 +257,7 @@ OPTIONS = {
         ),
         "precision": (
             "the most bits the build may use to certify the gap (default 4096)",
-            _positive,
+            _precision,
         ),
         "allow_repeats": (
             "true: build although a sequence repeats a token (the verifier refutes)",
@@ -266,7 +277,7 @@ OPTIONS["madden24"] = {
         "m: the FNN's width (default n, the distinct contexts; below n − 1 the verifier refutes)",
         _positive,
     ),
-    "precision": ("bits of the Arb output solve (default 256, doubled on failure)", _positive),
+    "precision": ("bits of the Arb output solve (default 256, doubled on failure)", _precision),
     "frac_bits": FIXED_POINT["frac_bits"]("128"),
     "int_bits": FIXED_POINT["int_bits"]("128"),
     "tolerance": (
