@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 from gmpy2 import mpq
 
@@ -165,6 +167,11 @@ def test_two_classes_with_one_read_out_row_are_refuted_without_the_ladder():
     cert = certify(model, Dataset("next-token", (1, 2), 3, vocab=vocab, sequences=seqs))
     assert cert.verdict == "refuted"
     assert "the row of another" in {c.name: c for c in cert.checks}["labels"].detail
+    # without a read-out map the logits are a last MLP's outputs (fourth review: 2 minutes)
+    last = MLP((Affine(2, (same, same, ((0, 2),)), (0, 0, 0)),), residual=False)
+    assert tied_classes(Transformer(2, (att, att, last))) == {0, 1}
+    twin = MLP((Affine(2, (same, same), (0, 0)),), residual=True)  # adds to unequal lanes
+    assert tied_classes(Transformer(2, (att, att, twin))) == set()
 
 
 @pytest.mark.parametrize("name", ["ks24", "madden24", "dana25"])
@@ -189,3 +196,66 @@ def test_dana25_builds_a_vocabulary_of_two_tokens():
     dataset = random_associations(2, 3, 4, 1)
     model = exactmem.build(dataset, "dana25")
     assert certify(model, dataset, construction="dana25").verdict == "verified"
+
+
+def _mutated(rows=(((0, 1),),), bias=(0,), den=1, in_dim=2) -> Transformer:
+    """A map changed after its own checks (past the frozen dataclass), as a plugin's may be."""
+    a = Affine(2, (((0, 1),),), (0,))
+    for key, value in (("rows", rows), ("bias", bias), ("denominator", den), ("in_dim", in_dim)):
+        object.__setattr__(a, key, value)
+    return Transformer(2, (MLP((a,), residual=False),))
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (_mutated(rows=(((-1, 1),),)), r"entry \(-1, 1\): a column in 0 … 1"),
+        (_mutated(rows=(((2, 1),),)), r"entry \(2, 1\): a column in 0 … 1"),
+        (_mutated(rows=(((0, 0), (1, 1)),)), r"entry \(0, 0\).*non-zero"),
+        (_mutated(den=-1), "denominator: -1 is not a positive integer"),
+        (_mutated(den=0), "denominator: 0 is not a positive integer"),
+        (_mutated(bias=(0, 7)), "bias: 2 entries for 1 rows"),
+        (_mutated(in_dim=2.0), r"in_dim: 2\.0 is not an integer"),
+        (_mutated(rows=(((0, np.int64(2**62)),),)), "is not a pair of integers"),
+        (_mutated(bias=(np.int64(1),)), "is a int64, not an integer"),
+    ],
+)
+@pytest.mark.parametrize("evaluator", ["fast", "reference"])
+def test_what_a_files_loader_refuses_certify_refuses_in_memory(model, message, evaluator):
+    """Fourth review: a column −1 (read as the last lane), a zero coefficient, a denominator of
+    −1 or 0, a bias per row missing, and NumPy integers (whose arithmetic wraps) passed
+    ``certify`` — VERIFIED or a traceback — while a model file holding them is refused."""
+    points = Dataset("points", (3, 5), 5, points=((mpq(1), mpq(3)), (mpq(2), mpq(5))))
+    with pytest.raises(InputError, match=message):
+        certify(model, points, evaluator=evaluator)
+
+
+def test_dana25_heads_read_only_through_a_shift_argmax_ignores_are_not_credited():
+    """Fourth review: the skip term's lane 0 decided every label while four heads wrote lanes
+    the read-out reads with one coefficient in every logit (a shift argmax ignores): VERIFIED,
+    feature rank 16 and capacity 16 credited to the heads. A lane read the same in every logit is
+    not read."""
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.files.model_files import load_model
+
+    folder = Path(__file__).parent / "data" / "review4"
+    model, _ = load_model(str(folder / "dana_const.json"))
+    dataset = load_dataset(str(folder / "dana_tok.json"))
+    cert = certify(model, dataset, construction="dana25")
+    checks = {c.name: c for c in cert.checks}
+    assert checks["labels"].passed
+    assert cert.verdict == "refuted"
+    assert not checks["dana.feature_rank"].passed and not checks["dana.capacity"].passed
+
+
+def test_ks24_residual_form_refuses_labels_its_ffn_has_nothing_to_add_to(tmp_path, capsys):
+    """Fourth review: labels equal to each token's first coordinate gave the residual form
+    W₂ = 0, a model the checklist refutes as dead code; the builder now says so (exit 2)."""
+    vocab = ((mpq(1), mpq(0)), (mpq(2), mpq(1)), (mpq(3), mpq(5)))
+    seqs = ((0, 1), (1, 2), (2, 0))
+    labels = tuple(tuple(int(vocab[t][0]) for t in s) for s in seqs)
+    data = tmp_path / "d.json"
+    save_dataset(Dataset("seq2seq", labels, 3, vocab=vocab, sequences=seqs), str(data))
+    args = ["build", "--construction", "ks24", "--data", str(data), "--quiet"]
+    assert main([*args, "--set", "ffn=residual", "--out", str(tmp_path / "m.json")]) == 2
+    assert "ffn=requantized" in capsys.readouterr().err

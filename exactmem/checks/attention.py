@@ -427,6 +427,23 @@ def _attention_inputs(model, att, ds, run) -> list[list[tuple[mpq, ...]]]:
     return [list(trace.outputs[i]) for i in range(len(ds.sequences))]
 
 
+def _read_lanes(model, width: int) -> list[int]:
+    """The lanes the unembedding reads — a head writing elsewhere is read by nothing — and,
+    with several logits (argmax), reads differently in some two of them: a lane whose column is
+    the same in every logit adds one value to all of them, a shift argmax ignores (issue 26,
+    review 4: heads writing only such lanes were credited with their rank)."""
+    if model.unembed is None:
+        return list(range(width))
+    U = model.unembed
+    columns: dict[int, list] = {}
+    for r, row in enumerate(U.rows):
+        for c, v in row:
+            columns.setdefault(c, [0] * U.out_dim)[r] = v
+    if U.out_dim == 1:
+        return sorted(columns)
+    return sorted(c for c, col in columns.items() if len(set(col)) > 1)
+
+
 def read_value_coordinates(model, att) -> list[list[int]]:
     """Per head h, the coordinates of its value vector W_V^h Σ_j a_hj X_j credited as read:
     all of them when the output reads the head — some column of U·W_O^h (exact; U the
@@ -566,12 +583,7 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     seqs = list(dict.fromkeys(tuple(s) for s in ds.sequences))
     T0 = len(seqs)
     w = stream_width(model)
-    # the lanes the unembedding reads: a head writing elsewhere is read by nothing
-    read = (
-        sorted({c for row in model.unembed.rows for c, _ in row})
-        if model.unembed is not None
-        else list(range(w))
-    )
+    read = _read_lanes(model, w)
     d = _skip_rank(model, att, len(seqs[0]), run, read)
     widths = [rank_of([head_map(h)[i] for i in read]) for h in att.heads]
     cap = sum(widths) + d

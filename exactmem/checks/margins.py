@@ -42,6 +42,7 @@ from exactmem.checks.attention import brief
 from exactmem.checks.certificate import Check, _examples
 from exactmem.core.errors import InconclusiveError
 from exactmem.core.exact import format_rational
+from exactmem.core.model import MLP
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.softmax import MAX_PRECISION, ball_bounds, run_balls
 
@@ -119,11 +120,17 @@ def _next_precision(precision: int, low: mpq | None, high: mpq | None) -> int:
 
 def tied_classes(model) -> set[int]:
     """The 0-based classes whose logit equals another's for every input, read off the weights:
-    two rows of the read-out map with the same coefficients and bias. Their lead is exactly 0
+    two rows of the read-out map (or, without one, of a last non-residual MLP's last layer)
+    with the same coefficients and bias. Their lead is exactly 0
     — no strict argmax — which balls, enclosing each logit apart, could never decide (the
     ladder would climb to the cap on every example)."""
     unembed = model.unembed
-    if unembed is None or not isinstance(unembed.rows, tuple):
+    if unembed is None:  # the logits are the stream: the last map, if nothing adds to it
+        last = model.sublayers[-1] if model.sublayers else None
+        if not isinstance(last, MLP) or last.residual:
+            return set()
+        unembed = last.layers[-1]
+    if not isinstance(unembed.rows, tuple):
         return set()
     first: dict[tuple, int] = {}
     tied: set[int] = set()

@@ -272,6 +272,12 @@ def build(
             tuple(mpq(y) - dataset.vocab[t][0] for y, t in zip(ys, seq, strict=True))
             for ys, seq in zip(dataset.labels, dataset.sequences, strict=True)
         ]
+        if len({x for row in labels for x in row}) == 1:  # the checklist refutes a dead FFN
+            raise InputError(
+                "ks24: with ffn=residual every label is its token's first coordinate plus "
+                f"{labels[0][0]}: the FFN would add a constant (no context to map) and is "
+                "refuted as dead code; use the default ffn=requantized"
+            )
     else:
         labels = [tuple(y) for y in dataset.labels]
     given = _opt(options, "temperature")

@@ -13,9 +13,9 @@ margins at named lanes of the evaluated network.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from itertools import chain
 from operator import itemgetter
 
@@ -673,17 +673,25 @@ def validate(model: Transformer) -> Problem | None:
     ) or number_problem(model)
 
 
-def _is_integer(v: object) -> bool:  # int, gmpy2's mpz, NumPy's integers; not a bool
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+def _is_integer(v: object) -> bool:  # int and gmpy2's mpz: what the evaluators compute with
+    return type(v) is int or type(v).__name__ == "mpz"
 
 
-def _is_rational(v: object) -> bool:  # and mpq, Fraction; never a float
-    return isinstance(v, numbers.Rational) and not isinstance(v, bool)
+def _is_rational(v: object) -> bool:  # and mpq, Fraction; never a float, nor NumPy's numbers
+    return _is_integer(v) or type(v).__name__ == "mpq" or type(v) is Fraction
 
 
 def _map_number_problem(a: Affine, path: str) -> Problem | None:
-    if not _is_integer(a.denominator):
-        return f"{path}.denominator", f"{type(a.denominator).__name__}, not an integer"
+    """What a map's file entry cannot say but a map made in memory (or changed after its checks,
+    past a frozen dataclass) can: integers of the evaluators' kind (Python's or gmpy2's — not
+    NumPy's, whose arithmetic wraps), a positive denominator, a bias per row, columns within
+    the input and coefficients non-zero (the sparse rows list only those)."""
+    if type(a.in_dim) is not int:
+        return f"{path}.in_dim", f"{a.in_dim!r} is not an integer"
+    if not _is_integer(a.denominator) or a.denominator < 1:
+        return f"{path}.denominator", f"{a.denominator!r} is not a positive integer"
+    if len(a.bias) != a.out_dim:
+        return f"{path}.bias", f"{len(a.bias)} entries for {a.out_dim} rows"
     for i, b in enumerate(a.bias):
         if not _is_integer(b):
             return f"{path}.bias[{i}]", f"{b!r} is a {type(b).__name__}, not an integer"
@@ -693,6 +701,10 @@ def _map_number_problem(a: Affine, path: str) -> Problem | None:
         for c, v in row:
             if not (_is_integer(c) and _is_integer(v)):
                 return f"{path}.rows[{i}]", f"entry ({c!r}, {v!r}) is not a pair of integers"
+            if not 0 <= c < a.in_dim or v == 0:
+                return f"{path}.rows[{i}]", (
+                    f"entry ({c}, {v}): a column in 0 … {a.in_dim - 1} with a non-zero coefficient"
+                )
     return None
 
 
