@@ -216,3 +216,31 @@ def test_a_constant_added_to_one_output_is_within_twice_the_tolerance():
     assert shift_interval_fits(r, mpq(3, 20))  # spread 3/10 = 2·(3/20): s = 21/20
     assert not shift_interval_fits(r, mpq(1, 10))
     assert not shift_interval_fits(r, mpq(0)) and shift_interval_fits([mpq(2)] * 3, mpq(0))
+
+
+def test_the_shift_decision_agrees_with_a_search_over_a_grid():
+    """Small integer logits (entries in [−2, 2], labels among 3 of 4 classes): when the strict
+    constraints are feasible, every cycle sums to ≤ −1, so s[y] − s[c] ≥ L(y, c) + 1/3 is solved
+    by shortest-path potentials — multiples of 1/3 within [−15, 15] (s₀ = 0; the never-target
+    class 3 as low as needed). The search over that grid must agree with the decision."""
+    import random
+    from fractions import Fraction
+
+    rng = random.Random(26)
+    grid = [Fraction(i, 3) for i in range(-45, 46)]
+    for _ in range(40):
+        positions = rng.randint(2, 5)
+        targets = [rng.randrange(3) for _ in range(positions)]
+        bare = [[mpq(rng.randint(-2, 2)) for _ in range(4)] for _ in range(positions)]
+        found = any(
+            all(
+                b[y] + s[y] > b[c] + s[c]
+                for b, y in zip(bare, targets, strict=True)
+                for c in range(4)
+                if c != y
+            )
+            for s1 in grid
+            for s2 in grid
+            for s in [(0, s1, s2, -100)]
+        )
+        assert shift_separates(bare, targets) is found, (bare, targets)

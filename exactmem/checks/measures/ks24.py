@@ -331,8 +331,9 @@ def shift_interval_fits(residuals: list[mpq], tolerance: mpq) -> bool:
     return max(residuals) - min(residuals) <= 2 * tolerance
 
 
-#: above this many distinct labels the k³ cycle search is not run (k = 200: ~10⁷ integer steps,
-#: seconds); :func:`shift_separates` then decides only by its k² tests or returns None
+#: above this many distinct labels the k³ cycle search is not run (k = 200: 8·10⁶ integer steps,
+#: under a second with small entries); :func:`shift_separates` then decides only by its k²
+#: tests or returns None
 MAX_SHIFT_LABELS = 200
 
 
@@ -347,8 +348,9 @@ def shift_separates(bare: list[list[mpq]], targets: list[int]) -> bool | None:
     target has no constraint of its own (it is beaten by a low enough s[c]), so only the k
     distinct targets matter. Summed around a cycle y₁ → y₂ → … → y₁ the left sides cancel: the
     system is feasible iff every cycle has Σ L < 0, i.e. no cycle of weight Σ −L ≤ 0 in the graph
-    of edges y → c of weight −L(y, c) (then the shortest-path potentials, nudged by a fraction of
-    the least cycle weight, are a solution). Decided exactly on integers (the L over their common
+    of edges y → c of weight −L(y, c) (conversely, with every cycle of weight ≥ δ > 0 the
+    constraints s[y] − s[c] ≥ L(y, c) + δ/k have no negative cycle, so shortest-path potentials
+    solve them). Decided exactly on integers (the L over their common
     denominator): if every B_t is the same vector and two targets differ, at once (L(y, c) +
     L(c, y) = 0: a 2-cycle of weight 0); else 2-cycles, then Floyd–Warshall with zero diagonal
     (a negative cycle shows as d[i][i] < 0, stopping at once so the entries stay small) and the
@@ -360,15 +362,12 @@ def shift_separates(bare: list[list[mpq]], targets: list[int]) -> bool | None:
         return True  # s large at the one target
     if all(b == bare[0] for b in bare):
         return False
-    at = {y: i for i, y in enumerate(labels)}
-    worst: list[list[mpq | None]] = [[None] * k for _ in range(k)]
+    at: dict[int, list[list[mpq]]] = {y: [] for y in labels}
     for b, y in zip(bare, targets, strict=True):
-        row, by = worst[at[y]], b[y]
-        for j, c in enumerate(labels):
-            if c != y and (row[j] is None or b[c] - by > row[j]):
-                row[j] = b[c] - by
-    den = math.lcm(*(int(x.denominator) for row in worst for x in row if x is not None))
-    w = [[0 if i == j else -int(x * den) for j, x in enumerate(row)]  # type: ignore[operator]
+        at[y].append(b)
+    worst = [[max(b[c] - b[y] for b in at[y]) for c in labels] for y in labels]
+    den = math.lcm(*(int(x.denominator) for row in worst for x in row))
+    w = [[0 if i == j else -int(x * den) for j, x in enumerate(row)]
          for i, row in enumerate(worst)]  # fmt: skip
     if any(w[i][j] + w[j][i] <= 0 for i in range(k) for j in range(i)):
         return False
