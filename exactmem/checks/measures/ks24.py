@@ -21,8 +21,8 @@ structure the checklist reads).
   unit of the FFN's last hidden layer takes an exact value in {0, 1} at every token.
 * ``ks24.dataflow``: the output depends on the context only through the FFN's units that read
   the id (a cut over the non-zero weights: past the attention only lanes no head writes may go
-  around them), some of them reach the output without cancelling in every margin, and with
-  them knocked out (W₂ = 0) the model misses a label (:func:`_dataflow`).
+  around them), some of them reach the output without cancelling in every margin, and no
+  constant in place of the FFN gives every label (:func:`_dataflow`, :func:`_knocked_out`).
 
 Every value comes from the trusted evaluators on the model as its file defines it: exactly
 (:func:`exactmem.evaluate.reference.run`) where the head's scores are equal in every column, as
@@ -35,6 +35,7 @@ undecided up to the precision limit is *inconclusive* (exit 4), unless another c
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from fractions import Fraction
 
@@ -224,7 +225,7 @@ def _cancels(model, ffn: MLP, j: int) -> bool:
     return all(x == out[0] for x in out)  # logits: a multiple of (1, …, 1)
 
 
-def _dataflow(model, ds, tolerance: mpq | None = None) -> Check:
+def _dataflow(model, ds, tolerance: mpq | None = None, undecided: list[str] | None = None) -> Check:
     """``ks24.dataflow``: the output depends on the context only through the FFN's units that
     read the context id wᵀz — the units that map the ids to labels — and those units matter.
 
@@ -238,9 +239,11 @@ def _dataflow(model, ds, tolerance: mpq | None = None) -> Check:
     read-out reads and, for an FFN of one hidden layer, the unit's column through the read-out
     neither 0 nor — argmax over C logits — the same in every logit (it would cancel in every
     margin) (:func:`_cancels`).
-    (iii) The knock-out (:func:`_knocked_out`): with the units' outgoing weights zeroed, the
-    model must miss a label — judged as the labels are, at the user's tolerance or by a strict
-    argmax. Else the FFN is dead on the data."""
+    (iii) The knock-out (:func:`_knocked_out`): no constant in place of the FFN may give every
+    label — judged as the labels are, at the user's tolerance or by a strict argmax. With the
+    FFN knocked out (W₂ = 0) the outputs are token-wise; any constant the FFN could be replaced
+    by shifts them all alike, and if one shift gives every label the FFN is dead on the data
+    (the zero constant alone would pass an FFN adding a constant, or a tie)."""
     from exactmem.checks.dataflow import cut_check, graph
 
     g = graph(model)
@@ -299,27 +302,113 @@ def _dataflow(model, ds, tolerance: mpq | None = None) -> Check:
             "decides nothing"
         )
     if not bad:
-        bad += _knocked_out(model, ds, tolerance)
+        bad += _knocked_out(model, ds, tolerance, [] if undecided is None else undecided)
     detail = (
         f"every path from the input to the output crosses the FFN's units reading the id wᵀz "
         f"({len(read)} of {len(ids)} read"
         + (f", {len(deciding)} not cancelling" if len(ffn.layers) == 2 else "")
         + ")"
         + (f" or one of the {len(tokens)} token lanes no head writes" if ffn.residual else "")
-        + "; with them knocked out (W₂ = 0) the model misses a label"
+        + "; no constant in place of the FFN gives every label"
     )
     return Check("ks24.dataflow", not bad, "; ".join(bad) if bad else detail, figures)
 
 
-def _knocked_out(model, ds, tolerance: mpq | None) -> list[str]:
-    """The FFN's units reading the id knocked out: its second layer reduced to its bias, so the
-    output no longer reads them. The cut passed, so every path from the input to the output then
-    runs through token lanes no head writes (the residual's z_i) — the output is that of the
-    model without its attention, a function of each token evaluated exactly by the reference
-    evaluator (a constant for the plain FFN). Judged as the labels are: within ``tolerance``
-    (exactly without one) for one output, the target logit strictly above the others for C.
-    Every label coming out means the FFN is dead on the data."""
-    from exactmem.checks.attention import exact_classification_check
+def _judged(outputs, labels):
+    """(output column, label) at every judged position, as the labels check reads them: every
+    position of a seq-to-seq label (a tuple), the last one for a sequence's single label."""
+    for out, y in zip(outputs, labels, strict=True):
+        if isinstance(y, tuple | list):
+            yield from zip(out, y, strict=True)
+        else:
+            yield out[-1], y
+
+
+def shift_interval_fits(residuals: list[mpq], tolerance: mpq) -> bool:
+    """One output: whether one constant s puts every B_t + s within ``tolerance`` of its label,
+    given the residuals y_t − B_t — iff they lie in an interval of length ≤ 2·tolerance (then
+    s = their midpoint). Exact."""
+    return max(residuals) - min(residuals) <= 2 * tolerance
+
+
+#: above this many distinct labels the k³ cycle search is not run (k = 200: 8·10⁶ integer steps,
+#: under a second with small entries); :func:`shift_separates` then decides only by its k²
+#: tests or returns None
+MAX_SHIFT_LABELS = 200
+
+
+def shift_separates(bare: list[list[mpq]], targets: list[int]) -> bool | None:
+    """C logits read by a strict argmax: whether one shift s ∈ R^C makes every target win,
+    B_t[y_t] + s[y_t] > B_t[c] + s[c] for every judged position t and class c ≠ y_t (``targets``
+    0-based). True: some s does; False: none does; None: undecided (more than
+    :data:`MAX_SHIFT_LABELS` distinct targets and no 2-cycle decides — the caller names it).
+
+    The constraints are strict difference constraints s[y] − s[c] > L(y, c) with
+    L(y, c) = max over the positions t labelled y of B_t[c] − B_t[y]. A class c that is never a
+    target has no constraint of its own (it is beaten by a low enough s[c]), so only the k
+    distinct targets matter. Summed around a cycle y₁ → y₂ → … → y₁ the left sides cancel: the
+    system is feasible iff every cycle has Σ L < 0, i.e. no cycle of weight Σ −L ≤ 0 in the graph
+    of edges y → c of weight −L(y, c) (conversely, with every cycle of weight ≥ δ > 0 the
+    constraints s[y] − s[c] ≥ L(y, c) + δ/k have no negative cycle, so shortest-path potentials
+    solve them). Decided exactly on integers (the L over their common
+    denominator): if every B_t is the same vector and two targets differ, at once (L(y, c) +
+    L(c, y) = 0: a 2-cycle of weight 0); else 2-cycles, then Floyd–Warshall with zero diagonal
+    (a negative cycle shows as d[i][i] < 0, stopping at once so the entries stay small) and the
+    least cycle weight min over i ≠ j of d[i][j] + w(j, i) (with no negative cycle, a shortest
+    path back plus the edge closing it)."""
+    labels = sorted(set(targets))
+    k = len(labels)
+    if k == 1:
+        return True  # s large at the one target
+    if all(b == bare[0] for b in bare):
+        return False
+    at: dict[int, list[list[mpq]]] = {y: [] for y in labels}
+    for b, y in zip(bare, targets, strict=True):
+        at[y].append(b)
+    worst = [[max(b[c] - b[y] for b in at[y]) for c in labels] for y in labels]
+    den = math.lcm(*(int(x.denominator) for row in worst for x in row))
+    w = [[0 if i == j else -int(x * den) for j, x in enumerate(row)]
+         for i, row in enumerate(worst)]  # fmt: skip
+    if any(w[i][j] + w[j][i] <= 0 for i in range(k) for j in range(i)):
+        return False
+    if k > MAX_SHIFT_LABELS:
+        return None
+    d = [row[:] for row in w]
+    for m in range(k):
+        dm = d[m]
+        for i in range(k):
+            dim = d[i][m]
+            d[i] = [a if a <= dim + b else dim + b for a, b in zip(d[i], dm, strict=True)]
+        if any(d[i][i] < 0 for i in range(k)):
+            return False
+    return all(d[i][j] + w[j][i] > 0 for i in range(k) for j in range(k) if i != j)
+
+
+def _knocked_out(model, ds, tolerance: mpq | None, undecided: list[str]) -> list[str]:
+    """Whether some constant in place of the FFN gives every label; if so, the FFN is dead on
+    the data (a failure line). The FFN knocked out: its second layer reduced to its bias, so the
+    FFN is a constant map (z ↦ z + c in the residual form). The cut passed, so every path from
+    the input to the output then runs through token lanes no head writes (the residual's z_i):
+    the outputs B_t are those of the model without its attention, a function of each token
+    evaluated exactly by the reference evaluator (one vector for the plain FFN). Another
+    constant c + v in place of the FFN adds U·v to every output (U the read-out, which is
+    affine; the identity without one), whatever the position — so the question is whether one
+    shift s makes every B_t + s give its label, judged as the labels are:
+
+    * one output (U ≠ 0 on the FFN's lanes, or the units would not be read: every s ∈ R is U·v
+      for some v): the residuals y_t − B_t within an interval of length ≤ 2·tolerance (all equal
+      without one) — :func:`shift_interval_fits`, exact;
+    * C logits, a strict argmax: strict difference constraints on s ∈ R^C
+      (:func:`shift_separates`). Every s ∈ R^C is taken, a superset of the shifts U·v (mod the
+      all-ones vector, which no argmax sees) when U's image with (1, …, 1) is smaller than R^C:
+      a model then fails if a shift the FFN could not add would give every label, which errs
+      towards refuting. No ks24 model the builder makes has C logits (its labels are one output,
+      ``ffn=residual`` or not), so none is refuted by the superset. More than
+      :data:`MAX_SHIFT_LABELS` distinct labels and no 2-cycle deciding: named in ``undecided``
+      (the checklist is then inconclusive unless something failed).
+
+    A tie is no miss: the zero constant missing a label (the reviewer's ks24_tie.json) shows
+    nothing unless no other constant gives every label."""
     from exactmem.evaluate.reference import run
 
     ffn = model.sublayers[1]
@@ -327,19 +416,29 @@ def _knocked_out(model, ds, tolerance: mpq | None) -> list[str]:
     bias_only = Affine(second.in_dim, ((),) * second.out_dim, second.bias, second.denominator)
     knocked = replace(ffn, layers=(ffn.layers[0], bias_only, *ffn.layers[2:]))
     bare = replace(model, sublayers=(knocked,))
-    outputs = run(bare, ds.vocab, ds.sequences).outputs
-    if len(outputs[0][0]) > 1:  # C logits, argmax
-        if not exact_classification_check(outputs, ds.labels).passed:
+    judged = list(_judged(run(bare, ds.vocab, ds.sequences).outputs, ds.labels))
+    if len(judged[0][0]) > 1:  # C logits, argmax
+        fits = shift_separates([b for b, _ in judged], [int(y) - 1 for _, y in judged])
+        how = "one shift of the logits"
+        if fits is None:
+            undecided.append(
+                f"ks24.dataflow: whether one shift of the logits in place of the FFN gives every "
+                f"label is not decided ({len({y for _, y in judged})} distinct labels > "
+                f"{MAX_SHIFT_LABELS}, no pair of them excluding it)"
+            )
             return []
     else:
         tol = mpq(0) if tolerance is None else mpq(tolerance)
-        for seq, labels in zip(outputs, ds.labels, strict=True):
-            for col, y in zip(seq, labels, strict=True):
-                if abs(col[0] - y) > tol:
-                    return []
+        fits = shift_interval_fits([mpq(y) - b[0] for b, y in judged], tol)
+        how = "one constant added to the output" + (
+            f" (tolerance {format_rational(tol)})" if tolerance is not None else ""
+        )
+    if not fits:
+        return []
     return [
-        "with the FFN's units knocked out (W₂ = 0, b₂ kept) the model without them — a function "
-        "of each token — gives every label: the FFN is dead on the data"
+        f"a constant replaces the FFN: with its units knocked out (W₂ = 0, b₂ kept) the model — "
+        f"a function of each token — gives every label up to {how}, which a constant FFN output "
+        "adds: the FFN is dead on the data"
     ]
 
 
@@ -487,7 +586,12 @@ def check_ks24(
     att, ffn, w, factors = _layers(model)
     sep = separation(ds)
     n = len(ds.sequences[0])
-    checks = [_separation(att, ds, sep), _boltzmann(att, w), _dataflow(model, ds, tolerance)]
+    undecided: list[str] = []
+    checks = [
+        _separation(att, ds, sep),
+        _boltzmann(att, w),
+        _dataflow(model, ds, tolerance, undecided),
+    ]
     keys = _classes(ds)
     state: dict = {}
     requantizes = len(ffn.layers) > 2  # the construction's form: steps after the ramps
@@ -527,7 +631,6 @@ def check_ks24(
         "classes": len({k for row in keys for k in row}),
         "paper_delta_exponent": delta,
     }
-    undecided = []
     if state["collision"]:
         (i, k), (j, m), value = state["collision"]
         checks.append(

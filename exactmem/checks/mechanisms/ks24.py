@@ -250,8 +250,8 @@ CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             "the FFN on the context ids memorizes the labels",
             "every path from the input to the output crosses the FFN's units reading the id "
             "wᵀz (or, in the residual form, a token lane no head writes), at least one of those "
-            "units reaches the output without cancelling in every margin, and with them "
-            "knocked out (W₂ = 0) some label is missed",
+            "units reaches the output without cancelling in every margin, and no constant in "
+            "place of the FFN gives every label",
             (
                 Breaker(
                     "mechanism read-out zeroed, bypass added",
