@@ -9,6 +9,8 @@ import resource
 import signal
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -354,3 +356,41 @@ def test_a_bit_budget_below_two_is_refused_alike_by_build_and_verify():
         with pytest.raises(InputError, match="bit_budget=1: a bit budget B must be ≥ 2"):
             parse_options(construction, ["bit_budget=1"])
         assert parse_options(construction, ["bit_budget=2"]) == {"bit_budget": 2}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG)")
+def test_a_worker_dies_with_the_process_that_forked_it(tmp_path):
+    """The reference evaluator's workers ask the kernel to kill them when their parent ends: a
+    SIGTERM that caught one mid-fork left it alive, holding the command's pipes open (a test
+    waiting for them timed out once at 600 s)."""
+    code = textwrap.dedent(
+        """
+        import os, sys, time
+        from exactmem.evaluate.reference import _die_with
+        parent = os.getpid()
+        child = os.fork()
+        if child == 0:
+            _die_with(parent)
+            time.sleep(60)
+            os._exit(0)
+        print(child, flush=True)
+        time.sleep(0.5)  # the child has called prctl; then the parent ends
+        os._exit(0)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    pid = int(done.stdout.split()[0])
+
+    def alive() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return False
+        return "State:\tZ" not in state
+
+    deadline = time.monotonic() + 10
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive()

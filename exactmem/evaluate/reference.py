@@ -12,6 +12,9 @@ inconclusive otherwise.
 from __future__ import annotations
 
 import math
+import os
+import signal
+import sys
 from collections.abc import Callable, Sequence
 from itertools import chain
 
@@ -270,7 +273,9 @@ def _mlp_parallel(mlp, X, den, size, sub, on_probe, stats, jobs, progress=None):
             f"{mlp.label or 'mlp'}: {len(mlp.layers)} layers on {size} inputs in {jobs} processes"
         )
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=_die_with, initargs=(os.getpid(),)
+    ) as pool:
         results = list(pool.map(_mlp_chunk, tasks))
     X_out, den_out = _common([(r[0], r[1]) for r in results])
     stats += merged_stats([r[2] for r in results], size)
@@ -278,6 +283,24 @@ def _mlp_parallel(mlp, X, den, size, sub, on_probe, stats, jobs, progress=None):
         values, vden = _common([([r[3][name][0]], r[3][name][1]) for r in results])
         on_probe(name, values[0], vden)
     return _reduce(X_out, den_out)
+
+
+def _die_with(parent: int) -> None:
+    """A worker's first step: on Linux, ask the kernel to kill it when the process that forked
+    it ends. A signal that ends the command (SIGTERM, Ctrl-C) kills the workers it knows of
+    (exactmem.commands.main), but one being forked at that moment would survive, holding the
+    command's output pipes open, and whoever waits for them would wait for ever."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: the parent's kill is all there is
+        return
+    if os.getppid() != parent:  # the parent ended before prctl took effect
+        os._exit(1)
 
 
 def _apply_linear(a: Affine, v: Sequence[mpq]) -> list[mpq]:
