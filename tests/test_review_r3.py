@@ -259,3 +259,34 @@ def test_ks24_residual_form_refuses_labels_its_ffn_has_nothing_to_add_to(tmp_pat
     args = ["build", "--construction", "ks24", "--data", str(data), "--quiet"]
     assert main([*args, "--set", "ffn=residual", "--out", str(tmp_path / "m.json")]) == 2
     assert "ffn=requantized" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("model", "data", "failing", "tolerance"),
+    [
+        # lane pairs always equal, read +1 in one logit and +1 in the other: a shift
+        ("dana_pairs.json", "dana_tok.json", {"dana.feature_rank", "dana.capacity"}, None),
+        # a fourth head whose value rows are duplicated and written +1 and −1: U·W_O·W_V = 0
+        ("mahdavi_cancel.json.gz", "mahdavi_T20.json", {"mahdavi.feature_rank"}, None),
+        # twin units (one row of W₁ and bias) read with columns +c and −c
+        ("madden_cancel.json", "madden_own.json", {"madden24.feature_rank"}, "1/1000000"),
+    ],
+)
+def test_parts_that_cancel_are_read_by_nothing(model, data, failing, tolerance):
+    """Fifth review: each lane, column or head was asked alone whether the output reads it, so
+    parts that cancel one another were credited rank: VERIFIED with the labels right. A map is
+    now asked as a whole whether it reaches a margin (``attention.reaches_a_margin``), and twin
+    units are one feature."""
+    from exactmem.files.dataset_files import load_dataset
+    from exactmem.files.model_files import load_model
+
+    folder = Path(__file__).parent / "data" / "review5"
+    construction = {"dana": "dana25", "mahd": "mahdavi24", "madd": "madden24"}[model[:4]]
+    cert = certify(
+        load_model(str(folder / model))[0],
+        load_dataset(str(folder / data)),
+        construction=construction,
+        tolerance=tolerance,
+    )
+    assert cert.verdict == "refuted"
+    assert {c.name for c in cert.failed} == failing

@@ -427,6 +427,26 @@ def _attention_inputs(model, att, ds, run) -> list[list[tuple[mpq, ...]]]:
     return [list(trace.outputs[i]) for i in range(len(ds.sequences))]
 
 
+def reaches_a_margin(model, M: list[list[mpq]]) -> bool:
+    """Whether a map M into the stream (rows: lanes) changes what the output decides: U·M ≠ 0
+    (U the read-out, the identity without one) and, with several logits read by argmax, some
+    column of U·M not the same in every logit — a column the same in every logit adds one value
+    to all of them, a shift argmax ignores. Exact; the whole map at once, so parts that cancel
+    one another (two lanes read +1 and −1 that always carry equal values, a value map's
+    duplicated rows written +1 and −1) reach nothing."""
+    if model.unembed is None:
+        out = M
+    else:
+        U = _dense(model.unembed)
+        out = [
+            [sum((u[i] * M[i][k] for i in range(len(M)) if u[i]), mpq(0)) for k in range(len(M[0]))]
+            for u in U
+        ]
+    if len(out) == 1:
+        return any(out[0])
+    return any(len({r[k] for r in out}) > 1 for k in range(len(out[0])))
+
+
 def _read_lanes(model, width: int) -> list[int]:
     """The lanes the unembedding reads — a head writing elsewhere is read by nothing — and,
     with several logits (argmax), reads differently in some two of them: a lane whose column is
@@ -446,33 +466,21 @@ def _read_lanes(model, width: int) -> list[int]:
 
 def read_value_coordinates(model, att) -> list[list[int]]:
     """Per head h, the coordinates of its value vector W_V^h Σ_j a_hj X_j credited as read:
-    all of them when the output reads the head — some column of U·W_O^h (exact; U the
-    read-out, the identity without one) is not zero, and, with several outputs (logits read by
-    argmax), not the same for every output: such a column adds the same value to every logit,
-    a per-example shift argmax ignores — and none when it does not. A head nothing reads
+    all of them when the output reads the head — U·W_O^h·W_V^h (exact; U the read-out, the
+    identity without one) is not zero and, with several outputs (logits read by argmax), not
+    the same for every output in each column (:func:`reaches_a_margin`: a column the same in
+    every logit is a shift argmax ignores; parts that cancel, review 5, reach nothing) — and
+    none when it does not. A head nothing reads
     carries nothing, however well it attends (issue 26).
 
     Heads, not single coordinates: W_O^h holds the solved readout weights, and a weight
     solved exactly 0 (the labels in the span of the other features, which structured data
     such as a shared context gives the honest builder) is the readout's choice on a feature it
     reads, indistinguishable in the weights from a coordinate cut off."""
-    w = stream_width(model)
-    U = _dense(model.unembed) if model.unembed is not None else None
-    outs = len(U) if U is not None else w
-    read = []
-    for h in att.heads:
-        O = _dense(h.output)
-        cols = range(h.output.in_dim)
-        M = (
-            O
-            if U is None
-            else [
-                [sum((u[i] * O[i][k] for i in range(w) if u[i]), mpq(0)) for k in cols] for u in U
-            ]
-        )
-        seen = any(len({r[k] for r in M}) > 1 if outs > 1 else M[0][k] != 0 for k in cols)
-        read.append(list(range(h.value.out_dim)) if seen else [])
-    return read
+    return [
+        list(range(h.value.out_dim)) if reaches_a_margin(model, head_map(h)) else []
+        for h in att.heads
+    ]
 
 
 def _read_features_model(model, att, read: list[list[int]]):
@@ -585,10 +593,13 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     w = stream_width(model)
     read = _read_lanes(model, w)
     d = _skip_rank(model, att, len(seqs[0]), run, read)
-    widths = [rank_of([head_map(h)[i] for i in read]) for h in att.heads]
+    # a head counts only if what it adds reaches a margin (review 5: heads writing lane pairs
+    # that cancel across the logits were credited)
+    live = [k for k, h in enumerate(att.heads) if reaches_a_margin(model, head_map(h))]
+    widths = [rank_of([head_map(att.heads[k])[i] for i in read]) for k in live]
     cap = sum(widths) + d
     derived = mixture_model(model, att, values=True, keep_stream=True, outputs=True)
-    lanes = read + [w * (1 + k) + i for k in range(len(att.heads)) for i in read]
+    lanes = read + [w * (1 + k) + i for k in live for i in read]
     derived = replace(
         derived,
         unembed=Affine(derived.unembed.in_dim, tuple(((j, 1),) for j in lanes), (0,) * len(lanes)),
@@ -624,14 +635,21 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
             "dana.capacity",
             T0 <= cap,
             f"T₀ = {T0} {'≤' if T0 <= cap else '>'} H·d_h + d = {cap} "
-            f"(H = {len(att.heads)} head{'s' * (len(att.heads) != 1)}, rank W_O^h W_V^h "
-            f"{_widths_text(widths)}, skip rank d = {d})",
+            f"(H = {len(att.heads)} head{'s' * (len(att.heads) != 1)}"
+            + (
+                f", {len(att.heads) - len(live)} reaching no margin"
+                if len(live) < len(att.heads)
+                else ""
+            )
+            + f", rank W_O^h W_V^h {_widths_text(widths)}, skip rank d = {d})",
             {"capacity": cap, "heads": len(att.heads), "skip_dim": d},
         ),
     ]
 
 
 def _widths_text(widths: list[int]) -> str:
+    if not widths:
+        return "—"
     return str(widths[0]) if len(set(widths)) == 1 else ", ".join(map(str, widths))
 
 

@@ -43,6 +43,7 @@ from exactmem.checks.certificate import Check, _examples
 from exactmem.core.errors import InconclusiveError
 from exactmem.core.exact import format_rational
 from exactmem.core.model import MLP
+from exactmem.core.weight_rows import BlockRows
 from exactmem.evaluate.floats import float_logits
 from exactmem.evaluate.softmax import MAX_PRECISION, ball_bounds, run_balls
 
@@ -130,7 +131,7 @@ def tied_classes(model) -> set[int]:
         if not isinstance(last, MLP) or last.residual:
             return set()
         unembed = last.layers[-1]
-    if not isinstance(unembed.rows, tuple):
+    if isinstance(unembed.rows, BlockRows):  # an imported checkpoint's: no tuples to compare
         return set()
     first: dict[tuple, int] = {}
     tied: set[int] = set()

@@ -600,7 +600,7 @@ def shape_problem(
     hidden units and have distinct names; positional tables have the stream width; embedding
     tables read ``input_dim`` columns; the unembedding reads the final stream. Rows list
     strictly increasing columns."""
-    if isinstance(input_dim, bool) or input_dim < 1:
+    if type(input_dim) is not int or input_dim < 1:
         return "input_dim", f"{input_dim} is not a positive width"
     if token_inputs and embed is None:
         return "token_inputs", "token inputs need an embedding table 'embed'"

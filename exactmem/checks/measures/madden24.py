@@ -297,13 +297,26 @@ def read_features(fnn: MLP) -> list[int]:
     adds the same value Φ_j·w to every logit of a context — a per-context shift, which softmax
     and argmax ignore — so that feature reaches no output (issue 26: the checked features must
     be the ones the output reads). The bias column of [Φ, 1] is not a feature: it is the
-    per-class offset b₂, always available to the solve."""
+    per-class offset b₂, always available to the solve. Twin units (one row of W₁ and one bias)
+    are one feature, read through the sum of their columns."""
     last = fnn.layers[-1]
     columns: dict[int, list[int]] = {}
     for c, row in enumerate(last.rows):
         for j, v in row:
             columns.setdefault(j, [0] * len(last.rows))[c] = v
-    return sorted(j for j, col in columns.items() if len(set(col)) > 1)
+    # twin units (the same row of W₁ and bias) compute one feature: W₂ reads their sum, so
+    # columns +c and −c on twins read nothing (review 5); one representative per read feature
+    first = fnn.layers[0]
+    twins: dict[tuple, list[int]] = {}
+    for j, (row, bias) in enumerate(zip(first.rows, first.bias, strict=True)):
+        twins.setdefault((tuple(row), bias), []).append(j)
+    read = []
+    zero = [0] * len(last.rows)
+    for units in twins.values():
+        total = [sum(col) for col in zip(*(columns.get(j, zero) for j in units), strict=True)]
+        if len(set(total)) > 1:
+            read.append(units[0])
+    return sorted(read)
 
 
 def feature_rank_check(
