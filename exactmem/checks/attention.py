@@ -595,8 +595,9 @@ def dana_checks(model, ds, precision: int = 256, limit: int = 2048, run=None) ->
     d = _skip_rank(model, att, len(seqs[0]), run, read)
     # a head counts only if what it adds reaches a margin (review 5: heads writing lane pairs
     # that cancel across the logits were credited)
-    live = [k for k, h in enumerate(att.heads) if reaches_a_margin(model, head_map(h))]
-    widths = [rank_of([head_map(att.heads[k])[i] for i in read]) for k in live]
+    maps = [head_map(h) for h in att.heads]
+    live = [k for k, m in enumerate(maps) if reaches_a_margin(model, m)]
+    widths = [rank_of([maps[k][i] for i in read]) for k in live]
     cap = sum(widths) + d
     derived = mixture_model(model, att, values=True, keep_stream=True, outputs=True)
     lanes = read + [w * (1 + k) + i for k in live for i in read]

@@ -354,18 +354,8 @@ class Transformer:
 
     def affines(self) -> Iterator[tuple[Affine, bool]]:
         """Every affine map with whether its bias counts as parameters."""
-        if self.embed:
-            yield self.embed, True
-        for s in self.sublayers:
-            if isinstance(s, MLP):
-                for layer in s.layers:
-                    yield layer, True
-            elif isinstance(s, Attention):
-                for h in s.heads:
-                    for m in (h.query, h.key, h.value, h.output):
-                        yield m, False
-        if self.unembed:
-            yield self.unembed, True
+        for a, with_bias, _ in maps_with_paths(self):
+            yield a, with_bias
 
     @property
     def has_attention(self) -> bool:
@@ -713,7 +703,7 @@ def number_problem(model: Transformer) -> Problem | None:
     a map's coefficients, biases and denominator are integers, a positional table's and a layer
     norm's entries rationals — never a float (its arithmetic would decide the verdict) or a
     bool. A model file's loader gives nothing else; a model made in memory may."""
-    for a, path in _maps_with_paths(model):
+    for a, _, path in maps_with_paths(model):
         if problem := _map_number_problem(a, path):
             return problem
     for i, s in enumerate(model.sublayers):
@@ -730,20 +720,21 @@ def number_problem(model: Transformer) -> Problem | None:
     return None
 
 
-def _maps_with_paths(model: Transformer) -> Iterator[tuple[Affine, str]]:
-    """Every affine map with its path in a model file."""
+def maps_with_paths(model: Transformer) -> Iterator[tuple[Affine, bool, str]]:
+    """Every affine map, whether its bias counts as parameters (attention maps are bias-free),
+    and its path in a model file."""
     if model.embed is not None:
-        yield model.embed, "embed"
+        yield model.embed, True, "embed"
     for i, s in enumerate(model.sublayers):
         if isinstance(s, MLP):
             for j, layer in enumerate(s.layers):
-                yield layer, f"sublayers[{i}].layers[{j}]"
+                yield layer, True, f"sublayers[{i}].layers[{j}]"
         elif isinstance(s, Attention):
             for j, h in enumerate(s.heads):
                 for part in ("query", "key", "value", "output"):
-                    yield getattr(h, part), f"sublayers[{i}].heads[{j}].{part}"
+                    yield getattr(h, part), False, f"sublayers[{i}].heads[{j}].{part}"
     if model.unembed is not None:
-        yield model.unembed, "unembed"
+        yield model.unembed, True, "unembed"
 
 
 # What the core reads from a model's ``meta``: only labels it prints beside the verdict (the

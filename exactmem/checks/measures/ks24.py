@@ -42,7 +42,7 @@ from fractions import Fraction
 from flint import arb, ctx
 from gmpy2 import mpq
 
-from exactmem.checks.attention import brief
+from exactmem.checks.attention import brief, reaches_a_margin
 from exactmem.checks.certificate import Check, ChecklistStructureError, _examples
 from exactmem.checks.rank_one import rank_one_direction
 from exactmem.checks.seq2seq_balls import _LAST_RUN, _balls, _to_last_hidden
@@ -200,29 +200,14 @@ def _head_lanes(att: Attention) -> set[int]:
     return {i for h in att.heads for i, row in enumerate(h.output.rows) if row}
 
 
-def _dense(a: Affine) -> list[list[mpq]]:
-    m = [[mpq(0)] * a.in_dim for _ in range(a.out_dim)]
-    for i, row in enumerate(a.rows):
-        for j, x in row:
-            m[i][j] = mpq(x, a.denominator)
-    return m
-
-
 def _cancels(model, ffn: MLP, j: int) -> bool:
     """Whether hidden unit ``j`` of a one-hidden-layer FFN reaches the output only in a way that
     decides nothing: its contribution ReLU(·)·U·W₂[:, j] (U the read-out, the identity without
     one) is 0, or — C logits read by argmax — the same in every logit, so it cancels in every
-    margin. Exact, from the weights."""
-    w2 = _dense(ffn.layers[-1])
-    column = [row[j] for row in w2]
-    if model.unembed is None:
-        out = column
-    else:
-        out = [sum((u * c for u, c in zip(row, column, strict=True)), mpq(0))
-               for row in _dense(model.unembed)]  # fmt: skip
-    if len(out) == 1:  # the label itself
-        return out[0] == 0
-    return all(x == out[0] for x in out)  # logits: a multiple of (1, …, 1)
+    margin (:func:`~exactmem.checks.attention.reaches_a_margin`). Exact, from the weights."""
+    last = ffn.layers[-1]
+    column = [[mpq(dict(row).get(j, 0), last.denominator)] for row in last.rows]
+    return not reaches_a_margin(model, column)
 
 
 def _dataflow(model, ds, tolerance: mpq | None = None, undecided: list[str] | None = None) -> Check:
